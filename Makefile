@@ -1,0 +1,35 @@
+# Every target a developer runs is the one CI runs (.ci/run calls `make test`).
+VENV ?= .venv
+PY := $(VENV)/bin/python
+BIN := $(VENV)/bin
+
+.PHONY: venv demo test lint typecheck pytest bench clean
+
+$(VENV)/.installed: pyproject.toml
+	python3 -m venv $(VENV)
+	$(PY) -m pip install --quiet --upgrade pip
+	$(PY) -m pip install --quiet -e '.[dev]'
+	touch $@
+
+venv: $(VENV)/.installed
+
+demo: venv
+	$(BIN)/fleetfix run playbooks/xid79.yml -i inventories/lab.ini --yes
+
+lint: venv
+	$(BIN)/ruff check src tests
+	$(BIN)/ruff format --check src tests
+
+typecheck: venv
+	$(BIN)/mypy
+
+pytest: venv
+	$(BIN)/pytest -q
+
+test: lint typecheck pytest
+
+bench: venv
+	$(PY) benchmarks/run.py
+
+clean:
+	rm -rf $(VENV) build dist src/*.egg-info .mypy_cache .ruff_cache .pytest_cache

@@ -1,0 +1,147 @@
+"""The whole fleetfix exception tree; every error carries its evidence.
+
+    FleetfixError
+    ├── InputError                 bad user input found before anything runs (exit 1)
+    │   ├── InventoryError         inventory file, group_vars, host_vars
+    │   ├── PatternError           host pattern in `hosts:` or `--limit`
+    │   ├── PlaybookError          playbook YAML, keywords, step arguments
+    │   └── LabError               lab scenario or lab control
+    ├── UsageError                 bad command-line options (exit 5)
+    ├── ConditionError             a Jinja2 condition or template failed to evaluate
+    ├── ProbeParseError            tool output a probe parser did not understand
+    └── TransportError             talking to one host failed
+        ├── UnreachableError       could not connect or authenticate (exit 4)
+        │   └── HostKeyError       host key unknown or mismatched
+        └── CommandTimeout         a remote command ran past its timeout and was killed
+
+Foreign exceptions (asyncssh, jinja2, yaml) are translated at the module boundary that
+meets them, with `raise ... from exc`, so no foreign type crosses a fleetfix API.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True, slots=True)
+class SourcePosition:
+    """A place in a user's file: 1-based line and column."""
+
+    file: str
+    line: int
+    column: int = 1
+
+    def __str__(self) -> str:
+        return f"{self.file}:{self.line}:{self.column}"
+
+
+class FleetfixError(Exception):
+    """Base of every error fleetfix raises on purpose."""
+
+
+class InputError(FleetfixError):
+    """User input (inventory, playbook, pattern, scenario) is wrong; carries where."""
+
+    def __init__(
+        self,
+        message: str,
+        position: SourcePosition | None = None,
+        *,
+        source_line: str | None = None,
+        hint: str | None = None,
+    ) -> None:
+        super().__init__(message)
+        self.message = message
+        self.position = position
+        self.source_line = source_line
+        self.hint = hint
+
+    def render(self) -> str:
+        """The message as shown to an operator: location, text, the line, a caret, a hint."""
+        head = f"{self.position}: {self.message}" if self.position else self.message
+        parts = [head]
+        if self.source_line is not None and self.position is not None:
+            parts.append(f"    {self.source_line.rstrip()}")
+            parts.append("    " + " " * max(self.position.column - 1, 0) + "^")
+        if self.hint:
+            parts.append(f"    {self.hint}")
+        return "\n".join(parts)
+
+    def __str__(self) -> str:
+        return self.render()
+
+
+class InventoryError(InputError):
+    """An inventory source could not be read."""
+
+
+class PatternError(InputError):
+    """A host pattern is malformed."""
+
+
+class PlaybookError(InputError):
+    """A playbook is malformed or names something that does not exist."""
+
+
+class LabError(InputError):
+    """A lab scenario is malformed or the lab cannot be controlled."""
+
+
+class UsageError(FleetfixError):
+    """Command-line options are wrong or contradict each other."""
+
+
+class ConditionError(FleetfixError):
+    """A condition or template could not be evaluated for a host."""
+
+    def __init__(self, message: str, expression: str) -> None:
+        super().__init__(f"{message} (in: {expression})")
+        self.expression = expression
+
+
+class ProbeParseError(FleetfixError):
+    """Tool output did not look like what the tool prints; never read as healthy."""
+
+    def __init__(self, probe: str, reason: str, text: str, *, line: int | None = None) -> None:
+        self.probe = probe
+        self.reason = reason
+        self.line = line
+        self.excerpt = _excerpt(text, line)
+        where = f" at line {line}" if line is not None else ""
+        super().__init__(f"{probe}: {reason}{where}: {self.excerpt!r}")
+
+
+class TransportError(FleetfixError):
+    """A transport failed to talk to a host."""
+
+    def __init__(self, host: str, message: str) -> None:
+        super().__init__(f"{host}: {message}")
+        self.host = host
+        self.message = message
+
+
+class UnreachableError(TransportError):
+    """The host could not be reached or refused our credentials."""
+
+
+class HostKeyError(UnreachableError):
+    """The host's key is not known or does not match known_hosts."""
+
+
+class CommandTimeout(TransportError):
+    """A command ran past its timeout; the remote process was killed."""
+
+    def __init__(self, host: str, command: str, timeout: float) -> None:
+        super().__init__(host, f"command timed out after {timeout:g}s and was killed: {command}")
+        self.command = command
+        self.timeout = timeout
+
+
+def _excerpt(text: str, line: int | None, width: int = 160) -> str:
+    """A short piece of `text` around `line` (1-based), for error messages."""
+    lines = text.splitlines()
+    if line is not None and 1 <= line <= len(lines):
+        snippet = lines[line - 1]
+    else:
+        snippet = text.strip()[:width]
+    return snippet[:width]

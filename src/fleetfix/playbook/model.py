@@ -1,0 +1,115 @@
+"""The playbook as frozen values, each carrying the source position it came from.
+
+The loader (loader.py) builds these from YAML and validates everything; the engine only
+reads them. Templated strings stay strings here: they are rendered per host at run time.
+"""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from fleetfix.errors import SourcePosition
+
+NO_POSITION = SourcePosition("<none>", 0, 0)
+
+
+class StepKind(enum.StrEnum):
+    """What a step does. Probe and debug/assert/set_fact/fail are read-only."""
+
+    PROBE = "probe"  # read-only tool + parser; always runs, also in --check
+    ACTION = "action"  # mutating GPU-ops action; planned, not run, in --check
+    SHELL = "shell"  # raw shell command (mutating unless check_mode: false says otherwise)
+    COMMAND = "command"  # raw command, no shell features (argv quoted for the remote shell)
+    BLOCK = "block"  # block/rescue/always
+    DEBUG = "debug"  # print msg or var
+    SET_FACT = "set_fact"  # set host variables
+    ASSERT = "assert"  # fail unless every `that` condition holds
+    FAIL = "fail"  # fail with msg
+    META = "meta"  # flush_handlers, end_host, end_play, noop
+
+
+@dataclass(frozen=True, slots=True)
+class Duration:
+    """A time span given as seconds or '15m' / '90s' / '2h'."""
+
+    seconds: float
+
+
+@dataclass(frozen=True, slots=True)
+class Step:
+    """One task. `args` holds the kind's own arguments (e.g. shell: {'cmd': ...},
+    probe: {'name': 'nvidia_smi', 'params': {...}}, action: {'name': ..., 'params': ...})."""
+
+    kind: StepKind
+    name: str
+    args: Mapping[str, Any] = field(default_factory=dict)
+    position: SourcePosition = NO_POSITION
+    when: tuple[str, ...] = ()
+    register: str | None = None
+    until: tuple[str, ...] = ()
+    retries: int | None = None  # None: Ansible's default (3) applies when `until` is set
+    delay: float = 5.0
+    changed_when: tuple[str, ...] | None = None  # None: the kind decides; () never happens
+    failed_when: tuple[str, ...] | None = None
+    ignore_errors: bool = False
+    ignore_unreachable: bool = False
+    timeout: float | None = None  # None: the run's default command timeout
+    tags: frozenset[str] = frozenset()
+    check_mode: bool | None = None  # True: always dry; False: run even in --check
+    notify: tuple[str, ...] = ()
+    run_once: bool = False
+    delegate_to: str | None = None
+    become: bool | None = None
+    become_user: str | None = None
+    environment: Mapping[str, str] = field(default_factory=dict)
+    no_log: bool = False
+    vars: Mapping[str, Any] = field(default_factory=dict)
+    listen: tuple[str, ...] = ()  # handlers only
+    # block/rescue/always (kind BLOCK only)
+    block: tuple[Step, ...] = ()
+    rescue: tuple[Step, ...] = ()
+    always: tuple[Step, ...] = ()
+    # fleetfix keywords
+    verify: tuple[Step, ...] = ()  # probes/asserts re-checked after an action
+    escalate: tuple[Step, ...] = ()  # ladder of actions tried in order until verify passes
+    expect_unreachable: Duration | None = None
+    cooldown: Duration | None = None
+    max_attempts: int | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Play:
+    """One play: which hosts, how to batch them, what steps to run."""
+
+    name: str
+    hosts: str
+    position: SourcePosition = NO_POSITION
+    vars: Mapping[str, Any] = field(default_factory=dict)
+    vars_files: tuple[str, ...] = ()
+    serial: tuple[int | str, ...] = ()  # () means all hosts in one batch
+    max_fail_percentage: float | None = None
+    any_errors_fatal: bool = False
+    order: str = "inventory"  # inventory, reverse_inventory, sorted, reverse_sorted, shuffle
+    strategy: str = "linear"  # linear, free
+    gather_facts: bool = False
+    become: bool = False
+    become_user: str | None = None
+    tags: frozenset[str] = frozenset()
+    pre_tasks: tuple[Step, ...] = ()
+    tasks: tuple[Step, ...] = ()
+    post_tasks: tuple[Step, ...] = ()
+    handlers: tuple[Step, ...] = ()
+    max_unavailable_per: Mapping[str, int] = field(default_factory=dict)
+    environment: Mapping[str, str] = field(default_factory=dict)
+    timeout: float | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Playbook:
+    """A whole playbook file: its plays in order."""
+
+    path: str
+    plays: tuple[Play, ...]

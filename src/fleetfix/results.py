@@ -1,0 +1,137 @@
+"""Result values: one command, one step on one host, one host's recap, one run."""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+
+@dataclass(frozen=True, slots=True)
+class CommandResult:
+    """A completed remote (or local) command, shaped like asyncssh's SSHCompletedProcess."""
+
+    command: str
+    rc: int | None
+    stdout: str
+    stderr: str
+    duration: float = 0.0
+    timed_out: bool = False
+
+    @property
+    def ok(self) -> bool:
+        return self.rc == 0 and not self.timed_out
+
+
+class Status(enum.StrEnum):
+    """The verdict of one step on one host, as the PLAY RECAP counts it."""
+
+    OK = "ok"
+    CHANGED = "changed"
+    FAILED = "failed"
+    UNREACHABLE = "unreachable"
+    SKIPPED = "skipped"
+    RESCUED = "rescued"
+    IGNORED = "ignored"
+
+
+@dataclass(frozen=True, slots=True)
+class StepResult:
+    """What one step did on one host; `data` is what `register` stores."""
+
+    host: str
+    step: str
+    status: Status
+    changed: bool = False
+    message: str = ""
+    commands: tuple[CommandResult, ...] = ()
+    data: Mapping[str, Any] = field(default_factory=dict)
+    attempts: int = 1
+    duration: float = 0.0
+
+
+RECAP_FIELDS: tuple[str, ...] = (
+    "ok",
+    "changed",
+    "unreachable",
+    "failed",
+    "skipped",
+    "rescued",
+    "ignored",
+)
+
+
+@dataclass(slots=True)
+class HostStats:
+    """Per-host counters for the PLAY RECAP, in Ansible's meaning."""
+
+    ok: int = 0
+    changed: int = 0
+    unreachable: int = 0
+    failed: int = 0
+    skipped: int = 0
+    rescued: int = 0
+    ignored: int = 0
+
+    def count(self, result: StepResult) -> None:
+        """Add one step result the way Ansible's recap does (changed also counts as ok)."""
+        status = result.status
+        if status in (Status.OK, Status.CHANGED):
+            self.ok += 1
+            if result.changed:
+                self.changed += 1
+        elif status is Status.FAILED:
+            self.failed += 1
+        elif status is Status.UNREACHABLE:
+            self.unreachable += 1
+        elif status is Status.SKIPPED:
+            self.skipped += 1
+        elif status is Status.IGNORED:
+            self.ok += 1
+            self.ignored += 1
+            if result.changed:
+                self.changed += 1
+        elif status is Status.RESCUED:
+            self.rescued += 1
+
+    def as_dict(self) -> dict[str, int]:
+        return {name: getattr(self, name) for name in RECAP_FIELDS}
+
+
+class Outcome(enum.IntEnum):
+    """Process exit codes; scripts and timers depend on them (README lists them)."""
+
+    OK = 0
+    ERROR = 1
+    HOST_FAILED = 2
+    UNREACHABLE = 4
+    BAD_OPTIONS = 5
+    SAFETY_ABORT = 6
+    CHECK_CHANGES = 7
+    INTERRUPTED = 99
+    INTERNAL = 250
+
+
+@dataclass(slots=True)
+class RunResult:
+    """Everything a finished run knows: per-host stats and per-step results."""
+
+    stats: dict[str, HostStats] = field(default_factory=dict)
+    results: list[StepResult] = field(default_factory=list)
+    aborted_by_safety: str | None = None
+    interrupted: bool = False
+
+    def outcome(self, *, check_changes_exit: bool = False) -> Outcome:
+        """Ansible's precedence: safety gate, then unreachable over failed."""
+        if self.interrupted:
+            return Outcome.INTERRUPTED
+        if self.aborted_by_safety:
+            return Outcome.SAFETY_ABORT
+        if any(s.unreachable for s in self.stats.values()):
+            return Outcome.UNREACHABLE
+        if any(s.failed for s in self.stats.values()):
+            return Outcome.HOST_FAILED
+        if check_changes_exit and any(s.changed for s in self.stats.values()):
+            return Outcome.CHECK_CHANGES
+        return Outcome.OK
