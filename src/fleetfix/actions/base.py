@@ -1,0 +1,56 @@
+"""The action contract: facts + params in, a command plan out; the engine executes the plan."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+
+@dataclass(frozen=True, slots=True)
+class PlannedCommand:
+    """One command an action wants run, with why, and how the engine should treat it."""
+
+    command: str
+    why: str
+    timeout: float | None = None
+    expect_unreachable: bool = False  # e.g. reboot: the connection drops, a new boot id follows
+    ignore_rc: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class ActionPlan:
+    """What an action will do on one host. No commands and no refusal means nothing to do."""
+
+    commands: tuple[PlannedCommand, ...] = ()
+    refused: str | None = None  # a gate said no: the step fails, nothing runs
+    notes: tuple[str, ...] = ()
+
+    @property
+    def noop(self) -> bool:
+        return not self.commands and self.refused is None
+
+
+@dataclass(frozen=True, slots=True)
+class ActionContext:
+    """What an action may look at: its params, the host's vars and fresh probe facts."""
+
+    host: str
+    params: Mapping[str, Any]
+    facts: Mapping[str, Any]  # probe name -> parsed facts (typed dataclasses)
+    vars: Mapping[str, Any]
+
+
+@dataclass(frozen=True, slots=True)
+class Action:
+    """A mutating GPU-ops action. `requires` probes run first and feed `plan`;
+    `verify` probes run after and feed `check` (None = verified)."""
+
+    name: str
+    summary: str
+    plan: Callable[[ActionContext], ActionPlan]
+    params: Mapping[str, str] = field(default_factory=dict)
+    requires: tuple[str, ...] = ()
+    verify: tuple[str, ...] = ()
+    check: Callable[[ActionContext], str | None] | None = None
+    disruptive: bool = False

@@ -1,0 +1,82 @@
+"""The engine: run a playbook's plays over an inventory through a transport, emitting events."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from fleetfix.actions.base import Action
+from fleetfix.engine.context import (
+    Connections,
+    HostSource,
+    RunContext,
+    RunOptions,
+    SpecFactory,
+    Templating,
+)
+from fleetfix.engine.play import run_play
+from fleetfix.events import EventBus, RunFinished, RunStarted
+from fleetfix.playbook.model import Playbook
+from fleetfix.plugins import Registry
+from fleetfix.probes.base import Probe
+from fleetfix.results import RunResult
+from fleetfix.transport.base import Transport
+
+__all__ = ["Engine", "RunOptions", "run_playbook"]
+
+HostSelector = Callable[[str], list[str]]
+"""A play's `hosts:` pattern -> the hosts it runs on (inventory pattern + --limit applied)."""
+
+
+@dataclass(slots=True)
+class Engine:
+    """The parts a run is made of; `run` executes one playbook with them."""
+
+    inventory: HostSource
+    transport: Transport
+    templar: Templating
+    spec_factory: SpecFactory
+    probes: Registry[Probe[Any]]
+    actions: Registry[Action]
+    bus: EventBus
+    options: RunOptions
+
+    async def run(self, playbook: Playbook, select: HostSelector) -> RunResult:
+        return await run_playbook(self, playbook, select)
+
+
+async def run_playbook(engine: Engine, playbook: Playbook, select: HostSelector) -> RunResult:
+    """Run every play in order. Ctrl-C (cancellation) stops cleanly with `interrupted` set."""
+    ctx = RunContext(
+        inventory=engine.inventory,
+        transport=engine.transport,
+        templar=engine.templar,
+        bus=engine.bus,
+        options=engine.options,
+        spec_factory=engine.spec_factory,
+        probes=engine.probes,
+        actions=engine.actions,
+        connections=Connections(engine.transport),
+        forks=asyncio.Semaphore(max(1, engine.options.forks)),
+    )
+    plays = [(play, select(play.hosts)) for play in playbook.plays]
+    every_host = tuple(dict.fromkeys(h for _, hosts in plays for h in hosts))
+    ctx.bus.emit(RunStarted(playbook=playbook.path, hosts=every_host, check=ctx.options.check))
+    groups = {g: engine.inventory.hosts_in(g) for g in engine.inventory.group_names()}
+    playbook_dir = str(Path(playbook.path).resolve().parent)
+    try:
+        for play, hosts in plays:
+            if not await run_play(ctx, play, hosts, playbook_dir, groups):
+                break
+    except asyncio.CancelledError:
+        ctx.result.interrupted = True
+        task = asyncio.current_task()
+        if task is not None:
+            task.uncancel()
+    finally:
+        await asyncio.shield(ctx.connections.close_all())
+    ctx.bus.emit(RunFinished(result=ctx.result))
+    return ctx.result

@@ -1,0 +1,83 @@
+"""Running one command for a step on a host: delegation, become, environment, events."""
+
+from __future__ import annotations
+
+import shlex
+from collections.abc import Mapping
+from typing import Any
+
+from fleetfix.engine.context import HostState, RunContext
+from fleetfix.events import CommandRan
+from fleetfix.playbook.model import Step
+from fleetfix.results import CommandResult
+
+NO_LOG_TEXT = "the output has been hidden due to the fact that 'no_log: true' was specified"
+
+
+def become_wrap(command: str, user: str) -> str:
+    """Run `command` as `user` through sudo without prompting (Ansible's default become)."""
+    return f"sudo -n -H -u {shlex.quote(user)} -- /bin/sh -c {shlex.quote(command)}"
+
+
+def redact(result: CommandResult) -> CommandResult:
+    """The same result with its command and output hidden (no_log)."""
+    return CommandResult(
+        NO_LOG_TEXT, result.rc, "", "", result.duration, timed_out=result.timed_out
+    )
+
+
+def step_timeout(ctx: RunContext, step: Step, play_timeout: float | None) -> float:
+    """Every command has a timeout: the step's, else the play's, else the run's default."""
+    for value in (step.timeout, play_timeout):
+        if value is not None and value > 0:
+            return value
+    return ctx.options.command_timeout
+
+
+def target_of(step: Step, state: HostState, variables: Mapping[str, Any], ctx: RunContext) -> str:
+    """The host a step's commands run on: delegate_to (rendered) or the host itself."""
+    if step.delegate_to is None:
+        return state.name
+    return str(ctx.templar.render(step.delegate_to, variables))
+
+
+async def run_command(
+    ctx: RunContext,
+    state: HostState,
+    step: Step,
+    command: str,
+    variables: Mapping[str, Any],
+    *,
+    timeout: float,
+    env: Mapping[str, str],
+    become: bool,
+    become_user: str,
+) -> CommandResult:
+    """Run one command on the step's target; raises UnreachableError if it cannot be reached."""
+    target = target_of(step, state, variables, ctx)
+    target_vars = variables if target == state.name else _vars_for(ctx, target)
+    spec = ctx.spec_factory(target, target_vars)
+    connection = await ctx.connections.get(spec)
+    remote = become_wrap(command, become_user) if become else command
+    result = await connection.run(remote, timeout=timeout, env=dict(env) or None)
+    result = CommandResult(
+        command, result.rc, result.stdout, result.stderr, result.duration, result.timed_out
+    )
+    shown = redact(result) if step.no_log else result
+    ctx.bus.emit(CommandRan(host=state.name, step=step.name, result=shown))
+    return result
+
+
+def announce_planned(ctx: RunContext, state: HostState, step: Step, command: str) -> None:
+    """Tell every consumer what a dry run would have run."""
+    shown = NO_LOG_TEXT if step.no_log else command
+    planned = CommandResult(shown, None, "", "")
+    ctx.bus.emit(CommandRan(host=state.name, step=step.name, result=planned, planned_only=True))
+
+
+def _vars_for(ctx: RunContext, host: str) -> Mapping[str, Any]:
+    """Connection vars of a delegate: from the inventory when it is there, else just its name."""
+    try:
+        return ctx.inventory.host_vars(host)
+    except KeyError:
+        return {"ansible_host": host}

@@ -1,0 +1,128 @@
+"""Run-wide and per-host state the engine threads explicitly through every call."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+from fleetfix.actions.base import Action
+from fleetfix.errors import UnreachableError
+from fleetfix.events import EventBus
+from fleetfix.plugins import Registry
+from fleetfix.probes.base import Probe
+from fleetfix.results import HostStats, RunResult
+from fleetfix.transport.base import DEFAULT_COMMAND_TIMEOUT, Connection, ConnectionSpec, Transport
+
+SpecFactory = Callable[[str, Mapping[str, Any]], ConnectionSpec]
+"""(host name, merged host vars) -> how to reach it."""
+
+
+class Templating(Protocol):
+    """What the engine needs from the condition/template layer (playbook.conditions.Templar)."""
+
+    def evaluate(self, expression: str, variables: Mapping[str, Any]) -> bool: ...
+
+    def render(self, value: Any, variables: Mapping[str, Any]) -> Any: ...
+
+
+class HostSource(Protocol):
+    """What the engine needs from an inventory."""
+
+    def host_vars(self, host: str) -> dict[str, Any]: ...
+
+    def groups_of(self, host: str) -> list[str]: ...
+
+    def group_names(self) -> list[str]: ...
+
+    def hosts_in(self, group: str) -> list[str]: ...
+
+
+@dataclass(frozen=True, slots=True)
+class RunOptions:
+    """Run-wide settings, mostly straight from the command line."""
+
+    forks: int = 50
+    check: bool = False
+    diff: bool = False
+    tags: frozenset[str] = frozenset()
+    skip_tags: frozenset[str] = frozenset()
+    extra_vars: Mapping[str, Any] = field(default_factory=dict)
+    command_timeout: float = DEFAULT_COMMAND_TIMEOUT
+    become: bool = False
+    become_user: str = "root"
+    reconnect_poll: float = 2.0
+
+
+@dataclass(slots=True)
+class HostState:
+    """One host's life in a run: its variables, failure flags and notified handlers."""
+
+    name: str
+    base_vars: dict[str, Any]
+    facts: dict[str, Any] = field(default_factory=dict)  # register and set_fact results
+    failed: bool = False
+    unreachable: bool = False
+    ended: bool = False  # meta: end_host
+    notified: set[str] = field(default_factory=set)
+    probe_facts: dict[str, Any] = field(default_factory=dict)  # latest typed facts per probe
+
+    @property
+    def active(self) -> bool:
+        return not (self.failed or self.unreachable or self.ended)
+
+
+class Connections:
+    """One reused connection per host, opened on first use."""
+
+    def __init__(self, transport: Transport) -> None:
+        self._transport = transport
+        self._open: dict[str, Connection] = {}
+        self._locks: dict[str, asyncio.Lock] = {}
+
+    async def get(self, spec: ConnectionSpec) -> Connection:
+        lock = self._locks.setdefault(spec.name, asyncio.Lock())
+        async with lock:
+            if spec.name not in self._open:
+                self._open[spec.name] = await self._transport.connect(spec)
+            return self._open[spec.name]
+
+    async def drop(self, name: str) -> None:
+        """Forget a host's connection (lost, or the host is rebooting)."""
+        connection = self._open.pop(name, None)
+        if connection is not None:
+            with contextlib.suppress(UnreachableError):
+                await connection.close()
+
+    async def close_all(self) -> None:
+        for name in list(self._open):
+            await self.drop(name)
+        await self._transport.aclose()
+
+
+@dataclass(slots=True)
+class RunContext:
+    """Everything a step needs, passed explicitly (no globals)."""
+
+    inventory: HostSource
+    transport: Transport
+    templar: Templating
+    bus: EventBus
+    options: RunOptions
+    spec_factory: SpecFactory
+    probes: Registry[Probe[Any]]
+    actions: Registry[Action]
+    connections: Connections
+    result: RunResult = field(default_factory=RunResult)
+    hosts: dict[str, HostState] = field(default_factory=dict)
+    forks: asyncio.Semaphore = field(default_factory=lambda: asyncio.Semaphore(50))
+
+    def stats(self, host: str) -> HostStats:
+        return self.result.stats.setdefault(host, HostStats())
+
+    def host_state(self, name: str) -> HostState:
+        if name not in self.hosts:
+            self.hosts[name] = HostState(name, self.inventory.host_vars(name))
+        return self.hosts[name]

@@ -1,0 +1,153 @@
+"""One step on one host in flight, and the primitives every step kind uses."""
+
+from __future__ import annotations
+
+import shlex
+from collections.abc import Mapping
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+from fleetfix.engine.commands import NO_LOG_TEXT, run_command, step_timeout
+from fleetfix.engine.context import HostState, RunContext
+from fleetfix.engine.variables import PlayScope
+from fleetfix.errors import ProbeParseError
+from fleetfix.playbook.model import Play, Step
+from fleetfix.probes.base import to_data
+from fleetfix.results import CommandResult
+
+
+@dataclass(frozen=True, slots=True)
+class StepEnv:
+    """Per-play settings a step reads while running on a host."""
+
+    play: Play
+    scope: PlayScope
+    inherited_vars: Mapping[str, Any] = field(default_factory=dict)
+
+    def with_vars(self, extra: Mapping[str, Any]) -> StepEnv:
+        return replace(self, inherited_vars={**self.inherited_vars, **extra})
+
+
+@dataclass(slots=True)
+class Outcome:
+    """What a kind's handler found, before changed_when/failed_when are applied."""
+
+    changed: bool = False
+    failed: bool = False
+    skipped: bool = False
+    message: str = ""
+    commands: list[CommandResult] = field(default_factory=list)
+    data: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass(slots=True)
+class HostStep:
+    """The step being run, the host it runs on, and everything around them."""
+
+    ctx: RunContext
+    env: StepEnv
+    state: HostState
+    step: Step
+    variables: dict[str, Any]
+
+    @property
+    def dry(self) -> bool:
+        """Whether mutating work only plans here (--check, or check_mode on the step)."""
+        if self.step.check_mode is not None:
+            return self.step.check_mode
+        return self.ctx.options.check
+
+    def render(self, value: Any) -> Any:
+        return self.ctx.templar.render(value, self.variables)
+
+    def evaluate(
+        self, expressions: tuple[str, ...], extra: Mapping[str, Any] | None = None
+    ) -> bool:
+        """All expressions true (a list is an AND), seeing `extra` vars on top."""
+        view = {**self.variables, **extra} if extra else self.variables
+        return all(self.ctx.templar.evaluate(expr, view) for expr in expressions)
+
+    def with_step(self, step: Step) -> HostStep:
+        return replace(self, step=step)
+
+    async def command(self, command: str, *, timeout: float | None = None) -> CommandResult:
+        """Run a command for this step: delegation, become, environment and timeout applied."""
+        play, step, ctx = self.env.play, self.step, self.ctx
+        become = step.become if step.become is not None else (play.become or ctx.options.become)
+        user = step.become_user or play.become_user or ctx.options.become_user
+        environment = {**play.environment, **step.environment}
+        return await run_command(
+            ctx,
+            self.state,
+            step,
+            command,
+            self.variables,
+            timeout=timeout or step_timeout(ctx, step, play.timeout),
+            env={str(k): str(self.render(v)) for k, v in environment.items()},
+            become=bool(become),
+            become_user=user,
+        )
+
+    async def probe(self, name: str, params: Mapping[str, Any]) -> Outcome:
+        """Run a probe and parse its output; typed facts are kept on the host state."""
+        probe = self.ctx.probes.get(name)
+        result = await self.command(probe.command(params))
+        outcome = Outcome(commands=[result], data={"facts": None})
+        if result.timed_out:
+            outcome.failed = True
+            outcome.message = f"probe {name} timed out and was killed (hung tool?)"
+        elif result.rc != 0 and not result.stdout.strip():
+            outcome.failed = True
+            detail = result.stderr.strip()[:200]
+            outcome.message = f"probe {name} failed (rc={result.rc}): {detail}"
+        else:
+            try:
+                facts = probe.parse(result.stdout)
+            except ProbeParseError as exc:
+                outcome.failed = True
+                outcome.message = str(exc)
+            else:
+                self.state.probe_facts[name] = facts
+                outcome.data["facts"] = to_data(facts)
+        return outcome
+
+
+def registered(outcome: Outcome, attempts: int, *, no_log: bool = False) -> dict[str, Any]:
+    """The value `register:` stores: rc/stdout/stderr/changed/failed/... plus kind data."""
+    value: dict[str, Any] = {
+        "changed": outcome.changed,
+        "failed": outcome.failed,
+        "skipped": outcome.skipped,
+        "msg": outcome.message,
+        "attempts": attempts,
+    }
+    if outcome.commands:
+        last = outcome.commands[-1]
+        value.update(
+            cmd=last.command,
+            rc=last.rc,
+            stdout=last.stdout,
+            stderr=last.stderr,
+            stdout_lines=last.stdout.splitlines(),
+            stderr_lines=last.stderr.splitlines(),
+            timed_out=last.timed_out,
+            delta=round(last.duration, 3),
+        )
+    value.update(outcome.data)
+    if no_log:
+        for key in ("stdout", "stderr", "msg"):
+            if key in value:
+                value[key] = NO_LOG_TEXT
+        value["stdout_lines"] = value["stderr_lines"] = []
+    return value
+
+
+def command_line(kind_is_command: bool, rendered: Mapping[str, Any]) -> str:
+    """The command line a shell/command step runs (argv quoted for `command`, chdir folded in)."""
+    if kind_is_command:
+        argv = rendered.get("argv") or shlex.split(str(rendered["cmd"]))
+        cmd = shlex.join(str(a) for a in argv)
+    else:
+        cmd = str(rendered["cmd"])
+    chdir = rendered.get("chdir")
+    return f"cd {shlex.quote(str(chdir))} && {cmd}" if chdir else cmd

@@ -1,0 +1,114 @@
+"""What each step kind does on a host: shell/command, probe, action, debug, set_fact, ..."""
+
+from __future__ import annotations
+
+import shlex
+from collections.abc import Awaitable, Callable, Mapping
+from typing import Any
+
+from fleetfix.engine.commands import announce_planned
+from fleetfix.engine.hoststep import HostStep, Outcome, command_line
+from fleetfix.engine.remediate import run_action
+from fleetfix.playbook.model import StepKind
+from fleetfix.results import CommandResult
+
+KindHandler = Callable[[HostStep], Awaitable[Outcome]]
+
+
+def command_outcome(result: CommandResult, *, changed: bool) -> Outcome:
+    """A finished command as an outcome: non-zero rc or a timeout fails the step."""
+    outcome = Outcome(changed=changed, commands=[result])
+    if result.timed_out:
+        outcome.failed = True
+        outcome.message = "command timed out and was killed"
+    elif result.rc != 0:
+        outcome.failed = True
+        outcome.message = f"non-zero return code {result.rc}"
+    return outcome
+
+
+async def _shell(hs: HostStep) -> Outcome:
+    rendered = hs.render(dict(hs.step.args))
+    command = command_line(hs.step.kind is StepKind.COMMAND, rendered)
+    guard = await _creates_removes(hs, rendered)
+    if guard is not None:
+        return guard
+    if hs.dry:
+        announce_planned(hs.ctx, hs.state, hs.step, command)
+        return Outcome(skipped=True, message=f"check mode: would run: {command}")
+    return command_outcome(await hs.command(command), changed=True)
+
+
+async def _creates_removes(hs: HostStep, rendered: Mapping[str, Any]) -> Outcome | None:
+    """Ansible's creates/removes: skip when the path already exists / is already gone."""
+    for key, skip_if_exists in (("creates", True), ("removes", False)):
+        path = rendered.get(key)
+        if not path:
+            continue
+        exists = (await hs.command(f"test -e {shlex.quote(str(path))}")).rc == 0
+        if exists == skip_if_exists:
+            verb = "exists" if exists else "does not exist"
+            return Outcome(skipped=True, message=f"{path} {verb}")
+    return None
+
+
+async def _probe(hs: HostStep) -> Outcome:
+    params = hs.render(dict(hs.step.args.get("params") or {}))
+    return await hs.probe(str(hs.step.args["name"]), params)
+
+
+async def _debug(hs: HostStep) -> Outcome:
+    if "var" in hs.step.args:
+        name = str(hs.step.args["var"])
+        value = hs.render("{{ " + name + " }}")
+        return Outcome(message=f"{name}: {value!r}", data={name: value})
+    return Outcome(message=str(hs.render(hs.step.args.get("msg", "Hello world!"))))
+
+
+async def _set_fact(hs: HostStep) -> Outcome:
+    values = hs.render(dict(hs.step.args))
+    hs.state.facts.update(values)
+    return Outcome(data={"ansible_facts": values})
+
+
+async def _assert(hs: HostStep) -> Outcome:
+    that = hs.step.args.get("that", ())
+    conditions = (that,) if isinstance(that, str) else tuple(str(c) for c in that)
+    for condition in conditions:
+        if not hs.evaluate((condition,)):
+            message = hs.step.args.get("fail_msg") or hs.step.args.get("msg") or "Assertion failed"
+            return Outcome(
+                failed=True, message=str(hs.render(message)), data={"assertion": condition}
+            )
+    success = hs.step.args.get("success_msg", "All assertions passed")
+    return Outcome(message=str(hs.render(success)))
+
+
+async def _fail(hs: HostStep) -> Outcome:
+    message = hs.render(hs.step.args.get("msg", "Failed as requested from task"))
+    return Outcome(failed=True, message=str(message))
+
+
+async def _meta(hs: HostStep) -> Outcome:
+    # flush_handlers and end_play act on the batch and are consumed by the play runner.
+    if hs.step.args.get("name") == "end_host":
+        hs.state.ended = True
+    return Outcome(skipped=True, message=f"meta: {hs.step.args.get('name')}")
+
+
+async def _action(hs: HostStep) -> Outcome:
+    return await run_action(hs, KIND_HANDLERS)
+
+
+KIND_HANDLERS: dict[StepKind, KindHandler] = {
+    StepKind.SHELL: _shell,
+    StepKind.COMMAND: _shell,
+    StepKind.PROBE: _probe,
+    StepKind.ACTION: _action,
+    StepKind.DEBUG: _debug,
+    StepKind.SET_FACT: _set_fact,
+    StepKind.ASSERT: _assert,
+    StepKind.FAIL: _fail,
+    StepKind.META: _meta,
+}
+"""Blocks are not here: the play runner walks block/rescue/always itself."""

@@ -1,0 +1,270 @@
+"""Running one play: batches, linear/free strategies, blocks, handlers and failure gates."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Sequence
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+from fleetfix.engine.batches import failure_exceeds, order_hosts, serial_batches
+from fleetfix.engine.context import HostState, RunContext
+from fleetfix.engine.hoststep import StepEnv
+from fleetfix.engine.steps import execute
+from fleetfix.engine.tags import selected
+from fleetfix.engine.variables import PlayScope, compose
+from fleetfix.errors import FleetfixError
+from fleetfix.events import BatchStarted, PlayFinished, PlayStarted, SafetyStop, TaskStarted
+from fleetfix.playbook.model import Play, Step, StepKind
+from fleetfix.results import Status, StepResult
+
+
+@dataclass(slots=True)
+class BatchRun:
+    """One batch of a play in progress."""
+
+    ctx: RunContext
+    env: StepEnv
+    hosts: list[str]
+    announced: set[int] = field(default_factory=set)
+    stop_play: bool = False
+
+    def states(self) -> list[HostState]:
+        return [self.ctx.host_state(h) for h in self.hosts]
+
+    def active(self) -> list[HostState]:
+        return [s for s in self.states() if s.active]
+
+    def announce(self, step: Step, *, handler: bool = False) -> None:
+        if id(step) not in self.announced:
+            self.announced.add(id(step))
+            self.ctx.bus.emit(TaskStarted(name=step.name, position=step.position, handler=handler))
+
+
+async def run_play(
+    ctx: RunContext,
+    play: Play,
+    hosts: Sequence[str],
+    playbook_dir: str,
+    groups: dict[str, list[str]],
+) -> bool:
+    """Run `play` on `hosts`; False when a gate says the whole run must stop."""
+    hosts = [h for h in order_hosts(hosts, play.order) if ctx.host_state(h).active]
+    ctx.bus.emit(PlayStarted(name=play.name, hosts=tuple(hosts), position=play.position))
+    scope = PlayScope({}, tuple(hosts), (), groups, playbook_dir)
+    play_vars = {h: _play_vars(ctx, play, ctx.host_state(h), scope) for h in hosts}
+    batches = serial_batches(hosts, play.serial)
+    keep_going = True
+    for index, batch in enumerate(batches, start=1):
+        ctx.bus.emit(BatchStarted(index=index, count=len(batches), hosts=tuple(batch)))
+        batch_scope = PlayScope(play_vars, tuple(hosts), tuple(batch), groups, playbook_dir)
+        run = BatchRun(ctx, StepEnv(play, batch_scope), list(batch))
+        await _run_batch(run)
+        if run.stop_play or not run.active():
+            keep_going = not run.stop_play
+            break
+    ctx.bus.emit(PlayFinished(name=play.name))
+    return keep_going and ctx.result.aborted_by_safety is None
+
+
+def _play_vars(ctx: RunContext, play: Play, state: HostState, scope: PlayScope) -> dict[str, Any]:
+    """Play vars rendered for one host, each able to use inventory vars and earlier play vars."""
+    rendered: dict[str, Any] = {}
+    for name, value in play.vars.items():
+        view = {**compose(ctx, state, scope), **rendered}
+        try:
+            rendered[name] = ctx.templar.render(value, view)
+        except FleetfixError:
+            rendered[name] = value  # left raw; a step that uses it reports the error
+    return rendered
+
+
+async def _run_batch(run: BatchRun) -> None:
+    play = run.env.play
+    if play.strategy == "free":
+        await asyncio.gather(*(_free_host(run, s) for s in run.states()))
+        _check_gates(run)
+        return
+    for section in (play.pre_tasks, play.tasks, play.post_tasks):
+        await _linear_section(run, section)
+        if run.stop_play:
+            return
+        await _flush_handlers(run)
+
+
+async def _linear_section(run: BatchRun, steps: Sequence[Step]) -> None:
+    for step in steps:
+        if not _wanted(run, step):
+            continue
+        if await _meta(run, step):
+            if run.stop_play:
+                return
+            continue
+        active = run.active()
+        if not active:
+            return
+        run.announce(step)
+        if step.run_once:
+            await _run_once(run, step, active)
+        else:
+            await asyncio.gather(*(_host_step(run, s, step) for s in active))
+        if _check_gates(run):
+            return
+
+
+async def _meta(run: BatchRun, step: Step) -> bool:
+    """Handle meta steps that act on the whole batch; True when the step was consumed."""
+    if step.kind is not StepKind.META:
+        return False
+    action = step.args.get("name")
+    if action == "flush_handlers":
+        await _flush_handlers(run)
+        return True
+    if action == "end_play":
+        for state in run.active():
+            state.ended = True
+        run.stop_play = True
+        return True
+    return False
+
+
+async def _free_host(run: BatchRun, state: HostState) -> None:
+    play = run.env.play
+    for section in (play.pre_tasks, play.tasks, play.post_tasks):
+        for step in section:
+            if not state.active:
+                return
+            if _wanted(run, step):
+                run.announce(step)
+                await _host_step(run, state, step)
+    await _flush_handlers(run, [state])
+
+
+async def _host_step(
+    run: BatchRun, state: HostState, step: Step, env: StepEnv | None = None
+) -> None:
+    """One step (or a whole block) on one host, holding a fork while it runs."""
+    env = env or run.env
+    if step.kind is StepKind.BLOCK:
+        await _block(run, state, step, env)
+        return
+    async with run.ctx.forks:
+        await execute(run.ctx, env, state, step)
+
+
+async def _block(run: BatchRun, state: HostState, block: Step, env: StepEnv) -> None:
+    """block/rescue/always with Ansible's semantics; a rescued failure counts as rescued."""
+    env = env.with_vars(block.vars)
+    inherited = _inherit(block)
+    if block.when and not await _block_condition(run, state, block, env):
+        return
+    failures_before = run.ctx.stats(state.name).failed
+    await _host_steps(run, state, inherited(block.block), env)
+    if state.failed and block.rescue:
+        stats = run.ctx.stats(state.name)
+        stats.failed = failures_before
+        state.failed = False
+        await _host_steps(run, state, inherited(block.rescue), env)
+        if not state.failed:
+            stats.rescued += 1
+    if block.always:
+        was_failed = state.failed
+        state.failed = False
+        await _host_steps(run, state, inherited(block.always), env)
+        state.failed = state.failed or was_failed
+
+
+async def _block_condition(run: BatchRun, state: HostState, block: Step, env: StepEnv) -> bool:
+    """A block's `when` gates all its steps; evaluated once, reported as one skip."""
+    probe = replace(block, kind=StepKind.DEBUG, args={"msg": ""}, register=None, notify=())
+    result = await execute(run.ctx, env, state, probe)
+    return result.status is not Status.SKIPPED
+
+
+def _inherit(block: Step) -> Any:
+    """Children of a block inherit its tags, become and environment, like Ansible."""
+
+    def apply(steps: Sequence[Step]) -> list[Step]:
+        out = []
+        for child in steps:
+            out.append(
+                replace(
+                    child,
+                    tags=child.tags | block.tags,
+                    become=child.become if child.become is not None else block.become,
+                    environment={**block.environment, **child.environment},
+                    ignore_errors=child.ignore_errors or block.ignore_errors,
+                )
+            )
+        return out
+
+    return apply
+
+
+async def _host_steps(run: BatchRun, state: HostState, steps: Sequence[Step], env: StepEnv) -> None:
+    for step in steps:
+        if not state.active:
+            return
+        if not _wanted(run, step):
+            continue
+        run.announce(step)
+        await _host_step(run, state, step, env)
+
+
+async def _run_once(run: BatchRun, step: Step, active: list[HostState]) -> None:
+    """Run on the first active host; every host in the batch sees the registered result."""
+    first = active[0]
+    await _host_step(run, first, step)
+    if step.register is not None and step.register in first.facts:
+        for state in active[1:]:
+            state.facts[step.register] = first.facts[step.register]
+
+
+def _wanted(run: BatchRun, step: Step) -> bool:
+    options = run.ctx.options
+    tags = step.tags | run.env.play.tags
+    if step.kind is StepKind.BLOCK:
+        children = (*step.block, *step.rescue, *step.always)
+        return any(selected(tags | c.tags, options.tags, options.skip_tags) for c in children)
+    return selected(tags, options.tags, options.skip_tags)
+
+
+def _check_gates(run: BatchRun) -> bool:
+    """any_errors_fatal and max_fail_percentage, evaluated after each task; True = stop."""
+    play = run.env.play
+    states = run.states()
+    failed = sum(1 for s in states if s.failed or s.unreachable)
+    if failed and play.any_errors_fatal:
+        for state in states:
+            state.ended = True
+        run.stop_play = True
+        return True
+    if failure_exceeds(failed, len(states), play.max_fail_percentage):
+        reason = (
+            f"max_fail_percentage {play.max_fail_percentage:g}% exceeded in play "
+            f"{play.name!r}: {failed} of {len(states)} hosts in the batch failed"
+        )
+        run.ctx.result.aborted_by_safety = reason
+        run.ctx.bus.emit(SafetyStop(reason=reason))
+        run.stop_play = True
+        return True
+    return False
+
+
+async def _flush_handlers(run: BatchRun, only: list[HostState] | None = None) -> None:
+    """Run notified handlers in definition order on the hosts that notified them."""
+    scope = only if only is not None else run.states()
+    for handler in run.env.play.handlers:
+        topics = {handler.name, *handler.listen}
+        states = [s for s in scope if s.active and s.notified & topics]
+        if not states:
+            continue
+        run.announce(handler, handler=True)
+        await asyncio.gather(*(_host_step(run, s, handler) for s in states))
+    for state in scope:
+        state.notified.clear()
+
+
+def host_results(ctx: RunContext, host: str) -> list[StepResult]:
+    """Every step result recorded for `host`, in order (for reports and tests)."""
+    return [r for r in ctx.result.results if r.host == host]

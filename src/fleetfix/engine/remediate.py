@@ -1,0 +1,156 @@
+"""Running an action step: probe, plan, run (or print in --check), verify, escalate."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import time
+from collections.abc import Awaitable, Callable, Mapping
+from typing import Any
+
+from fleetfix.actions.base import Action, ActionContext, ActionPlan, PlannedCommand
+from fleetfix.engine.commands import announce_planned
+from fleetfix.engine.hoststep import HostStep, Outcome, registered
+from fleetfix.errors import UnreachableError
+from fleetfix.playbook.model import StepKind
+from fleetfix.results import CommandResult
+
+BOOT_ID_COMMAND = "cat /proc/sys/kernel/random/boot_id"
+DEFAULT_REBOOT_WAIT = 900.0
+Handlers = Mapping[StepKind, Callable[[HostStep], Awaitable[Outcome]]]
+
+
+async def run_action(hs: HostStep, handlers: Handlers) -> Outcome:
+    """The action, then its escalation ladder rung by rung until verification passes."""
+    ladder: list[dict[str, Any]] = []
+    outcome = Outcome()
+    for rung in (hs.step, *hs.step.escalate):
+        action = hs.ctx.actions.get(str(rung.args["name"]))
+        params = hs.render(dict(rung.args.get("params") or {}))
+        outcome = await _one_rung(hs, action, params, handlers)
+        ladder.append({"action": action.name, "failed": outcome.failed, "msg": outcome.message})
+        if not outcome.failed or hs.dry:
+            break
+    outcome.data["ladder"] = ladder
+    return outcome
+
+
+async def _one_rung(
+    hs: HostStep, action: Action, params: Mapping[str, Any], handlers: Handlers
+) -> Outcome:
+    facts = await _required_facts(hs, action)
+    if isinstance(facts, Outcome):
+        return facts
+    plan = action.plan(ActionContext(hs.state.name, params, facts, hs.variables))
+    outcome = await _carry_out(hs, action, plan)
+    if outcome.failed or hs.dry:
+        return outcome
+    problem = await _verify(hs, action, params, handlers)
+    if problem is not None:
+        outcome.failed = True
+        outcome.message = f"{action.name}: verification failed: {problem}"
+    return outcome
+
+
+async def _required_facts(hs: HostStep, action: Action) -> dict[str, Any] | Outcome:
+    """Fresh facts from every probe the action needs to plan (its gates read them)."""
+    for name in action.requires:
+        probed = await hs.probe(name, {})
+        if probed.failed:
+            probed.message = f"{action.name}: cannot plan, {probed.message}"
+            return probed
+    return {name: hs.state.probe_facts[name] for name in action.requires}
+
+
+async def _carry_out(hs: HostStep, action: Action, plan: ActionPlan) -> Outcome:
+    notes = "; ".join(plan.notes)
+    if plan.refused is not None:
+        return Outcome(failed=True, message=f"{action.name} refused: {plan.refused}")
+    if plan.noop:
+        suffix = f" ({notes})" if notes else ""
+        return Outcome(message=f"{action.name}: nothing to do{suffix}")
+    if hs.dry:
+        for planned in plan.commands:
+            announce_planned(hs.ctx, hs.state, hs.step, planned.command)
+        count = len(plan.commands)
+        return Outcome(
+            changed=True, message=f"check mode: {action.name} would run {count} command(s)"
+        )
+    outcome = Outcome(changed=True, message=notes)
+    for planned in plan.commands:
+        result = await _run_planned(hs, planned)
+        outcome.commands.append(result)
+        if not (result.ok or planned.ignore_rc):
+            detail = (result.stderr.strip() or result.stdout.strip())[:300]
+            outcome.failed = True
+            outcome.message = f"{action.name}: {planned.why} failed (rc={result.rc}): {detail}"
+            break
+    return outcome
+
+
+async def _run_planned(hs: HostStep, planned: PlannedCommand) -> CommandResult:
+    if planned.expect_unreachable:
+        return await _reboot_like(hs, planned)
+    return await hs.command(planned.command, timeout=planned.timeout)
+
+
+async def _reboot_like(hs: HostStep, planned: PlannedCommand) -> CommandResult:
+    """Run a command that takes the host away, then wait for it to return with a new boot id."""
+    before = (await hs.command(BOOT_ID_COMMAND, timeout=30)).stdout.strip()
+    started = time.monotonic()
+    with contextlib.suppress(UnreachableError):  # expected: the host goes away under us
+        await hs.command(planned.command, timeout=planned.timeout or 30)
+    await hs.ctx.connections.drop(hs.state.name)
+    expected = hs.step.expect_unreachable
+    wait = expected.seconds if expected is not None else DEFAULT_REBOOT_WAIT
+    boot_id = await _await_new_boot(hs, before, wait)
+    elapsed = time.monotonic() - started
+    if boot_id is None:
+        message = f"host did not come back with a new boot id within {wait:g}s"
+        return CommandResult(planned.command, None, "", message, elapsed, timed_out=True)
+    return CommandResult(planned.command, 0, f"back with boot id {boot_id}", "", elapsed)
+
+
+async def _await_new_boot(hs: HostStep, old_boot_id: str, wait: float) -> str | None:
+    deadline = time.monotonic() + wait
+    while time.monotonic() < deadline:
+        try:
+            result = await hs.command(BOOT_ID_COMMAND, timeout=30)
+        except UnreachableError:
+            await hs.ctx.connections.drop(hs.state.name)
+        else:
+            boot_id = result.stdout.strip()
+            if result.ok and boot_id and boot_id != old_boot_id:
+                return boot_id
+        await asyncio.sleep(hs.ctx.options.reconnect_poll)
+    return None
+
+
+async def _verify(
+    hs: HostStep, action: Action, params: Mapping[str, Any], handlers: Handlers
+) -> str | None:
+    """The action's own verification, then the step's `verify:` list; first problem wins."""
+    for name in action.verify:
+        probed = await hs.probe(name, {})
+        if probed.failed:
+            return probed.message
+    if action.check is not None:
+        names = (*action.requires, *action.verify)
+        facts = {name: hs.state.probe_facts.get(name) for name in names}
+        problem = action.check(ActionContext(hs.state.name, params, facts, hs.variables))
+        if problem is not None:
+            return problem
+    return await _verify_steps(hs, handlers)
+
+
+async def _verify_steps(hs: HostStep, handlers: Handlers) -> str | None:
+    for check in hs.step.verify:
+        sub = hs.with_step(check)
+        outcome = await handlers[check.kind](sub)
+        if check.register is not None:
+            value = registered(outcome, 1)
+            hs.state.facts[check.register] = value
+            hs.variables[check.register] = value
+        if outcome.failed:
+            return outcome.message or check.name
+    return None

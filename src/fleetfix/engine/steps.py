@@ -1,0 +1,138 @@
+"""Executing one step on one host: when, the kind's work, until/retries, changed/failed_when."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from dataclasses import replace
+from typing import Any
+
+from fleetfix.engine.commands import NO_LOG_TEXT
+from fleetfix.engine.context import HostState, RunContext
+from fleetfix.engine.hoststep import HostStep, Outcome, StepEnv, registered
+from fleetfix.engine.kinds import KIND_HANDLERS
+from fleetfix.engine.variables import compose
+from fleetfix.errors import FleetfixError, UnreachableError
+from fleetfix.events import HostStepFinished, HostStepStarted, StepRetry
+from fleetfix.playbook.model import Step
+from fleetfix.results import Status, StepResult
+
+DEFAULT_RETRIES = 3
+
+
+async def execute(ctx: RunContext, env: StepEnv, state: HostState, step: Step) -> StepResult:
+    """Run `step` on one host and return its verdict; never raises for host-level trouble."""
+    ctx.bus.emit(HostStepStarted(host=state.name, step=step.name))
+    started = time.monotonic()
+    variables = compose(ctx, state, env.scope, {**env.inherited_vars, **step.vars})
+    hs = HostStep(ctx, env, state, step, variables)
+    try:
+        if step.when and not hs.evaluate(step.when):
+            outcome, attempts = Outcome(skipped=True, message="conditional result was False"), 0
+        else:
+            outcome, attempts = await _attempts(hs)
+    except UnreachableError as exc:
+        await ctx.connections.drop(exc.host)
+        return _record(hs, _unreachable_result(hs, exc), started)
+    except FleetfixError as exc:
+        outcome, attempts = Outcome(failed=True, message=str(exc)), 1
+    return _record(hs, _verdict(hs, outcome, attempts), started)
+
+
+async def _attempts(hs: HostStep) -> tuple[Outcome, int]:
+    """Run the kind once, or until `until` holds (retries/delay)."""
+    step = hs.step
+    handler = KIND_HANDLERS[step.kind]
+    retries = step.retries if step.retries is not None else DEFAULT_RETRIES
+    total = max(1, retries) if step.until else 1
+    attempt = 0
+    while True:
+        attempt += 1
+        outcome = await handler(hs)
+        _apply_overrides(hs, outcome, attempt)
+        if not step.until or outcome.skipped:
+            return outcome, attempt
+        if hs.evaluate(step.until, _register_view(step, outcome, attempt)):
+            outcome.failed = False
+            return outcome, attempt
+        if attempt >= total:
+            outcome.failed = True
+            outcome.message = outcome.message or f"retries exhausted ({total} attempts)"
+            return outcome, attempt
+        hs.ctx.bus.emit(
+            StepRetry(host=hs.state.name, step=step.name, attempt=attempt, retries=total)
+        )
+        await asyncio.sleep(step.delay)
+
+
+def _apply_overrides(hs: HostStep, outcome: Outcome, attempt: int) -> None:
+    """changed_when and failed_when see the result under its register name, like Ansible."""
+    step = hs.step
+    if outcome.skipped:
+        return
+    if step.changed_when is not None:
+        outcome.changed = hs.evaluate(step.changed_when, _register_view(step, outcome, attempt))
+    if step.failed_when is not None:
+        was_failed = outcome.failed
+        view = _register_view(step, outcome, attempt)
+        outcome.failed = any(hs.evaluate((expr,), view) for expr in step.failed_when)
+        if was_failed and not outcome.failed:
+            outcome.message = ""
+        elif outcome.failed and not outcome.message:
+            outcome.message = "failed_when condition was met"
+
+
+def _register_view(step: Step, outcome: Outcome, attempts: int) -> dict[str, Any]:
+    if step.register is None:
+        return {}
+    return {step.register: registered(outcome, attempts, no_log=step.no_log)}
+
+
+def _verdict(hs: HostStep, outcome: Outcome, attempts: int) -> StepResult:
+    step = hs.step
+    if outcome.skipped:
+        status = Status.SKIPPED
+    elif outcome.failed:
+        status = Status.IGNORED if step.ignore_errors else Status.FAILED
+    else:
+        status = Status.CHANGED if outcome.changed else Status.OK
+    return StepResult(
+        host=hs.state.name,
+        step=step.name,
+        status=status,
+        changed=outcome.changed and not outcome.skipped,
+        message=NO_LOG_TEXT if step.no_log and outcome.message else outcome.message,
+        commands=tuple(outcome.commands),
+        data=registered(outcome, attempts, no_log=step.no_log),
+        attempts=attempts,
+    )
+
+
+def _unreachable_result(hs: HostStep, exc: UnreachableError) -> StepResult:
+    ignore = hs.step.ignore_unreachable
+    if not ignore:
+        hs.state.unreachable = True
+    outcome = Outcome(failed=True, message=exc.message, data={"unreachable": True})
+    return StepResult(
+        host=hs.state.name,
+        step=hs.step.name,
+        status=Status.IGNORED if ignore else Status.UNREACHABLE,
+        message=exc.message,
+        data=registered(outcome, 1),
+    )
+
+
+def _record(hs: HostStep, result: StepResult, started: float) -> StepResult:
+    """Apply a verdict to the host, count it, register it, and tell every consumer."""
+    ctx, state, step = hs.ctx, hs.state, hs.step
+    result = replace(result, duration=time.monotonic() - started)
+    if result.status is Status.FAILED:
+        state.failed = True
+    if step.register is not None:
+        state.facts[step.register] = dict(result.data)
+    if result.changed and step.notify:
+        state.notified.update(step.notify)
+    ctx.stats(state.name).count(result)
+    ctx.result.results.append(result)
+    ctx.bus.emit(HostStepFinished(result=result))
+    return result

@@ -1,0 +1,73 @@
+"""Layering a host's variables in Ansible's precedence, plus the magic variables."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from fleetfix.engine.context import HostState, RunContext
+
+
+class HostVars(Mapping[str, Mapping[str, Any]]):
+    """`hostvars[name]`: another host's inventory vars and registered facts, read lazily."""
+
+    def __init__(self, ctx: RunContext) -> None:
+        self._ctx = ctx
+
+    def __getitem__(self, name: str) -> Mapping[str, Any]:
+        state = self._ctx.hosts.get(name)
+        if state is None:
+            return self._ctx.inventory.host_vars(name)
+        return {**state.base_vars, **state.facts}
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._ctx.hosts)
+
+    def __len__(self) -> int:
+        return len(self._ctx.hosts)
+
+
+@dataclass(frozen=True, slots=True)
+class PlayScope:
+    """Per-play facts shared by every host's variables."""
+
+    play_vars: Mapping[str, Any]
+    play_hosts: tuple[str, ...]
+    batch: tuple[str, ...]
+    groups: Mapping[str, list[str]]
+    playbook_dir: str
+
+
+def compose(
+    ctx: RunContext,
+    state: HostState,
+    scope: PlayScope,
+    step_vars: Mapping[str, Any] | None = None,
+) -> dict[str, Any]:
+    """inventory < play vars/vars_files < registered/set_fact < step vars < extra vars."""
+    variables: dict[str, Any] = {}
+    variables.update(state.base_vars)
+    variables.update(scope.play_vars.get(state.name, {}))
+    variables.update(state.facts)
+    if step_vars:
+        variables.update(step_vars)
+    variables.update(ctx.options.extra_vars)
+    variables.update(_magic(ctx, state, scope))
+    return variables
+
+
+def _magic(ctx: RunContext, state: HostState, scope: PlayScope) -> dict[str, Any]:
+    return {
+        "inventory_hostname": state.name,
+        "inventory_hostname_short": state.name.split(".", 1)[0],
+        "group_names": ctx.inventory.groups_of(state.name),
+        "groups": scope.groups,
+        "hostvars": HostVars(ctx),
+        "ansible_check_mode": ctx.options.check,
+        "ansible_play_hosts": [h for h in scope.play_hosts if ctx.host_state(h).active],
+        "ansible_play_hosts_all": list(scope.play_hosts),
+        "ansible_play_batch": list(scope.batch),
+        "play_hosts": list(scope.play_hosts),
+        "playbook_dir": scope.playbook_dir,
+    }
