@@ -1,0 +1,5 @@
+"""python -m fleetfix"""
+
+from fleetfix.cli import main
+
+main()

@@ -1,0 +1,47 @@
+"""Command-line options shared by several subcommands."""
+
+from __future__ import annotations
+
+import argparse
+
+
+def add_inventory_option(parser: argparse.ArgumentParser, *, required: bool = True) -> None:
+    parser.add_argument(
+        "-i",
+        "--inventory",
+        action="append",
+        required=required,
+        default=None,
+        metavar="INVENTORY",
+        help="inventory file or directory (INI or YAML); repeatable, merged in order",
+    )
+
+
+def add_connection_options(parser: argparse.ArgumentParser) -> None:
+    group = parser.add_argument_group("connection")
+    group.add_argument("-u", "--user", help="remote user (default: inventory or ssh config)")
+    group.add_argument(
+        "--private-key",
+        action="append",
+        default=[],
+        metavar="FILE",
+        help="SSH private key file; repeatable",
+    )
+    group.add_argument("-b", "--become", action="store_true", help="run commands via sudo")
+    group.add_argument("--become-user", default="root", help="user to become (root)")
+    group.add_argument("--transport", default="ssh", help="ssh (default), local, or fabric")
+    group.add_argument("--known-hosts", metavar="FILE", help="known_hosts file to verify against")
+    group.add_argument(
+        "--accept-new-host-keys",
+        action="store_true",
+        help="trust and record unknown host keys (mismatched keys are still refused)",
+    )
+    group.add_argument(
+        "--connect-timeout", type=float, default=20.0, help="seconds to establish a connection (20)"
+    )
+    group.add_argument(
+        "--max-handshakes",
+        type=int,
+        default=16,
+        help="SSH handshakes in flight at once, separate from --forks (16)",
+    )

@@ -1,0 +1,248 @@
+"""`fleetfix run` and `validate`: load, check, confirm, run, recap, pick the exit code."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import re
+import signal
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from fleetfix.actions import action_registry
+from fleetfix.cli.loading import load_builtin_playbook as _load_playbook
+from fleetfix.cli.options import add_connection_options, add_inventory_option
+from fleetfix.engine import Engine, RunOptions
+from fleetfix.errors import InputError, UsageError
+from fleetfix.events import EventBus
+from fleetfix.inventory import Inventory, load_inventory
+from fleetfix.playbook.conditions import Templar
+from fleetfix.playbook.extravars import parse_extra_vars
+from fleetfix.playbook.model import Playbook, Step, StepKind
+from fleetfix.probes import probe_registry
+from fleetfix.report.console import ConsoleView
+from fleetfix.results import Outcome, RunResult
+from fleetfix.runtime import Runtime, open_runtime
+
+CONFIRM_ABOVE = 3
+"""Mutating runs on more hosts than this ask for confirmation unless --yes."""
+
+READ_ONLY_KINDS = frozenset(
+    {
+        StepKind.PROBE,
+        StepKind.DEBUG,
+        StepKind.SET_FACT,
+        StepKind.ASSERT,
+        StepKind.FAIL,
+        StepKind.META,
+    }
+)
+
+
+def add_parsers(sub: Any) -> None:
+    run = sub.add_parser("run", help="run a remediation playbook against an inventory")
+    run.add_argument("playbook", help="playbook YAML file")
+    add_inventory_option(run)
+    add_connection_options(run)
+    run.add_argument("-l", "--limit", help="further limit hosts with a pattern (or @file)")
+    run.add_argument("-f", "--forks", type=int, default=50, help="hosts worked on at once (50)")
+    run.add_argument(
+        "-e",
+        "--extra-vars",
+        action="append",
+        default=[],
+        metavar="VARS",
+        help="k=v pairs, JSON/YAML, or @file; repeatable, later wins",
+    )
+    run.add_argument("-t", "--tags", action="append", default=[], help="only steps with these tags")
+    run.add_argument("--skip-tags", action="append", default=[], help="skip steps with these tags")
+    run.add_argument(
+        "-C",
+        "--check",
+        action="store_true",
+        help="dry run: probes run, actions and commands are planned and printed only",
+    )
+    run.add_argument("--diff", action="store_true", help="show what would change, where known")
+    run.add_argument(
+        "--detailed-exitcode",
+        action="store_true",
+        help="with --check, exit 7 when changes would be made",
+    )
+    run.add_argument("--list-hosts", action="store_true", help="list matching hosts and exit")
+    run.add_argument("--list-tasks", action="store_true", help="list the steps and exit")
+    run.add_argument("--syntax-check", action="store_true", help="validate the playbook and exit")
+    run.add_argument("--step", action="store_true", help="confirm each step (one at a time)")
+    run.add_argument("-v", "--verbose", action="count", default=0, help="more output (-vv, -vvv)")
+    run.add_argument(
+        "--yes",
+        action="store_true",
+        help=f"do not ask before mutating more than {CONFIRM_ABOVE} hosts",
+    )
+    run.add_argument(
+        "--timeout",
+        type=float,
+        default=300.0,
+        help="default per-command timeout in seconds (300); steps may override",
+    )
+    run.add_argument(
+        "--report",
+        action="append",
+        default=[],
+        metavar="PATH",
+        help="write a report (.json, .html, .xml=JUnit); repeatable",
+    )
+    run.add_argument("--journal", metavar="PATH", help="SQLite journal file")
+    run.set_defaults(handler=run_command)
+
+    validate = sub.add_parser("validate", help="check a playbook without running it")
+    validate.add_argument("playbook")
+    validate.set_defaults(handler=validate_command)
+
+
+def validate_command(args: argparse.Namespace) -> int:
+    playbook = _load_playbook(args.playbook)
+    steps = sum(
+        len(_all_steps(play.pre_tasks + play.tasks + play.post_tasks)) for play in playbook.plays
+    )
+    print(f"{args.playbook}: OK ({len(playbook.plays)} plays, {steps} steps)")
+    return Outcome.OK
+
+
+def run_command(args: argparse.Namespace) -> int:
+    if args.forks < 1:
+        raise UsageError("--forks must be at least 1")
+    if args.timeout <= 0:
+        raise UsageError("--timeout must be positive")
+    playbook = _load_playbook(args.playbook)
+    if args.syntax_check:
+        print(f"\nplaybook: {args.playbook}")
+        return Outcome.OK
+    inventory = load_inventory(args.inventory)
+    selection = _select(inventory, playbook, args.limit)
+    if args.list_hosts or args.list_tasks:
+        _list(args, playbook, selection)
+        return Outcome.OK
+    if not any(selection.values()):
+        raise InputError("no hosts matched the playbook's patterns" + _limit_note(args.limit))
+    _confirm(args, playbook, selection)
+    return asyncio.run(_run(args, RunPlan(inventory, playbook, selection)))
+
+
+def _limit_note(limit: str | None) -> str:
+    return f" (with --limit {limit!r})" if limit else ""
+
+
+def _select(inventory: Inventory, playbook: Playbook, limit: str | None) -> dict[int, list[str]]:
+    """Hosts per play index: the play's pattern, then --limit."""
+    selection: dict[int, list[str]] = {}
+    for index, play in enumerate(playbook.plays):
+        hosts = inventory.select(play.hosts)
+        selection[index] = inventory.limit(hosts, limit) if limit else hosts
+    return selection
+
+
+def _list(args: argparse.Namespace, playbook: Playbook, selection: dict[int, list[str]]) -> None:
+    print(f"\nplaybook: {args.playbook}")
+    if args.limit and re.search(r"\[[^\]]*[:\-][^\]]*\]", args.limit):
+        print(f"  note: --limit {args.limit!r} may be read as a host range where no group matches")
+    for index, play in enumerate(playbook.plays):
+        tags = sorted(play.tags)
+        print(f"\n  play #{index + 1} ({play.hosts}): {play.name}\tTAGS: {tags}")
+        if args.list_hosts:
+            hosts = selection[index]
+            print(f"    pattern: {[play.hosts]}")
+            print(f"    hosts ({len(hosts)}):")
+            for host in hosts:
+                print(f"      {host}")
+        if args.list_tasks:
+            print("    tasks:")
+            for step in _all_steps(play.pre_tasks + play.tasks + play.post_tasks):
+                print(f"      {step.name}\tTAGS: {sorted(step.tags | play.tags)}")
+
+
+def _all_steps(steps: tuple[Step, ...]) -> list[Step]:
+    out: list[Step] = []
+    for step in steps:
+        if step.kind is StepKind.BLOCK:
+            out.extend(_all_steps(step.block + step.rescue + step.always))
+        else:
+            out.append(step)
+    return out
+
+
+def _mutating(playbook: Playbook) -> bool:
+    for play in playbook.plays:
+        for step in _all_steps(play.pre_tasks + play.tasks + play.post_tasks + play.handlers):
+            if step.kind not in READ_ONLY_KINDS and step.check_mode is not True:
+                return True
+    return False
+
+
+def _confirm(args: argparse.Namespace, playbook: Playbook, selection: dict[int, list[str]]) -> None:
+    hosts = {h for hs in selection.values() for h in hs}
+    if args.check or args.yes or len(hosts) <= CONFIRM_ABOVE or not _mutating(playbook):
+        return
+    question = f"This run may change {len(hosts)} hosts. Continue? [y/N] "
+    if not sys.stdin.isatty():
+        raise UsageError(
+            f"refusing to change {len(hosts)} hosts without --yes (no terminal to ask)"
+        )
+    answer = input(question).strip().lower()
+    if answer not in ("y", "yes"):
+        raise UsageError("not confirmed; nothing was run")
+
+
+@dataclass(frozen=True, slots=True)
+class RunPlan:
+    """A validated run: the inventory, the playbook and the hosts of each play."""
+
+    inventory: Inventory
+    playbook: Playbook
+    selection: dict[int, list[str]]
+
+
+async def _run(args: argparse.Namespace, plan: RunPlan) -> int:
+    bus = EventBus()
+    bus.subscribe(ConsoleView(verbosity=args.verbose))
+    async with open_runtime(args, plan.inventory, bus) as runtime:
+        result = await _execute(args, plan, runtime, bus)
+    return int(result.outcome(check_changes_exit=args.check and args.detailed_exitcode))
+
+
+async def _execute(
+    args: argparse.Namespace, plan: RunPlan, runtime: Runtime, bus: EventBus
+) -> RunResult:
+    options = RunOptions(
+        forks=args.forks,
+        check=args.check,
+        diff=args.diff,
+        tags=frozenset(t for item in args.tags for t in item.split(",") if t),
+        skip_tags=frozenset(t for item in args.skip_tags for t in item.split(",") if t),
+        extra_vars=parse_extra_vars(args.extra_vars, Path.cwd()),
+        command_timeout=args.timeout,
+        become=args.become,
+        become_user=args.become_user,
+    )
+    engine = Engine(
+        inventory=plan.inventory,
+        transport=runtime.transport,
+        templar=Templar(),
+        spec_factory=runtime.spec_factory,
+        probes=probe_registry(),
+        actions=action_registry(),
+        bus=bus,
+        options=options,
+    )
+    by_pattern = {play.hosts: plan.selection[i] for i, play in enumerate(plan.playbook.plays)}
+    loop = asyncio.get_running_loop()
+    task = asyncio.current_task()
+    assert task is not None
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        loop.add_signal_handler(sig, task.cancel)
+    try:
+        return await engine.run(plan.playbook, lambda pattern: by_pattern.get(pattern, []))
+    finally:
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            loop.remove_signal_handler(sig)

@@ -1,0 +1,200 @@
+"""The live console view: Ansible's line format, colour and a progress bar on a TTY only."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from typing import Any, TextIO
+
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.text import Text
+
+from fleetfix.events import (
+    BatchStarted,
+    CommandRan,
+    Event,
+    HostStepFinished,
+    PlayStarted,
+    RunFinished,
+    RunStarted,
+    SafetyStop,
+    StepRetry,
+    TaskStarted,
+)
+from fleetfix.results import RECAP_FIELDS, HostStats, RunResult, Status, StepResult
+
+COLUMNS = 79
+STYLES: Mapping[Status, str] = {
+    Status.OK: "green",
+    Status.CHANGED: "yellow",
+    Status.FAILED: "red",
+    Status.UNREACHABLE: "bold red",
+    Status.SKIPPED: "cyan",
+    Status.IGNORED: "red",
+    Status.RESCUED: "magenta",
+}
+
+
+def banner(title: str, columns: int = COLUMNS) -> str:
+    """`PLAY [x] *****` padded with stars like Ansible (at least three)."""
+    return f"{title} {'*' * max(3, columns - len(title))}"
+
+
+def recap_line(host: str, stats: HostStats) -> str:
+    """One PLAY RECAP line in Ansible's exact format."""
+    counts = stats.as_dict()
+    fields = " ".join(f"{name}={counts[name]!s:<4}" for name in RECAP_FIELDS)
+    return f"{host:<26} : {fields}"
+
+
+def recap_lines(result: RunResult) -> list[str]:
+    return [recap_line(host, result.stats[host]) for host in sorted(result.stats)]
+
+
+def host_line(result: StepResult, verbosity: int) -> str:
+    """`ok: [gpu001]`, `fatal: [gpu001]: FAILED! => {...}` and friends."""
+    host = result.host
+    if result.status is Status.FAILED:
+        return f"fatal: [{host}]: FAILED! => {_details(result, verbosity)}"
+    if result.status is Status.UNREACHABLE:
+        return f"fatal: [{host}]: UNREACHABLE! => {_details(result, verbosity)}"
+    if result.status is Status.IGNORED:
+        return f"fatal: [{host}]: FAILED! => {_details(result, verbosity)}\n...ignoring"
+    word = {Status.SKIPPED: "skipping", Status.CHANGED: "changed"}.get(result.status, "ok")
+    line = f"{word}: [{host}]"
+    if result.message and (verbosity > 0 or _always_show(result)):
+        line += f" => {result.message}"
+    if verbosity > 0 and result.status is not Status.SKIPPED:
+        line += _verbose_output(result)
+    return line
+
+
+def _always_show(result: StepResult) -> bool:
+    """Messages an operator needs without -v: debug output and check-mode decisions."""
+    text = result.message
+    return result.status is not Status.SKIPPED or text.startswith("check mode")
+
+
+def _details(result: StepResult, verbosity: int) -> str:
+    data: dict[str, Any] = {"changed": result.changed, "msg": result.message}
+    for key in ("rc", "stderr", "stdout", "timed_out"):
+        value = result.data.get(key)
+        if value not in (None, "", False):
+            data[key] = _trim(value) if verbosity < 2 else value
+    return json.dumps(data, default=str)
+
+
+def _trim(value: Any, limit: int = 400) -> Any:
+    if isinstance(value, str) and len(value) > limit:
+        return value[:limit] + f"... ({len(value) - limit} more chars; -vv shows all)"
+    return value
+
+
+def _verbose_output(result: StepResult) -> str:
+    stdout = str(result.data.get("stdout", "")).rstrip()
+    return f"\n{_trim(stdout, 2000)}" if stdout else ""
+
+
+class ConsoleView:
+    """Subscribes to engine events and prints them. Plain text when not a TTY or NO_COLOR."""
+
+    def __init__(self, stream: TextIO | None = None, *, verbosity: int = 0) -> None:
+        self.console = Console(file=stream, highlight=False, soft_wrap=True)
+        self.verbosity = verbosity
+        self.live = self.console.is_terminal
+        self._progress: Progress | None = None
+        self._task_id: Any = None
+        self._batch_size = 0
+
+    def __call__(self, event: Event) -> None:
+        handler = self._handlers.get(type(event))
+        if handler is not None:
+            handler(event)
+
+    @property
+    def _handlers(self) -> dict[type[Event], Any]:
+        return {
+            RunStarted: self._run_started,
+            PlayStarted: self._play,
+            BatchStarted: self._batch,
+            TaskStarted: self._task,
+            HostStepFinished: lambda e: self._host(e.result),
+            CommandRan: self._command,
+            StepRetry: self._retry,
+            SafetyStop: lambda e: self._say(f"\nSAFETY STOP: {e.reason}", "bold red"),
+            RunFinished: lambda e: self._finish(e.result),
+        }
+
+    def _run_started(self, event: RunStarted) -> None:
+        if event.check:
+            self._say("CHECK MODE: probes run; mutating steps are planned, not run", "bold")
+
+    def _play(self, event: PlayStarted) -> None:
+        self._say("\n" + banner(f"PLAY [{event.name}]"), "bold")
+        if not event.hosts:
+            self._say("skipping: no hosts matched", "cyan")
+
+    def _batch(self, event: BatchStarted) -> None:
+        self._batch_size = len(event.hosts)
+        if event.count > 1:
+            self._say(f"batch {event.index}/{event.count}: {', '.join(event.hosts)}", "dim")
+
+    def _retry(self, event: StepRetry) -> None:
+        left = event.retries - event.attempt
+        self._say(
+            f"FAILED - RETRYING: [{event.host}]: {event.step} ({left} retries left).", "yellow"
+        )
+
+    def _say(self, text: str, style: str | None = None) -> None:
+        self.console.print(Text(text, style=style or ""))
+
+    def _task(self, event: TaskStarted) -> None:
+        kind = "RUNNING HANDLER" if event.handler else "TASK"
+        self._say("\n" + banner(f"{kind} [{event.name}]"), "bold")
+        if self.live:
+            self._stop_progress()
+            self._progress = Progress(
+                TextColumn("  {task.description}"),
+                BarColumn(),
+                MofNCompleteColumn(),
+                TimeElapsedColumn(),
+                console=self.console,
+                transient=True,
+            )
+            self._task_id = self._progress.add_task(event.name, total=self._batch_size or None)
+            self._progress.start()
+
+    def _host(self, result: StepResult) -> None:
+        self._say(host_line(result, self.verbosity), STYLES.get(result.status))
+        if self._progress is not None:
+            self._progress.advance(self._task_id)
+
+    def _command(self, event: CommandRan) -> None:
+        if event.planned_only:
+            self._say(f"  [{event.host}] would run: {event.result.command}", "yellow")
+        elif self.verbosity >= 2:
+            self._say(f"  [{event.host}] ran: {event.result.command} (rc={event.result.rc})", "dim")
+
+    def _stop_progress(self) -> None:
+        if self._progress is not None:
+            self._progress.stop()
+            self._progress = None
+
+    def _finish(self, result: RunResult) -> None:
+        self._stop_progress()
+        if result.interrupted:
+            self._say("\nINTERRUPTED: stopped cleanly; finished steps are kept.", "bold red")
+        self._say("\n" + banner("PLAY RECAP"), "bold")
+        for host in sorted(result.stats):
+            stats = result.stats[host]
+            style = (
+                "red"
+                if stats.failed or stats.unreachable
+                else ("yellow" if stats.changed else "green")
+            )
+            self._say(recap_line(host, stats), style)
+        self._say("")
+
+
+__all__ = ["ConsoleView", "banner", "host_line", "recap_line", "recap_lines"]

@@ -1,0 +1,91 @@
+"""What a run connects through: the transport, how each host is reached, and an embedded lab."""
+
+from __future__ import annotations
+
+import argparse
+from collections.abc import AsyncIterator, Mapping
+from contextlib import asynccontextmanager
+from dataclasses import dataclass
+from typing import Any
+
+from fleetfix.engine.context import SpecFactory
+from fleetfix.events import EventBus
+from fleetfix.inventory import Inventory
+from fleetfix.transport.base import ConnectionSpec, Transport
+from fleetfix.transport.registry import make_transport
+from fleetfix.transport.routing import RoutingTransport
+from fleetfix.transport.spec import SpecDefaults, build_spec
+
+
+@dataclass(frozen=True, slots=True)
+class Runtime:
+    transport: Transport
+    spec_factory: SpecFactory
+
+
+def spec_defaults(args: argparse.Namespace) -> SpecDefaults:
+    return SpecDefaults(
+        user=args.user,
+        private_keys=tuple(args.private_key),
+        connect_timeout=args.connect_timeout,
+        known_hosts=args.known_hosts,
+        accept_new_host_keys=args.accept_new_host_keys,
+        connection=args.transport,
+    )
+
+
+def _factory(args: argparse.Namespace) -> Any:
+    def create(name: str) -> Transport:
+        if name == "ssh":
+            return make_transport(
+                "ssh",
+                max_handshakes=args.max_handshakes,
+                accept_new_host_keys=args.accept_new_host_keys,
+                known_hosts=args.known_hosts,
+            )
+        return make_transport(name)
+
+    return create
+
+
+@asynccontextmanager
+async def open_runtime(
+    args: argparse.Namespace, inventory: Inventory, bus: EventBus
+) -> AsyncIterator[Runtime]:
+    """The transport and spec factory for one run; starts (and stops) an embedded lab
+    when the inventory names a lab scenario."""
+    make_transport(args.transport)  # validates the name early (UsageError with a hint)
+    defaults = spec_defaults(args)
+    overrides: dict[str, Mapping[str, Any]] = {}
+    async with _embedded_lab(inventory, overrides):
+
+        def spec_factory(name: str, host_vars: Mapping[str, Any]) -> ConnectionSpec:
+            merged = {**host_vars, **overrides.get(name, {})}
+            return build_spec(name, merged, defaults)
+
+        transport = RoutingTransport(args.transport, _factory(args))
+        yield Runtime(transport=transport, spec_factory=spec_factory)
+
+
+@asynccontextmanager
+async def _embedded_lab(
+    inventory: Inventory, overrides: dict[str, Mapping[str, Any]]
+) -> AsyncIterator[None]:
+    """Start the lab named by `fleetfix_lab_scenario` for this run (and stop it after)."""
+    scenario = _lab_scenario(inventory)
+    if scenario is None:
+        yield
+        return
+    # Imported only when asked for: the lab is a separate world the engine does not need.
+    from fleetfix.lab.embedded import embedded_lab  # noqa: PLC0415
+
+    async with embedded_lab(scenario, inventory) as connection_vars:
+        overrides.update(connection_vars)
+        yield
+
+
+def _lab_scenario(inventory: Inventory) -> str | None:
+    """A lab inventory sets the scenario for all hosts; the first host tells."""
+    hosts = inventory.host_names()
+    value = inventory.host_vars(hosts[0]).get("fleetfix_lab_scenario") if hosts else None
+    return str(value) if value else None
