@@ -74,6 +74,16 @@ class HostStepFinished(Event):
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
+class ActionTaken(Event):
+    """A mutating action really ran its plan on a host (not in --check); cooldowns count these."""
+
+    host: str
+    step: str
+    action: str
+    failed: bool
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
 class StepRetry(Event):
     host: str
     step: str

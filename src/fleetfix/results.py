@@ -49,6 +49,8 @@ class StepResult:
     data: Mapping[str, Any] = field(default_factory=dict)
     attempts: int = 1
     duration: float = 0.0
+    key: str = ""
+    """Where the step stands in the playbook (file:line:col): stable across runs, for resume."""
 
 
 RECAP_FIELDS: tuple[str, ...] = (

@@ -19,6 +19,12 @@ from fleetfix.transport.base import DEFAULT_COMMAND_TIMEOUT, Connection, Connect
 SpecFactory = Callable[[str, Mapping[str, Any]], ConnectionSpec]
 """(host name, merged host vars) -> how to reach it."""
 
+ActionHistory = Callable[[str, str, float], list[float]]
+"""(host, action, since epoch seconds) -> when that action really ran there (the journal)."""
+
+StepGate = Callable[[str], bool]
+"""--step: asked before each step with its name; False skips it."""
+
 
 class Templating(Protocol):
     """What the engine needs from the condition/template layer (playbook.conditions.Templar)."""
@@ -54,6 +60,10 @@ class RunOptions:
     become: bool = False
     become_user: str = "root"
     reconnect_poll: float = 2.0
+    resume: Mapping[tuple[str, str], Mapping[str, Any]] = field(default_factory=dict)
+    """(host, step key) -> registered data of host-steps a resumed run already finished."""
+    action_history: ActionHistory | None = None
+    step_gate: StepGate | None = None
 
 
 @dataclass(slots=True)

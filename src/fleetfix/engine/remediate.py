@@ -12,10 +12,13 @@ from fleetfix.actions.base import Action, ActionContext, ActionPlan, PlannedComm
 from fleetfix.engine.commands import announce_planned
 from fleetfix.engine.hoststep import HostStep, Outcome, registered
 from fleetfix.errors import UnreachableError
-from fleetfix.playbook.model import StepKind
+from fleetfix.events import ActionTaken
+from fleetfix.playbook.model import Step, StepKind
 from fleetfix.results import CommandResult
 
 BOOT_ID_COMMAND = "cat /proc/sys/kernel/random/boot_id"
+ATTEMPTS_WINDOW = 7 * 86400.0
+"""max_attempts without a cooldown counts attempts over the last week."""
 DEFAULT_REBOOT_WAIT = 900.0
 Handlers = Mapping[StepKind, Callable[[HostStep], Awaitable[Outcome]]]
 
@@ -27,7 +30,7 @@ async def run_action(hs: HostStep, handlers: Handlers) -> Outcome:
     for rung in (hs.step, *hs.step.escalate):
         action = hs.ctx.actions.get(str(rung.args["name"]))
         params = hs.render(dict(rung.args.get("params") or {}))
-        outcome = await _one_rung(hs, action, params, handlers)
+        outcome = await _one_rung(hs, rung, action, params, handlers)
         ladder.append({"action": action.name, "failed": outcome.failed, "msg": outcome.message})
         if not outcome.failed or hs.dry:
             break
@@ -36,8 +39,11 @@ async def run_action(hs: HostStep, handlers: Handlers) -> Outcome:
 
 
 async def _one_rung(
-    hs: HostStep, action: Action, params: Mapping[str, Any], handlers: Handlers
+    hs: HostStep, rung: Step, action: Action, params: Mapping[str, Any], handlers: Handlers
 ) -> Outcome:
+    held = _history_gate(hs, rung, action)
+    if held is not None:
+        return Outcome(failed=True, message=held, data={"held": True})
     facts = await _required_facts(hs, action)
     if isinstance(facts, Outcome):
         return facts
@@ -50,6 +56,33 @@ async def _one_rung(
         outcome.failed = True
         outcome.message = f"{action.name}: verification failed: {problem}"
     return outcome
+
+
+def _history_gate(hs: HostStep, rung: Step, action: Action) -> str | None:
+    """cooldown / max_attempts across runs, read from the journal. A node rebooted for the
+    same fault too often is left for a human ("needs RMA"), not rebooted again."""
+    history = hs.ctx.options.action_history
+    if history is None or (rung.cooldown is None and rung.max_attempts is None):
+        return None
+    window = rung.cooldown.seconds if rung.cooldown is not None else ATTEMPTS_WINDOW
+    now = time.time()
+    times = history(hs.state.name, action.name, now - window)
+    if rung.max_attempts is not None and len(times) >= rung.max_attempts:
+        return (
+            f"{action.name} already ran {len(times)} times on this host in the last "
+            f"{_span(window)} (max_attempts {rung.max_attempts}): needs a human (RMA?)"
+        )
+    if rung.cooldown is not None and times:
+        ago = now - times[-1]
+        return f"{action.name} ran {_span(ago)} ago; cooldown is {_span(window)}"
+    return None
+
+
+def _span(seconds: float) -> str:
+    for unit, size in (("d", 86400), ("h", 3600), ("m", 60)):
+        if seconds >= size:
+            return f"{seconds / size:.1f}{unit}"
+    return f"{seconds:.0f}s"
 
 
 async def _required_facts(hs: HostStep, action: Action) -> dict[str, Any] | Outcome:
@@ -85,6 +118,11 @@ async def _carry_out(hs: HostStep, action: Action, plan: ActionPlan) -> Outcome:
             outcome.failed = True
             outcome.message = f"{action.name}: {planned.why} failed (rc={result.rc}): {detail}"
             break
+    hs.ctx.bus.emit(
+        ActionTaken(
+            host=hs.state.name, step=hs.step.name, action=action.name, failed=outcome.failed
+        )
+    )
     return outcome
 
 

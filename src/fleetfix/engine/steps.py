@@ -14,7 +14,7 @@ from fleetfix.engine.kinds import KIND_HANDLERS
 from fleetfix.engine.variables import compose
 from fleetfix.errors import FleetfixError, UnreachableError
 from fleetfix.events import HostStepFinished, HostStepStarted, StepRetry
-from fleetfix.playbook.model import Step
+from fleetfix.playbook.model import Step, StepKind
 from fleetfix.results import Status, StepResult
 
 DEFAULT_RETRIES = 3
@@ -26,6 +26,9 @@ async def execute(ctx: RunContext, env: StepEnv, state: HostState, step: Step) -
     started = time.monotonic()
     variables = compose(ctx, state, env.scope, {**env.inherited_vars, **step.vars})
     hs = HostStep(ctx, env, state, step, variables)
+    done = _resumed(ctx, state, step)
+    if done is not None:
+        return _record(hs, done, started)
     try:
         if step.when and not hs.evaluate(step.when):
             outcome, attempts = Outcome(skipped=True, message="conditional result was False"), 0
@@ -37,6 +40,26 @@ async def execute(ctx: RunContext, env: StepEnv, state: HostState, step: Step) -
     except FleetfixError as exc:
         outcome, attempts = Outcome(failed=True, message=str(exc)), 1
     return _record(hs, _verdict(hs, outcome, attempts), started)
+
+
+def _resumed(ctx: RunContext, state: HostState, step: Step) -> StepResult | None:
+    """A host-step the resumed run already finished: skipped, its registered value restored.
+    Probes are never skipped: a resumed run re-probes before it re-acts."""
+    data = ctx.options.resume.get((state.name, str(step.position)))
+    if data is None or step.kind is StepKind.PROBE:
+        return None
+    restored = dict(data)
+    for key in ("stdout", "stderr"):
+        if isinstance(restored.get(key), str):
+            restored[f"{key}_lines"] = restored[key].splitlines()
+    return StepResult(
+        host=state.name,
+        step=step.name,
+        status=Status.SKIPPED,
+        message="already done in the resumed run",
+        data=restored,
+        key=str(step.position),
+    )
 
 
 async def _attempts(hs: HostStep) -> tuple[Outcome, int]:
@@ -105,6 +128,7 @@ def _verdict(hs: HostStep, outcome: Outcome, attempts: int) -> StepResult:
         commands=tuple(outcome.commands),
         data=registered(outcome, attempts, no_log=step.no_log),
         attempts=attempts,
+        key=str(step.position),
     )
 
 
@@ -119,6 +143,7 @@ def _unreachable_result(hs: HostStep, exc: UnreachableError) -> StepResult:
         status=Status.IGNORED if ignore else Status.UNREACHABLE,
         message=exc.message,
         data=registered(outcome, 1),
+        key=str(hs.step.position),
     )
 
 

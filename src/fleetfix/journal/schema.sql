@@ -1,0 +1,60 @@
+-- fleetfix journal schema, version 1. One writer per run; WAL lets readers (history, a second
+-- controller checking leases) read while a run writes.
+CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS runs (
+    run_id      TEXT PRIMARY KEY,
+    playbook    TEXT NOT NULL,
+    argv        TEXT NOT NULL,
+    check_mode  INTEGER NOT NULL,
+    started     REAL NOT NULL,
+    finished    REAL,
+    outcome     INTEGER,
+    hosts       INTEGER NOT NULL,
+    controller  TEXT NOT NULL
+);
+CREATE TABLE IF NOT EXISTS steps (
+    id        INTEGER PRIMARY KEY,
+    run_id    TEXT NOT NULL REFERENCES runs(run_id),
+    host      TEXT NOT NULL,
+    step      TEXT NOT NULL,
+    step_key  TEXT NOT NULL,
+    status    TEXT NOT NULL,
+    changed   INTEGER NOT NULL,
+    message   TEXT NOT NULL,
+    attempts  INTEGER NOT NULL,
+    duration  REAL NOT NULL,
+    data      TEXT NOT NULL,
+    at        REAL NOT NULL
+);
+CREATE INDEX IF NOT EXISTS steps_run ON steps(run_id, host);
+CREATE TABLE IF NOT EXISTS commands (
+    id        INTEGER PRIMARY KEY,
+    run_id    TEXT NOT NULL,
+    host      TEXT NOT NULL,
+    step      TEXT NOT NULL,
+    command   TEXT NOT NULL,
+    rc        INTEGER,
+    timed_out INTEGER NOT NULL,
+    planned   INTEGER NOT NULL,
+    duration  REAL NOT NULL,
+    stdout    TEXT NOT NULL,
+    stderr    TEXT NOT NULL,
+    at        REAL NOT NULL
+);
+CREATE INDEX IF NOT EXISTS commands_run ON commands(run_id, host);
+CREATE TABLE IF NOT EXISTS actions (
+    id      INTEGER PRIMARY KEY,
+    run_id  TEXT NOT NULL,
+    host    TEXT NOT NULL,
+    action  TEXT NOT NULL,
+    failed  INTEGER NOT NULL,
+    at      REAL NOT NULL
+);
+CREATE INDEX IF NOT EXISTS actions_host ON actions(host, action, at);
+CREATE TABLE IF NOT EXISTS leases (
+    host        TEXT PRIMARY KEY,
+    run_id      TEXT NOT NULL,
+    controller  TEXT NOT NULL,
+    pid         INTEGER NOT NULL,
+    expires     REAL NOT NULL
+);
