@@ -15,9 +15,11 @@ from fleetfix.actions import action_registry
 from fleetfix.cli.loading import load_builtin_playbook as _load_playbook
 from fleetfix.cli.options import add_connection_options, add_inventory_option
 from fleetfix.engine import Engine, RunOptions
+from fleetfix.engine.context import StepGate
 from fleetfix.errors import InputError, UsageError
 from fleetfix.events import EventBus
 from fleetfix.inventory import Inventory, load_inventory
+from fleetfix.journal import Journal, default_journal_path
 from fleetfix.playbook.conditions import Templar
 from fleetfix.playbook.extravars import parse_extra_vars
 from fleetfix.playbook.model import Playbook, Step, StepKind
@@ -93,7 +95,12 @@ def add_parsers(sub: Any) -> None:
         metavar="PATH",
         help="write a report (.json, .html, .xml=JUnit); repeatable",
     )
-    run.add_argument("--journal", metavar="PATH", help="SQLite journal file")
+    run.add_argument("--journal", metavar="PATH", help="SQLite journal (default: state dir)")
+    run.add_argument(
+        "--resume",
+        metavar="RUN_ID",
+        help="resume an interrupted run: skip finished host-steps, re-probe, go on",
+    )
     run.set_defaults(handler=run_command)
 
     validate = sub.add_parser("validate", help="check a playbook without running it")
@@ -205,16 +212,51 @@ class RunPlan:
 
 async def _run(args: argparse.Namespace, plan: RunPlan) -> int:
     bus = EventBus()
-    bus.subscribe(ConsoleView(verbosity=args.verbose))
-    async with open_runtime(args, plan.inventory, bus) as runtime:
-        result = await _execute(args, plan, runtime, bus)
-    return int(result.outcome(check_changes_exit=args.check and args.detailed_exitcode))
+    bus.subscribe(ConsoleView(verbosity=args.verbose, diff=args.diff))
+    journal = Journal(Path(args.journal) if args.journal else default_journal_path())
+    try:
+        resume = _resume_state(args, journal, plan)
+        hosts = sorted({h for hs in plan.selection.values() for h in hs})
+        journal.start_run(
+            args.playbook, sys.argv, check=args.check, hosts=len(hosts), run_id=args.resume
+        )
+        busy = {} if args.check else journal.acquire_leases(hosts)
+        if busy:
+            for host, holder in sorted(busy.items()):
+                print(f"ERROR: {host} is being remediated by {holder}", file=sys.stderr)
+            journal.finish_run(Outcome.SAFETY_ABORT)
+            return Outcome.SAFETY_ABORT
+        bus.subscribe(journal)
+        print(f"run id: {journal.run_id} (journal: {journal.path})")
+        async with open_runtime(args, plan.inventory, bus) as runtime:
+            result = await _execute(
+                args, plan, runtime, bus, _engine_options(args, resume, journal)
+            )
+        outcome = result.outcome(check_changes_exit=args.check and args.detailed_exitcode)
+        journal.finish_run(outcome)
+        return int(outcome)
+    finally:
+        journal.release_leases()
+        journal.close()
 
 
-async def _execute(
-    args: argparse.Namespace, plan: RunPlan, runtime: Runtime, bus: EventBus
-) -> RunResult:
-    options = RunOptions(
+def _resume_state(
+    args: argparse.Namespace, journal: Journal, plan: RunPlan
+) -> dict[tuple[str, str], Any]:
+    if not args.resume:
+        return {}
+    previous = journal.run(args.resume)
+    if Path(previous.playbook).resolve() != Path(args.playbook).resolve():
+        raise UsageError(
+            f"run {args.resume} ran {previous.playbook}, not {args.playbook}; resume it with that"
+        )
+    return journal.completed(args.resume)
+
+
+def _engine_options(
+    args: argparse.Namespace, resume: dict[tuple[str, str], Any], journal: Journal
+) -> RunOptions:
+    return RunOptions(
         forks=args.forks,
         check=args.check,
         diff=args.diff,
@@ -224,7 +266,34 @@ async def _execute(
         command_timeout=args.timeout,
         become=args.become,
         become_user=args.become_user,
+        resume=resume,
+        action_history=journal.action_times,
+        step_gate=_ask_each_step() if args.step else None,
     )
+
+
+def _ask_each_step() -> StepGate:
+    """--step: ask before each step, Ansible's (N)o/(y)es/(c)ontinue."""
+    answers = {"continue": False}
+
+    def gate(name: str) -> bool:
+        if answers["continue"]:
+            return True
+        reply = input(f"Perform task: {name} (N)o/(y)es/(c)ontinue: ").strip().lower()
+        if reply in ("c", "continue"):
+            answers["continue"] = True
+        return reply in ("y", "yes", "c", "continue")
+
+    return gate
+
+
+async def _execute(
+    args: argparse.Namespace,
+    plan: RunPlan,
+    runtime: Runtime,
+    bus: EventBus,
+    options: RunOptions,
+) -> RunResult:
     engine = Engine(
         inventory=plan.inventory,
         transport=runtime.transport,

@@ -103,6 +103,9 @@ async def _linear_section(run: BatchRun, steps: Sequence[Step]) -> None:
         active = run.active()
         if not active:
             return
+        gate = run.ctx.options.step_gate
+        if gate is not None and not gate(step.name):
+            continue
         run.announce(step)
         if step.run_once:
             await _run_once(run, step, active)

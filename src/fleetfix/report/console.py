@@ -99,9 +99,12 @@ def _verbose_output(result: StepResult) -> str:
 class ConsoleView:
     """Subscribes to engine events and prints them. Plain text when not a TTY or NO_COLOR."""
 
-    def __init__(self, stream: TextIO | None = None, *, verbosity: int = 0) -> None:
+    def __init__(
+        self, stream: TextIO | None = None, *, verbosity: int = 0, diff: bool = False
+    ) -> None:
         self.console = Console(file=stream, highlight=False, soft_wrap=True)
         self.verbosity = verbosity
+        self.diff = diff
         self.live = self.console.is_terminal
         self._progress: Progress | None = None
         self._task_id: Any = None
@@ -173,7 +176,7 @@ class ConsoleView:
     def _command(self, event: CommandRan) -> None:
         if event.planned_only:
             self._say(f"  [{event.host}] would run: {event.result.command}", "yellow")
-        elif self.verbosity >= 2:
+        elif self.verbosity >= 2 or (self.diff and event.result.rc is not None):
             self._say(f"  [{event.host}] ran: {event.result.command} (rc={event.result.rc})", "dim")
 
     def _stop_progress(self) -> None:
