@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import asyncio
 
-from fleetfix.events import SafetyStop, TaskStarted
+from fleetfix.events import BatchStarted, CommandRan, SafetyStop, TaskStarted
 from fleetfix.results import Outcome
 from fleetfix.transport.fake import FakeTransport, Reply
 
@@ -31,8 +31,13 @@ async def test_recap_counts_ok_changed_skipped(run_playbook: Runner, fake: FakeT
     )
     for host in HOSTS:
         assert run.recap(host) == {
-            "ok": 2, "changed": 1, "unreachable": 0, "failed": 0,
-            "skipped": 1, "rescued": 0, "ignored": 0,
+            "ok": 2,
+            "changed": 1,
+            "unreachable": 0,
+            "failed": 0,
+            "skipped": 1,
+            "rescued": 0,
+            "ignored": 0,
         }
         assert "echo never" not in fake.commands_on(host)
     assert run.result.outcome() is Outcome.OK
@@ -59,7 +64,9 @@ async def test_register_and_when_gate_on_output(run_playbook: Runner, fake: Fake
     assert run.recap("gpu002")["skipped"] == 1
 
 
-async def test_until_retries_until_condition_holds(run_playbook: Runner, fake: FakeTransport) -> None:
+async def test_until_retries_until_condition_holds(
+    run_playbook: Runner, fake: FakeTransport
+) -> None:
     fake.host("gpu001").on("state", lambda _c, n: Reply(stdout="DRAINED" if n >= 2 else "DRAINING"))
     run = await run_playbook(
         """
@@ -143,7 +150,9 @@ async def test_block_rescue_always(run_playbook: Runner, fake: FakeTransport) ->
     assert run.result.outcome() is Outcome.OK
 
 
-async def test_always_runs_after_unrescued_failure(run_playbook: Runner, fake: FakeTransport) -> None:
+async def test_always_runs_after_unrescued_failure(
+    run_playbook: Runner, fake: FakeTransport
+) -> None:
     fake.host("gpu001").on("risky", Reply(rc=1))
     run = await run_playbook(
         """
@@ -161,7 +170,9 @@ async def test_always_runs_after_unrescued_failure(run_playbook: Runner, fake: F
     assert run.result.outcome() is Outcome.HOST_FAILED
 
 
-async def test_handlers_run_once_in_definition_order(run_playbook: Runner, fake: FakeTransport) -> None:
+async def test_handlers_run_once_in_definition_order(
+    run_playbook: Runner, fake: FakeTransport
+) -> None:
     fake.host("gpu002").on("maybe", Reply(rc=0))
     run = await run_playbook(
         """
@@ -202,7 +213,9 @@ async def test_handler_not_run_without_change(run_playbook: Runner, fake: FakeTr
     assert fake.commands_on("gpu001") == ["look"]
 
 
-async def test_serial_batches_and_max_fail_percentage(run_playbook: Runner, fake: FakeTransport) -> None:
+async def test_serial_batches_and_max_fail_percentage(
+    run_playbook: Runner, fake: FakeTransport
+) -> None:
     hosts = [f"gpu{i:03d}" for i in range(1, 9)]
     fake.host("gpu001").on("work", Reply(rc=1))
     fake.host("gpu002").on("work", Reply(rc=1))
@@ -222,7 +235,9 @@ async def test_serial_batches_and_max_fail_percentage(run_playbook: Runner, fake
     assert any(isinstance(e, SafetyStop) for e in run.events)
 
 
-async def test_max_fail_percentage_must_be_exceeded(run_playbook: Runner, fake: FakeTransport) -> None:
+async def test_max_fail_percentage_must_be_exceeded(
+    run_playbook: Runner, fake: FakeTransport
+) -> None:
     hosts = [f"gpu{i:03d}" for i in range(1, 9)]
     fake.host("gpu001").on("work", Reply(rc=1))
     run = await run_playbook(
@@ -251,8 +266,6 @@ async def test_serial_list_last_value_repeats(run_playbook: Runner, fake: FakeTr
         """,
         hosts=hosts,
     )
-    from fleetfix.events import BatchStarted
-
     sizes = [len(e.hosts) for e in run.events if isinstance(e, BatchStarted)]
     assert sizes == [1, 2, 2, 2]
 
@@ -272,7 +285,9 @@ async def test_any_errors_fatal_stops_everyone(run_playbook: Runner, fake: FakeT
     assert "second" not in fake.commands_on("gpu002")
 
 
-async def test_unreachable_host_reported_others_finish(run_playbook: Runner, fake: FakeTransport) -> None:
+async def test_unreachable_host_reported_others_finish(
+    run_playbook: Runner, fake: FakeTransport
+) -> None:
     fake.host("gpu002").unreachable = "connection refused"
     run = await run_playbook(
         """
@@ -288,7 +303,9 @@ async def test_unreachable_host_reported_others_finish(run_playbook: Runner, fak
     assert run.result.outcome() is Outcome.UNREACHABLE
 
 
-async def test_connection_lost_midway_is_unreachable(run_playbook: Runner, fake: FakeTransport) -> None:
+async def test_connection_lost_midway_is_unreachable(
+    run_playbook: Runner, fake: FakeTransport
+) -> None:
     fake.host("gpu001").on("reboot-ish", Reply(drop=True))
     run = await run_playbook(
         """
@@ -334,8 +351,6 @@ async def test_check_mode_runs_nothing_mutating(run_playbook: Runner, fake: Fake
         check=True,
     )
     assert fake.commands_on("gpu001") == ["cat /proc/version"]
-    from fleetfix.events import CommandRan
-
     planned = [e.result.command for e in run.events if isinstance(e, CommandRan) and e.planned_only]
     assert planned == ["rm -rf /dev/shm/nccl-*"]
 
@@ -381,7 +396,9 @@ async def test_tags_select_and_skip(run_playbook: Runner, fake: FakeTransport) -
     assert fake.commands_on("gpu001") == ["probe_it", "always_it"]
 
 
-async def test_free_strategy_lets_fast_hosts_finish(run_playbook: Runner, fake: FakeTransport) -> None:
+async def test_free_strategy_lets_fast_hosts_finish(
+    run_playbook: Runner, fake: FakeTransport
+) -> None:
     fake.host("gpu001").on("slow", Reply(hang=True))
     run = await run_playbook(
         """
