@@ -9,6 +9,7 @@
     ├── UsageError                 bad command-line options (exit 5)
     ├── ConditionError             a Jinja2 condition or template failed to evaluate
     ├── ProbeParseError            tool output a probe parser did not understand
+    ├── KnowledgeError             the shipped Xid catalog is broken, or a value it cannot read
     └── TransportError             talking to one host failed
         ├── UnreachableError       could not connect or authenticate (exit 4)
         │   └── HostKeyError       host key unknown or mismatched
@@ -109,6 +110,10 @@ class ProbeParseError(FleetfixError):
         self.excerpt = _excerpt(text, line)
         where = f" at line {line}" if line is not None else ""
         super().__init__(f"{probe}: {reason}{where}: {self.excerpt!r}")
+
+
+class KnowledgeError(FleetfixError):
+    """The shipped knowledge (Xid catalog) is broken, or a reported value is unknown to it."""
 
 
 class TransportError(FleetfixError):

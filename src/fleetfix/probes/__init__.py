@@ -8,7 +8,12 @@ from typing import Any
 from fleetfix.plugins import Registry
 from fleetfix.probes.base import Probe
 
-BUILTIN_PROBES: tuple[str, ...] = ()
+BUILTIN_PROBES: tuple[str, ...] = (
+    "xid",
+    "kernel_modules",
+    "shm",
+    "services",
+)
 """Module names under fleetfix.probes, each defining PROBE; grep here to find them all."""
 
 

@@ -1,0 +1,167 @@
+"""The `services` probe: state of the GPU node's systemd units (persistenced, fabric manager, ...).
+
+The command prints one line per unit: `<unit> <LoadState> <ActiveState>`, from `systemctl show
+-p LoadState --value` and `systemctl is-active`. The load state is needed because `is-active`
+prints "inactive" for a unit that does not exist at all. Lines of the two-column form
+`<unit> <state>` (a plain `systemctl is-active` loop) are read too. A unit systemctl could not be
+asked about (no systemd, no D-Bus) is `unknown`, never `inactive`.
+"""
+
+from __future__ import annotations
+
+import enum
+import re
+import shlex
+from collections.abc import Mapping
+from dataclasses import dataclass
+from types import MappingProxyType
+from typing import Any
+
+from fleetfix.errors import FleetfixError, ProbeParseError
+from fleetfix.probes.base import Probe
+from fleetfix.probes.text import clean_lines
+
+NAME = "services"
+DEFAULT_UNITS = (
+    "nvidia-persistenced",
+    "nvidia-fabricmanager",
+    "nvidia-dcgm",
+    "dcgm",
+    "nvidia-imex",
+)
+"""GPU-node units whose state gates remediation (holders of the GPU to stop and restore)."""
+_UNIT = re.compile(r"^[A-Za-z0-9@._:\\-]+$")
+_LOAD_STATES = frozenset(
+    {"loaded", "not-found", "masked", "error", "bad-setting", "stub", "merged"}
+)
+
+
+class UnitState(enum.StrEnum):
+    """A unit's state as an operator reads it."""
+
+    ACTIVE = "active"
+    INACTIVE = "inactive"
+    FAILED = "failed"
+    ACTIVATING = "activating"
+    DEACTIVATING = "deactivating"
+    RELOADING = "reloading"
+    REFRESHING = "refreshing"
+    MAINTENANCE = "maintenance"
+    NOT_FOUND = "not-found"
+    UNKNOWN = "unknown"
+
+
+@dataclass(frozen=True, slots=True)
+class Service:
+    """One unit."""
+
+    unit: str
+    state: UnitState
+    load_state: str | None
+    """systemd's LoadState (loaded, not-found, masked, ...), None if not reported."""
+    active: bool
+
+
+@dataclass(frozen=True, slots=True)
+class ServicesFacts:
+    """Unit states, with the lists runbooks gate on."""
+
+    services: tuple[Service, ...]
+    units: Mapping[str, str]
+    """Unit name -> state (`facts.units['nvidia-fabricmanager'] == 'active'`)."""
+    active: tuple[str, ...]
+    failed: tuple[str, ...]
+    not_found: tuple[str, ...]
+    dcgm_unit: str | None
+    """The DCGM unit this host has (`nvidia-dcgm` or `dcgm`), None if neither exists."""
+
+
+def parse(text: str) -> ServicesFacts:
+    """Service facts from `<unit> [<LoadState>] <ActiveState>` lines."""
+    services: list[Service] = []
+    for ln in clean_lines(text):
+        if not ln.text.strip():
+            continue
+        service = _service(ln.text.split())
+        if service is None:
+            raise ProbeParseError(NAME, "not a '<unit> <state>' line", text, line=ln.number)
+        services.append(service)
+    if not services:
+        raise ProbeParseError(NAME, "no unit states in the output", text)
+    units = {s.unit: s.state.value for s in services}
+    if len(units) != len(services):
+        raise ProbeParseError(NAME, "a unit is listed twice", text)
+    return ServicesFacts(
+        services=tuple(services),
+        units=MappingProxyType(units),
+        active=tuple(s.unit for s in services if s.active),
+        failed=tuple(s.unit for s in services if s.state is UnitState.FAILED),
+        not_found=tuple(s.unit for s in services if s.state is UnitState.NOT_FOUND),
+        dcgm_unit=next((u for u in ("nvidia-dcgm", "dcgm") if _exists(units.get(u))), None),
+    )
+
+
+def _exists(state: str | None) -> bool:
+    return state is not None and state not in (UnitState.NOT_FOUND, UnitState.UNKNOWN)
+
+
+def _service(fields: list[str]) -> Service | None:
+    if not 1 <= len(fields) <= 3 or not _UNIT.match(fields[0]):
+        return None
+    unit = fields[0].removesuffix(".service")
+    load = fields[1] if len(fields) == 3 else None
+    active = fields[-1] if len(fields) > 1 else None
+    if len(fields) == 2 and active in _LOAD_STATES:
+        load, active = active, None  # is-active printed nothing, LoadState did
+    if load is not None and load not in _LOAD_STATES:
+        return None
+    state = _state(load, active)
+    if state is None:
+        return None
+    return Service(unit=unit, state=state, load_state=load, active=state is UnitState.ACTIVE)
+
+
+def _state(load: str | None, active: str | None) -> UnitState | None:
+    if load == "not-found":
+        return UnitState.NOT_FOUND
+    if active is None:
+        return UnitState.UNKNOWN  # systemctl printed nothing: it could not be asked
+    try:
+        return UnitState(active)
+    except ValueError:
+        return None
+
+
+def _units(params: Mapping[str, Any]) -> tuple[str, ...]:
+    raw = params.get("units")
+    if raw is None:
+        return DEFAULT_UNITS
+    names = raw if isinstance(raw, (list, tuple)) else str(raw).split(",")
+    units = tuple(str(n).strip() for n in names if str(n).strip())
+    bad = [u for u in units if not _UNIT.match(u)]
+    if not units or bad:
+        raise FleetfixError(f"services: 'units' must be systemd unit names, got {raw!r}")
+    return units
+
+
+def _command(params: Mapping[str, Any]) -> str:
+    units = " ".join(shlex.quote(u) for u in _units(params))
+    return (
+        f"for u in {units}; do "
+        "printf '%s %s %s\\n' \"$u\" "
+        '"$(systemctl show -p LoadState --value "$u" 2>/dev/null)" '
+        '"$(systemctl is-active "$u" 2>/dev/null)"; '
+        "done"
+    )
+
+
+PROBE: Probe[ServicesFacts] = Probe(
+    name=NAME,
+    summary="State of GPU-node systemd units (persistenced, fabricmanager, dcgm, imex)",
+    command=_command,
+    parse=parse,
+    params={
+        "units": "unit names to check (list or comma-separated); default: "
+        + ", ".join(DEFAULT_UNITS),
+    },
+)

@@ -1,0 +1,95 @@
+"""Clean tool output that a human pasted (prompts, markdown quotes, indentation, CRLF) for parsers.
+
+Real command output captured by a transport has none of these artefacts, so cleaning it is a no-op;
+samples copied from issues and docs carry them (see shared/samples/MANIFEST.md). Each kept line
+remembers its 1-based number in the original text, so a parser can point errors at the raw line.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from dataclasses import dataclass
+
+# A markdown quote (`> `) or a quote inside a diff view (`+> `); `>` alone is a quoted empty line.
+_QUOTE = re.compile(r"^\+?>(?: |$)")
+# `$ cmd`, `# cmd` is NOT included: `#` starts real output lines (nccl-tests headers).
+_DOLLAR_PROMPT = re.compile(r"^\s*\$ \S")
+# `root@node03:~# cmd`, `user@host:~/dir> cmd`, `[user@host dir]$ cmd`.
+_USER_PROMPT = re.compile(r"^\s*\[?[\w.-]+@[\w.-]+(?:[: ][^\s\]#$>]*)?\]?[#$>] ?\S")
+# `> cmd` is a prompt only before any output; later it is indistinguishable from data.
+_GT_PROMPT = re.compile(r"^> \S")
+_ELISIONS = frozenset({"...", "....", "[...]", "…", "[…]"})
+
+
+@dataclass(frozen=True, slots=True)
+class Line:
+    """One kept line: its 1-based number in the original text and its cleaned content."""
+
+    number: int
+    text: str
+
+
+def split_lines(text: str) -> tuple[Line, ...]:
+    """Lines of `text` with CRLF/CR normalised; numbering is 1-based."""
+    normalised = text.replace("\r\n", "\n").replace("\r", "\n")
+    return tuple(Line(n, s) for n, s in enumerate(normalised.split("\n"), start=1))
+
+
+def strip_quotes(lines: tuple[Line, ...]) -> tuple[Line, ...]:
+    """Remove a markdown quote prefix when every non-blank line carries it (a quoted paste)."""
+    content = [ln for ln in lines if ln.text.strip()]
+    if not content or not all(_QUOTE.match(ln.text) for ln in content):
+        return lines
+    return tuple(Line(ln.number, _QUOTE.sub("", ln.text, count=1)) for ln in lines)
+
+
+def is_prompt(text: str, *, leading: bool = False) -> bool:
+    """Whether `text` is a shell prompt line (`$ cmd`, `root@host# cmd`; `> cmd` if `leading`)."""
+    if _DOLLAR_PROMPT.match(text) or _USER_PROMPT.match(text):
+        return True
+    return leading and bool(_GT_PROMPT.match(text))
+
+
+def drop_prompts(lines: tuple[Line, ...]) -> tuple[Line, ...]:
+    """Remove shell prompt lines; `> cmd` only counts as a prompt before the first output line."""
+    kept: list[Line] = []
+    for ln in lines:
+        leading = not any(k.text.strip() for k in kept)
+        if not is_prompt(ln.text, leading=leading):
+            kept.append(ln)
+    return tuple(kept)
+
+
+def dedent(lines: tuple[Line, ...]) -> tuple[Line, ...]:
+    """Remove the whitespace prefix that every non-blank line shares (markdown indentation)."""
+    indents = [_indent(ln.text) for ln in lines if ln.text.strip()]
+    # Character-wise on purpose: indentation is a string prefix, not a path.
+    common = os.path.commonprefix(indents) if indents else ""  # noqa: RUF071
+    if not common:
+        return lines
+    return tuple(Line(ln.number, ln.text[len(common) :]) for ln in lines)
+
+
+def is_elision(text: str) -> bool:
+    """Whether a line is a poster's elision marker (`...`, `[...]`) rather than tool output."""
+    return text.strip() in _ELISIONS
+
+
+def clean_lines(text: str, *, indent: bool = True) -> tuple[Line, ...]:
+    """Undo paste artefacts: CRLF, quote prefixes, prompt lines, common indentation (if `indent`).
+
+    Blank lines are kept (some formats use them as separators); elisions are left for the parser
+    to judge, since only it knows whether a gap matters.
+    """
+    lines = drop_prompts(strip_quotes(split_lines(text)))
+    return dedent(lines) if indent else lines
+
+
+def clean_text(text: str, *, indent: bool = True) -> str:
+    """`clean_lines` joined back into text (line numbers are lost)."""
+    return "\n".join(ln.text for ln in clean_lines(text, indent=indent))
+
+
+def _indent(text: str) -> str:
+    return text[: len(text) - len(text.lstrip(" \t"))]

@@ -1,0 +1,82 @@
+"""The services probe (synthetic fixtures, marked as such)."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+
+from fleetfix.errors import FleetfixError, ProbeParseError
+from fleetfix.probes.base import to_data
+from fleetfix.probes.services import PROBE, ServicesFacts, UnitState
+from tests.probes.cases import SAMPLES, Case, load_cases
+
+CASES = load_cases("services")
+
+
+def _sample(name: str) -> ServicesFacts:
+    return PROBE.parse((SAMPLES / "synthetic-services" / name).read_text(encoding="utf-8"))
+
+
+@pytest.mark.parametrize("case", CASES, ids=[c.name for c in CASES])
+def test_case(case: Case) -> None:
+    assert case.sample.name.startswith("synthetic-")
+    if case.error is not None:
+        with pytest.raises(ProbeParseError, match=re.escape(case.error)):
+            PROBE.parse(case.text())
+    else:
+        assert to_data(PROBE.parse(case.text())) == case.expected
+
+
+def test_hgx_node_with_everything_running() -> None:
+    facts = _sample("synthetic-services-hgx-h100-all-active.txt")
+    assert facts.active == ("nvidia-persistenced", "nvidia-fabricmanager", "nvidia-dcgm")
+    assert facts.units["dcgm"] == "not-found"
+    assert facts.dcgm_unit == "nvidia-dcgm"
+
+
+def test_failed_fabric_manager_and_masked_unit() -> None:
+    facts = _sample("synthetic-services-fm-failed-persistenced-off.txt")
+    assert facts.failed == ("nvidia-fabricmanager",)
+    assert facts.units["nvidia-persistenced"] == "inactive"
+    assert facts.units["dcgm"] == "activating"
+    imex = next(s for s in facts.services if s.unit == "nvidia-imex")
+    assert (imex.state, imex.load_state) == (UnitState.INACTIVE, "masked")
+    assert facts.dcgm_unit == "dcgm"
+
+
+def test_no_answer_from_systemctl_is_unknown_not_inactive() -> None:
+    facts = _sample("synthetic-services-no-systemd-unknown.txt")
+    assert set(facts.units.values()) == {"unknown"}
+    assert (facts.active, facts.dcgm_unit) == ((), None)
+
+
+def test_loadstate_without_activestate() -> None:
+    facts = PROBE.parse("nvidia-imex not-found\nnvidia-persistenced.service loaded\n")
+    assert facts.units == {"nvidia-imex": "not-found", "nvidia-persistenced": "unknown"}
+
+
+@pytest.mark.parametrize(
+    ("text", "reason"),
+    [
+        ("", "no unit states"),
+        ("nvidia-persistenced loaded sleepy\n", "not a '<unit> <state>' line"),
+        ("nvidia-persistenced weird active\n", "not a '<unit> <state>' line"),
+        ("a active\na inactive\n", "listed twice"),
+        ("<html>\n", "not a '<unit> <state>' line"),
+    ],
+)
+def test_rejects_garbage(text: str, reason: str) -> None:
+    with pytest.raises(ProbeParseError, match=reason):
+        PROBE.parse(text)
+
+
+def test_command_asks_load_state_and_active_state() -> None:
+    command = PROBE.command({})
+    assert "systemctl show -p LoadState --value" in command
+    assert "systemctl is-active" in command
+    assert "nvidia-fabricmanager" in command
+    assert "for u in gdrcopy; do" in PROBE.command({"units": ["gdrcopy"]})
+    assert "for u in a b; do" in PROBE.command({"units": "a, b"})
+    with pytest.raises(FleetfixError, match="units"):
+        PROBE.command({"units": "x; reboot"})
