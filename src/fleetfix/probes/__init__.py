@@ -13,6 +13,10 @@ BUILTIN_PROBES: tuple[str, ...] = (
     "kernel_modules",
     "shm",
     "services",
+    "ib",
+    "slurm_node",
+    "nccl_tests",
+    "dcgm_diag",
 )
 """Module names under fleetfix.probes, each defining PROBE; grep here to find them all."""
 

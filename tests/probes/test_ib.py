@@ -1,0 +1,142 @@
+"""The ib probe against every ibstat-family sample, plus the values runbooks gate on."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+
+from fleetfix.errors import ProbeParseError
+from fleetfix.probes.base import to_data
+from fleetfix.probes.ib import PROBE, IbFacts, LinkLayer, PhysicalState, PortState, Source
+from tests.probes.cases import SAMPLES, Case, load_cases
+
+CASES = load_cases("ib")
+
+
+def _sample(name: str) -> IbFacts:
+    return PROBE.parse((SAMPLES / "ibstat" / name).read_text(encoding="utf-8"))
+
+
+@pytest.mark.parametrize("case", CASES, ids=[c.name for c in CASES])
+def test_case(case: Case) -> None:
+    if case.error is not None:
+        with pytest.raises(ProbeParseError, match=re.escape(case.error)):
+            PROBE.parse(case.text())
+    else:
+        assert to_data(PROBE.parse(case.text())) == case.expected
+
+
+def test_every_sample_of_the_family_has_a_case() -> None:
+    covered = {case.sample.name for case in CASES}
+    assert covered == {path.name for path in (SAMPLES / "ibstat").iterdir()}
+
+
+def test_h100_cx7_down_ports_are_the_disabled_ethernet_ones() -> None:
+    facts = _sample("gpud-ibstat-h100-cx7-ndr-some-down.txt")
+    assert facts.source is Source.IBSTAT
+    assert (len(facts.cas), facts.port_count, facts.active_count) == (12, 12, 9)
+    assert [(p.ca, p.port) for p in facts.ports_down] == [
+        ("mlx5_2", 1),
+        ("mlx5_7", 1),
+        ("mlx5_8", 1),
+    ]
+    assert {p.physical_state for p in facts.ports_down} == {PhysicalState.DISABLED}
+    assert {p.link_layer for p in facts.ports_down} == {LinkLayer.ETHERNET}
+    ndr = next(ca for ca in facts.cas if ca.name == "mlx5_0")
+    assert (ndr.ca_type, ndr.firmware) == ("MT4129", "28.39.1002")
+    assert (ndr.ports[0].rate_gbps, ndr.ports[0].base_lid, ndr.ports[0].sm_lid) == (400.0, 75, 334)
+    assert facts.complete is True  # no trailing newline, but every field is there
+
+
+def test_ibpanic_keeps_the_cas_read_and_names_the_failed_device() -> None:
+    facts = _sample("gpud-ibstat-a100-cx6-hdr-ibpanic-exit255.txt")
+    assert [ca.name for ca in facts.cas] == [f"mlx5_{n}" for n in range(8)]
+    assert facts.active_count == 8
+    assert facts.failed_cas == ("mlx5_8",)
+    assert facts.errors[0].startswith("ibpanic:")
+    assert facts.complete is False
+
+
+def test_redacted_values_read_as_none() -> None:
+    facts = _sample("issue-gpud-pr752-ibstat-partial-ibpanic-redacted.txt")
+    ca = facts.cas[0]
+    assert (ca.name, ca.ca_type, ca.firmware, ca.node_guid) == ("mlx5_7", None, None, None)
+    assert ca.ports[0].port_guid is None
+    assert ca.ports[0].base_lid == 13305
+
+
+def test_cut_off_port_is_kept_and_flagged() -> None:
+    facts = _sample("issue-mooncake-1999-ibstat-cx7-roce-200-mixed-down-trunc.txt")
+    last = facts.cas[-1].ports[0]
+    assert (facts.cas[-1].name, last.state, last.complete) == ("mlx5_10", PortState.DOWN, False)
+    assert last.link_layer is None
+    assert facts.complete is False
+    assert [p.ca for p in facts.ports_down] == ["mlx5_10"]
+
+
+def test_ibwarn_noise_and_trace_prefix_are_skipped() -> None:
+    facts = _sample("issue-rdmacore-847-ibstat-mlx4-cx3-with-ibwarn-trunc.txt")
+    ca = facts.cas[0]
+    assert (ca.name, ca.port_count, len(ca.ports)) == ("mlx4_0", 2, 2)
+    assert ca.ports[0].state is PortState.DOWN
+    assert ca.ports[1].rate_gbps == 56.0
+    assert ca.ports[1].base_lid is None  # `Base lid:` is where the paste stops
+    assert facts.complete is False
+
+
+def test_ibv_devinfo_is_parsed_without_rate() -> None:
+    facts = _sample("issue-deepep-60-ibv-devinfo-mixed-cx6-cx7-trunc.txt")
+    assert facts.source is Source.IBV_DEVINFO
+    first, second = facts.cas
+    assert (first.ca_type, first.node_guid) == ("MT4125", "0xa088c20300309a0d")
+    assert first.ports[0].state is PortState.DOWN
+    assert first.ports[0].rate_gbps is None
+    assert (second.ca_type, second.ports) == ("MT4129", ())
+    assert facts.complete is False  # mlx5_13 announced a port the paste does not show
+
+
+def test_ibstatus_fallback_format() -> None:
+    facts = _sample("synthetic-ibstatus-3hca-one-polling-down.txt")
+    assert facts.source is Source.IBSTATUS
+    down = facts.ports_down[0]
+    assert (down.ca, down.state, down.physical_state) == (
+        "mlx5_1",
+        PortState.DOWN,
+        PhysicalState.POLLING,
+    )
+    assert facts.cas[0].ports[0].sm_lid == 0x14E
+    assert facts.cas[0].ports[0].rate_gbps == 400.0
+
+
+@pytest.mark.parametrize(
+    ("text", "reason"),
+    [
+        ("", "empty output"),
+        ("   \n\n", "empty output"),
+        ("hello world\nthis is not ibstat\n", "no CA found"),
+        ("ibpanic: [1] main: stat of IB device 'mlx5_0' failed\n", "before printing any CA"),
+        ("CA 'mlx5_0'\n\tCA type: MT4129\n\tgarbage line\n", "unexpected line"),
+        ("CA 'mlx5_0'\n\tPort 1:\n\t\tState: Exploded\n", "unknown port state"),
+        ("CA 'mlx5_0'\n\tPort 1:\n\t\tPhysical state: Wobbly\n", "unknown physical state"),
+        ("CA 'mlx5_0'\n\tPort 1:\n\t\tLink layer: Token Ring\n", "unknown link layer"),
+        ("CA 'mlx5_0'\n\tState: Active\n", "outside a port block"),
+        ("CA 'mlx5_0'\n\tPort 1:\n\t\tBase lid: twelve\n", "not a number"),
+    ],
+)
+def test_garbage_is_refused(text: str, reason: str) -> None:
+    with pytest.raises(ProbeParseError, match=re.escape(reason)):
+        PROBE.parse(text)
+
+
+def test_markdown_quoted_paste_is_unwrapped() -> None:
+    raw = (SAMPLES / "ibstat" / "oyanghd-ibstat-mlx4-cx3-fdr56-active.txt").read_text()
+    quoted = "".join(f"> {line}" for line in raw.splitlines(keepends=True))
+    assert PROBE.parse(quoted) == PROBE.parse(raw)
+
+
+def test_command_prefers_ibstat_and_keeps_stderr() -> None:
+    assert PROBE.command({}) == (
+        "if command -v ibstat >/dev/null 2>&1; then ibstat 2>&1; else ibstatus 2>&1; fi"
+    )
+    assert "ibstat 'mlx5_0; rm' 2>&1" in PROBE.command({"ca": "mlx5_0; rm"})
