@@ -1,8 +1,9 @@
 """Fixture cases for probe parsers: tests/probes/<probe>/<case>.json names a sample and its facts.
 
-A case file looks like {"sample": "nvidia-smi-xml/x.xml", "expected": {...}} where the sample path is
-relative to tests/fixtures/samples/ and "expected" is `to_data(parse(text))`. A case may instead say
-{"sample": ..., "error": "substring of the ProbeParseError message"} for output that must be rejected.
+A case file looks like {"sample": "nvidia-smi-xml/x.xml", "expected": {...}} where the sample
+path is relative to tests/fixtures/samples/ and "expected" is `to_data(parse(text))`. A case may
+instead say {"sample": ..., "error": "substring of the ProbeParseError message"} for output that
+must be rejected.
 """
 
 from __future__ import annotations
