@@ -9,6 +9,10 @@ from fleetfix.plugins import Registry
 from fleetfix.probes.base import Probe
 
 BUILTIN_PROBES: tuple[str, ...] = (
+    "nvidia_smi",
+    "gpu_processes",
+    "nvlink",
+    "topology",
     "xid",
     "kernel_modules",
     "shm",

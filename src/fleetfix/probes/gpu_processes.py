@@ -1,0 +1,282 @@
+"""The gpu_processes probe: which processes hold the GPUs (before a reset or driver reload).
+
+Two sources, printed in one output between `### fleetfix ...` markers:
+- `nvidia-smi --query-compute-apps=pid,process_name,gpu_uuid,gpu_bus_id,used_memory
+  --format=csv,noheader`: CUDA processes per GPU, as the driver sees them;
+- `fuser -v /dev/nvidia*` (psmisc): every process with a GPU device file open, including
+  services (nvidia-persistenced, dcgm, fabric manager) and processes in other containers.
+
+Each section ends with `### fleetfix end rc=N` so a failing tool is visible. `parse` also
+reads either source alone (a pasted CSV with or without header, or a pasted fuser table).
+A source that failed makes the facts incomplete; `count == 0` only means "no holders" when
+`complete` is true (fuser run without root cannot see other users' processes).
+"""
+
+from __future__ import annotations
+
+import csv
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from fleetfix.errors import ProbeParseError
+from fleetfix.probes.base import Probe
+from fleetfix.probes.gpu_facts import ValueReader, normalize_bus_id
+from fleetfix.probes.nvidia_smi_text import (
+    MARKER_PREFIX,
+    TOOL_ERROR,
+    Line,
+    Section,
+    clean_paste,
+    sections,
+)
+
+NAME = "gpu_processes"
+QUERY_FIELDS = ("pid", "process_name", "gpu_uuid", "gpu_bus_id", "used_memory")
+
+_HEADER_KEYS = {"used_gpu_memory": "used_memory", "name": "process_name"}
+_HEADER_CELL = re.compile(r"^[A-Za-z_][\w.]*(?:\s*\[[^\]]*\])?$")
+_FUSER_HEADER = re.compile(r"^\s*USER\s+PID\s+ACCESS\s+COMMAND\s*$")
+_FUSER_ROW = re.compile(
+    r"^(?:(?P<path>/\S+?):)?\s+(?P<user>\S+)\s+(?P<pid>\d+|kernel)\s+(?P<access>[\w.]+)"
+    r"(?:\s+(?P<command>.+?))?\s*$"
+)
+_FUSER_NO_FILE = re.compile(r"^Specified filename .* does not exist\.?$")
+_FUSER_WARNING = re.compile(r"^Cannot stat .*$|^fuser: .*(?:permission|denied).*$", re.I)
+_NOT_INSTALLED = re.compile(r"(?:command )?not found$|No such file or directory$")
+
+
+@dataclass(frozen=True, slots=True)
+class HeldProcess:
+    """A process on a GPU: from the driver's compute-apps list, from fuser, or both.
+
+    A process using two GPUs appears once per GPU (as the driver lists it)."""
+
+    pid: int
+    name: str | None
+    gpu_uuid: str | None = None
+    gpu_bus_id: str | None = None
+    used_memory_mib: int | None = None
+    user: str | None = None
+    devices: tuple[str, ...] = ()
+    sources: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class GpuProcessesFacts:
+    """Processes holding GPUs.
+
+    `query_ok` / `fuser_ok`: whether each source ran and was read (None: not in the output).
+    `complete` is False when a source failed, was not installed, or saw only part of the
+    processes; then `count` is a lower bound."""
+
+    processes: tuple[HeldProcess, ...]
+    count: int
+    pids: tuple[int, ...]
+    compute_pids: tuple[int, ...]
+    holder_pids: tuple[int, ...]
+    holder_commands: tuple[str, ...]
+    complete: bool
+    query_ok: bool | None = None
+    fuser_ok: bool | None = None
+    errors: tuple[str, ...] = ()
+
+
+def command(params: Mapping[str, Any]) -> str:
+    """Both sources, each between markers with its exit status; never fails as a whole."""
+    del params
+    query = f"nvidia-smi --query-compute-apps={','.join(QUERY_FIELDS)} --format=csv,noheader 2>&1"
+    # fuser -v writes its table to stderr (PIDs alone go to stdout): keep only the table.
+    fuser = "fuser -v /dev/nvidia* 2>&1 >/dev/null"
+    return (
+        f"echo '{MARKER_PREFIX}query-compute-apps'; {query}; echo \"{MARKER_PREFIX}end rc=$?\"; "
+        f"echo '{MARKER_PREFIX}fuser'; {fuser}; echo \"{MARKER_PREFIX}end rc=$?\""
+    )
+
+
+@dataclass(frozen=True, slots=True)
+class _Source:
+    """What one section yielded."""
+
+    processes: tuple[HeldProcess, ...]
+    ok: bool
+    complete: bool
+    errors: tuple[str, ...] = ()
+
+
+def _rc(section: Section | None) -> int | None:
+    if section is None or section.marker is None or section.marker.name != "end":
+        return None
+    value = section.marker.get("rc")
+    return int(value) if value is not None and value.isdigit() else None
+
+
+def _query_source(lines: tuple[Line, ...], rc: int | None, text: str) -> _Source:
+    """`--query-compute-apps` CSV (with or without header)."""
+    body = [line for line in lines if line.text.strip()]
+    if rc not in (None, 0):
+        # A failed nvidia-smi prints its reason (driver not loaded, not installed) instead.
+        said = tuple(line.text.strip() for line in body)
+        return _Source((), ok=False, complete=False, errors=(f"nvidia-smi exited {rc}", *said))
+    errors = tuple(ln.text.strip() for ln in body if TOOL_ERROR.match(ln.text.strip()))
+    if errors:
+        return _Source((), ok=False, complete=False, errors=errors)
+    body = [ln for ln in body if ln.text.strip() != "No running processes found"]
+    rows = list(zip(body, csv.reader(ln.text for ln in body), strict=True))
+    keys: tuple[str, ...] = QUERY_FIELDS
+    if rows and all(_HEADER_CELL.match(cell.strip()) for cell in rows[0][1]):
+        keys = tuple(_header_key(cell) for cell in rows[0][1])
+        rows = rows[1:]
+    if "pid" not in keys:
+        raise ProbeParseError(NAME, "compute-apps CSV has no pid column", text)
+    found = tuple(_query_row(line, cells, keys, text) for line, cells in rows)
+    return _Source(found, ok=True, complete=True)
+
+
+def _header_key(cell: str) -> str:
+    key = re.sub(r"\s*\[[^\]]*\]$", "", cell.strip()).lower()
+    return _HEADER_KEYS.get(key, key)
+
+
+def _query_row(line: Line, cells: list[str], keys: tuple[str, ...], text: str) -> HeldProcess:
+    if len(cells) != len(keys):
+        reason = f"compute-apps row has {len(cells)} values for {len(keys)} columns"
+        raise ProbeParseError(NAME, reason, text, line=line.number)
+    row = dict(zip(keys, (cell.strip() for cell in cells), strict=True))
+    values = ValueReader(NAME, text)
+    pid = values.integer(row.get("pid"), "pid", line.number)
+    if pid is None:
+        raise ProbeParseError(NAME, "compute-apps row without a pid", text, line=line.number)
+    bus = values.string(row.get("gpu_bus_id"), "gpu_bus_id")
+    return HeldProcess(
+        pid=pid,
+        name=values.string(row.get("process_name"), "process_name"),
+        gpu_uuid=values.string(row.get("gpu_uuid"), "gpu_uuid"),
+        gpu_bus_id=normalize_bus_id(bus) if bus else None,
+        used_memory_mib=values.integer(row.get("used_memory"), "used_memory", line.number),
+        sources=("query",),
+    )
+
+
+def _fuser_source(lines: tuple[Line, ...], rc: int | None, text: str) -> _Source:
+    """`fuser -v` table; exit 1 with no table means nothing holds the devices."""
+    holders: dict[int, HeldProcess] = {}
+    warnings: list[str] = []
+    path = None
+    for line in (ln for ln in lines if ln.text.strip()):
+        stripped = line.text.strip()
+        if _FUSER_HEADER.match(line.text) or _FUSER_NO_FILE.match(stripped):
+            continue
+        if _NOT_INSTALLED.search(stripped) and "fuser" in stripped:
+            return _Source((), ok=False, complete=False, errors=(stripped,))
+        if _FUSER_WARNING.match(stripped):
+            warnings.append(stripped)
+            continue
+        match = _FUSER_ROW.match(line.text)
+        if match is None:
+            raise ProbeParseError(NAME, "not a line of `fuser -v` output", text, line=line.number)
+        path = match["path"] or path
+        if path is None:
+            raise ProbeParseError(NAME, "fuser row before any device path", text, line=line.number)
+        if match["pid"] != "kernel":
+            _add_holder(holders, int(match["pid"]), match["user"], match["command"], path)
+    ok = rc in (None, 0, 1)
+    errors = () if ok else (f"fuser exited {rc}",)
+    found = tuple(holders[pid] for pid in sorted(holders))
+    return _Source(found, ok=ok, complete=ok and not warnings, errors=(*errors, *warnings))
+
+
+def _add_holder(
+    holders: dict[int, HeldProcess], pid: int, user: str, name: str | None, path: str
+) -> None:
+    known = holders.get(pid)
+    devices = (*known.devices, path) if known else (path,)
+    holders[pid] = HeldProcess(
+        pid=pid, name=name, user=user, devices=tuple(dict.fromkeys(devices)), sources=("fuser",)
+    )
+
+
+def _merge(
+    query: tuple[HeldProcess, ...], fuser: tuple[HeldProcess, ...]
+) -> tuple[HeldProcess, ...]:
+    """Query rows enriched with fuser's user/devices; fuser-only holders appended."""
+    by_pid = {holder.pid: holder for holder in fuser}
+    merged = [
+        HeldProcess(
+            pid=row.pid,
+            name=row.name or (by_pid[row.pid].name if row.pid in by_pid else None),
+            gpu_uuid=row.gpu_uuid,
+            gpu_bus_id=row.gpu_bus_id,
+            used_memory_mib=row.used_memory_mib,
+            user=by_pid[row.pid].user if row.pid in by_pid else None,
+            devices=by_pid[row.pid].devices if row.pid in by_pid else (),
+            sources=("query", "fuser") if row.pid in by_pid else ("query",),
+        )
+        for row in query
+    ]
+    queried = {row.pid for row in query}
+    merged.extend(holder for holder in fuser if holder.pid not in queried)
+    return tuple(sorted(merged, key=lambda process: process.pid))
+
+
+def _classify(section: Section) -> str:
+    """Which source an unmarked section is: fuser table or compute-apps CSV."""
+    for line in section.lines:
+        stripped = line.text.strip()
+        if not stripped:
+            continue
+        if _FUSER_HEADER.match(line.text) or stripped.startswith("/dev/"):
+            return "fuser"
+        return "query"
+    return "empty"
+
+
+def parse(text: str) -> GpuProcessesFacts:
+    """Facts from the probe's combined output, or from either source pasted alone."""
+    paste = clean_paste(text)
+    parts = sections(paste)
+    sources: dict[str, _Source] = {}
+    for index, part in enumerate(parts):
+        name = part.marker.name if part.marker else _classify(part)
+        rc = _rc(parts[index + 1]) if index + 1 < len(parts) else None
+        if name == "query-compute-apps" or (name == "query" and part.marker is None):
+            sources["query"] = _query_source(part.lines, rc, text)
+        elif name == "fuser":
+            sources["fuser"] = _fuser_source(part.lines, rc, text)
+        elif name == "end" and any(line.text.strip() for line in part.lines):
+            raise ProbeParseError(
+                NAME, "output after a section end", text, line=part.lines[0].number
+            )
+        elif name not in ("end", "empty"):
+            raise ProbeParseError(NAME, f"unknown section {name!r}", text)
+    if not sources:
+        raise ProbeParseError(NAME, "no compute-apps or fuser output", text)
+    return _facts(sources)
+
+
+def _facts(sources: dict[str, _Source]) -> GpuProcessesFacts:
+    query, fuser = sources.get("query"), sources.get("fuser")
+    processes = _merge(query.processes if query else (), fuser.processes if fuser else ())
+    return GpuProcessesFacts(
+        processes=processes,
+        count=len({process.pid for process in processes}),
+        pids=tuple(sorted({process.pid for process in processes})),
+        compute_pids=tuple(sorted({p.pid for p in query.processes})) if query else (),
+        holder_pids=tuple(sorted({p.pid for p in fuser.processes})) if fuser else (),
+        holder_commands=tuple(sorted({p.name for p in fuser.processes if p.name})) if fuser else (),
+        complete=all(source.complete for source in sources.values()),
+        query_ok=query.ok if query else None,
+        fuser_ok=fuser.ok if fuser else None,
+        errors=tuple(error for source in sources.values() for error in source.errors),
+    )
+
+
+PROBE: Probe[GpuProcessesFacts] = Probe(
+    name=NAME,
+    summary="Processes holding GPUs: CUDA apps per GPU (nvidia-smi) and device-file holders "
+    "(fuser)",
+    command=command,
+    parse=parse,
+    params={},
+)

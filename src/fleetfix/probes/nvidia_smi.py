@@ -1,0 +1,138 @@
+"""The nvidia_smi probe: per-GPU health facts from nvidia-smi, whichever form it printed.
+
+The command asks for `nvidia-smi -q -x` and falls back to `--query-gpu` CSV (first a full
+field list, then a basic one old drivers accept). `parse` auto-detects XML, `-q` text,
+`--query-gpu` CSV (with or without header/units) and the default table, and also reads the
+tool's own failure messages (driver not loaded, no devices, a GPU whose handle cannot be
+opened) into `errors` / `lost_gpus` instead of treating them as garbage.
+
+`expected_gpus` cannot reach a pure parser as an argument, so the command prints it first as a
+marker line (`### fleetfix nvidia_smi expected_gpus=8`) and `parse` reads it back into
+`expected_gpus` / `count_ok`.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from typing import Any
+
+from fleetfix.errors import PlaybookError, ProbeParseError
+from fleetfix.probes.base import Probe
+from fleetfix.probes.gpu_facts import (
+    Format,
+    LostGpu,
+    NvidiaSmiFacts,
+    Reading,
+    normalize_bus_id,
+    summarize,
+)
+from fleetfix.probes.nvidia_smi_csv import BASIC_FIELDS, FULL_FIELDS, looks_like_csv, read_csv
+from fleetfix.probes.nvidia_smi_table import looks_like_table, read_table
+from fleetfix.probes.nvidia_smi_text import (
+    MARKER_PREFIX,
+    TOOL_ERROR,
+    Line,
+    Paste,
+    clean_paste,
+    read_text,
+)
+from fleetfix.probes.nvidia_smi_xml import read_xml
+
+NAME = "nvidia_smi"
+
+_LOST = re.compile(
+    r"^Unable to determine the device handle for (?:GPU\s*)?(?P<bus>[0-9A-Fa-f:.]+)\s*:\s*"
+    r"(?P<reason>.*)$",
+    re.IGNORECASE,
+)
+_TEXT_SIGNS = re.compile(r"^(?:=+\s*NVSMI LOG\s*=+|GPU [0-9A-Fa-f]{4,8}:\S+|\s*\S.*?\s+: .*)$")
+
+
+def command(params: Mapping[str, Any]) -> str:
+    """`nvidia-smi -q -x`, else the CSV query; each form's output only if it succeeded."""
+    expected = params.get("expected_gpus")
+    marker = ""
+    if expected is not None:
+        if isinstance(expected, bool) or not isinstance(expected, int) or expected < 0:
+            raise PlaybookError(
+                f"nvidia_smi: expected_gpus must be a whole number, not {expected!r}"
+            )
+        marker = f"echo '{MARKER_PREFIX}{NAME} expected_gpus={expected}'; "
+    full, basic = ",".join(FULL_FIELDS), ",".join(BASIC_FIELDS)
+    return (
+        f"{marker}"
+        "{ out=$(nvidia-smi -q -x 2>/dev/null) && printf '%s\\n' \"$out\"; } || "
+        f"{{ out=$(nvidia-smi --query-gpu={full} --format=csv 2>/dev/null)"
+        " && printf '%s\\n' \"$out\"; } || "
+        f"nvidia-smi --query-gpu={basic} --format=csv 2>&1"
+    )
+
+
+def _expected_gpus(paste: Paste, text: str) -> int | None:
+    for marker in paste.markers:
+        value = marker.get("expected_gpus")
+        if marker.name == NAME and value is not None:
+            if not value.isdigit():
+                reason = f"marker expected_gpus={value!r} is not a number"
+                raise ProbeParseError(NAME, reason, text, line=marker.number)
+            return int(value)
+    return None
+
+
+def _tool_messages(paste: Paste) -> tuple[Paste, tuple[LostGpu, ...], tuple[str, ...]]:
+    """Take nvidia-smi's own failure lines out of the output."""
+    kept: list[Line] = []
+    lost: list[LostGpu] = []
+    errors: list[str] = []
+    for line in paste.lines:
+        stripped = line.text.strip()
+        if (match := _LOST.match(stripped)) is not None:
+            lost.append(LostGpu(normalize_bus_id(match["bus"]), stripped))
+        elif TOOL_ERROR.match(stripped):
+            errors.append(stripped)
+        else:
+            kept.append(line)
+    rest = Paste(tuple(kept), paste.elided, paste.command, paste.markers)
+    return rest, tuple(lost), tuple(errors)
+
+
+def _read(paste: Paste, text: str) -> Reading:
+    lines = paste.nonblank()
+    first = lines[0].text.strip()
+    if first.startswith(("<?xml", "<nvidia_smi_log", "<!DOCTYPE")):
+        return read_xml(paste.joined(), text, line_numbers=tuple(ln.number for ln in paste.lines))
+    if looks_like_table(paste):
+        return read_table(paste, text)
+    if any(_TEXT_SIGNS.match(line.text) for line in lines):
+        return read_text(paste, text)
+    if looks_like_csv(paste):
+        return read_csv(paste, text)
+    reason = "not nvidia-smi output (XML, -q text, --query-gpu CSV or the default table)"
+    raise ProbeParseError(NAME, reason, text, line=lines[0].number)
+
+
+def parse(text: str) -> NvidiaSmiFacts:
+    """Facts from any nvidia-smi form; ProbeParseError for anything else."""
+    paste = clean_paste(text)
+    expected = _expected_gpus(paste, text)
+    rest, lost, errors = _tool_messages(paste)
+    if rest.nonblank():
+        reading = _read(rest, text)
+    elif lost or errors:
+        reading = Reading(format=Format.ERROR, complete=False, gpus=())
+    else:
+        raise ProbeParseError(NAME, "empty output", text)
+    return summarize(reading, expected_gpus=expected, lost_gpus=lost, errors=errors)
+
+
+PROBE: Probe[NvidiaSmiFacts] = Probe(
+    name=NAME,
+    summary="Per-GPU health from nvidia-smi: ECC, row remap, retired pages, temps, "
+    "throttling, processes, MIG, recovery action; GPU count vs expected",
+    command=command,
+    parse=parse,
+    params={
+        "expected_gpus": "how many GPUs the host should have; sets the count_ok fact",
+    },
+)
