@@ -16,6 +16,7 @@ class PlannedCommand:
     timeout: float | None = None
     expect_unreachable: bool = False  # e.g. reboot: the connection drops, a new boot id follows
     ignore_rc: bool = False
+    always: bool = False  # run even after an earlier command failed (restart what was stopped)
 
 
 @dataclass(frozen=True, slots=True)
@@ -43,14 +44,19 @@ class ActionContext:
 
 @dataclass(frozen=True, slots=True)
 class Action:
-    """A mutating GPU-ops action. `requires` probes run first and feed `plan`;
-    `verify` probes run after and feed `check` (None = verified)."""
+    """A mutating GPU-ops action. `requires` (and `optional`) probes run first and feed
+    `plan`; `verify` probes run after and feed `check` (None = verified)."""
 
     name: str
     summary: str
     plan: Callable[[ActionContext], ActionPlan]
     params: Mapping[str, str] = field(default_factory=dict)
     requires: tuple[str, ...] = ()
+    optional: tuple[str, ...] = ()
+    """Probes whose facts gates use when the node has the tool (e.g. slurm_node); None if not."""
     verify: tuple[str, ...] = ()
     check: Callable[[ActionContext], str | None] | None = None
     disruptive: bool = False
+    """Takes the node (or its GPUs) out of service: counts against topology caps and holds."""
+    result_probe: str | None = None
+    """Parse the last command's output with this probe; `check` then sees its facts."""

@@ -91,7 +91,12 @@ class HostStep:
     async def probe(self, name: str, params: Mapping[str, Any]) -> Outcome:
         """Run a probe and parse its output; typed facts are kept on the host state."""
         probe = self.ctx.probes.get(name)
-        result = await self.command(probe.command(params))
+        return self.parse_output(name, await self.command(probe.command(params)))
+
+    def parse_output(self, name: str, result: CommandResult) -> Outcome:
+        """Parse one command's output with probe `name`; a hung or failed tool is a failure,
+        never an empty (healthy-looking) result."""
+        probe = self.ctx.probes.get(name)
         outcome = Outcome(commands=[result], data={"facts": None})
         if result.timed_out:
             outcome.failed = True

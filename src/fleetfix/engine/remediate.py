@@ -86,13 +86,16 @@ def _span(seconds: float) -> str:
 
 
 async def _required_facts(hs: HostStep, action: Action) -> dict[str, Any] | Outcome:
-    """Fresh facts from every probe the action needs to plan (its gates read them)."""
-    for name in action.requires:
+    """Fresh facts from every probe the action needs to plan (its gates read them).
+    An optional probe that fails (the tool is not on this node) gives None."""
+    facts: dict[str, Any] = {}
+    for name in (*action.requires, *action.optional):
         probed = await hs.probe(name, {})
-        if probed.failed:
+        if probed.failed and name in action.requires:
             probed.message = f"{action.name}: cannot plan, {probed.message}"
             return probed
-    return {name: hs.state.probe_facts[name] for name in action.requires}
+        facts[name] = None if probed.failed else hs.state.probe_facts[name]
+    return facts
 
 
 async def _carry_out(hs: HostStep, action: Action, plan: ActionPlan) -> Outcome:
@@ -111,13 +114,19 @@ async def _carry_out(hs: HostStep, action: Action, plan: ActionPlan) -> Outcome:
         )
     outcome = Outcome(changed=True, message=notes)
     for planned in plan.commands:
+        if outcome.failed and not planned.always:
+            continue
         result = await _run_planned(hs, planned)
         outcome.commands.append(result)
-        if not (result.ok or planned.ignore_rc):
+        if not (result.ok or planned.ignore_rc or outcome.failed):
             detail = (result.stderr.strip() or result.stdout.strip())[:300]
             outcome.failed = True
             outcome.message = f"{action.name}: {planned.why} failed (rc={result.rc}): {detail}"
-            break
+    if action.result_probe is not None and outcome.commands and not outcome.failed:
+        parsed = hs.parse_output(action.result_probe, outcome.commands[-1])
+        outcome.data["facts"] = parsed.data.get("facts")
+        if parsed.failed:
+            outcome.failed, outcome.message = True, parsed.message
     hs.ctx.bus.emit(
         ActionTaken(
             host=hs.state.name, step=hs.step.name, action=action.name, failed=outcome.failed
@@ -173,7 +182,9 @@ async def _verify(
         if probed.failed:
             return probed.message
     if action.check is not None:
-        names = (*action.requires, *action.verify)
+        names = (*action.requires, *action.optional, *action.verify)
+        if action.result_probe is not None:
+            names = (*names, action.result_probe)
         facts = {name: hs.state.probe_facts.get(name) for name in names}
         problem = action.check(ActionContext(hs.state.name, params, facts, hs.variables))
         if problem is not None:

@@ -1,0 +1,104 @@
+"""Node actions: reboot, restart a service, kill GPU processes (opt-in), collect evidence."""
+
+from __future__ import annotations
+
+from fleetfix.actions.base import Action, ActionContext, ActionPlan, PlannedCommand
+from fleetfix.actions.gates import busy_reason, flag, quote_all, seconds
+from fleetfix.probes.gpu_processes import GpuProcessesFacts
+
+SERVICE_VERBS = ("restarted", "started", "stopped", "reloaded")
+
+
+def _plan_reboot(ctx: ActionContext) -> ActionPlan:
+    busy = busy_reason(ctx)
+    if busy is not None:
+        return ActionPlan(refused=f"{busy}; a reboot would kill them")
+    # Detach so the command returns before the connection drops; the engine then waits for
+    # the host to come back with a new boot id.
+    command = "nohup sh -c 'sleep 1; systemctl reboot || reboot' >/dev/null 2>&1 &"
+    return ActionPlan(
+        commands=(PlannedCommand(command, "reboot", timeout=30, expect_unreachable=True),)
+    )
+
+
+def _plan_service(ctx: ActionContext) -> ActionPlan:
+    unit = ctx.params.get("name")
+    if not unit:
+        return ActionPlan(refused="service: 'name' (the systemd unit) is required")
+    state = str(ctx.params.get("state", "restarted"))
+    if state not in SERVICE_VERBS:
+        return ActionPlan(refused=f"service: state must be one of {', '.join(SERVICE_VERBS)}")
+    verb = {"restarted": "restart", "started": "start", "stopped": "stop", "reloaded": "reload"}
+    command = f"systemctl {verb[state]} {quote_all([unit])}"
+    return ActionPlan(commands=(PlannedCommand(command, f"{verb[state]} {unit}"),))
+
+
+def _plan_kill(ctx: ActionContext) -> ActionPlan:
+    facts: GpuProcessesFacts = ctx.facts["gpu_processes"]
+    if not flag(ctx.params, "confirm"):
+        return ActionPlan(refused="kill_gpu_processes needs confirm: true (it kills user jobs)")
+    if not facts.pids:
+        return ActionPlan(notes=("no GPU processes",))
+    signal = str(ctx.params.get("signal", "TERM")).upper().removeprefix("SIG")
+    pids = " ".join(str(p) for p in facts.pids)
+    command = f"kill -s {quote_all([signal])} {pids}"
+    return ActionPlan(commands=(PlannedCommand(command, f"send SIG{signal} to {pids}"),))
+
+
+def _check_killed(ctx: ActionContext) -> str | None:
+    facts: GpuProcessesFacts | None = ctx.facts.get("gpu_processes")
+    if facts is None:
+        return "gpu_processes gave no facts"
+    return f"GPU processes still running: {facts.pids}" if facts.count else None
+
+
+def _plan_evidence(ctx: ActionContext) -> ActionPlan:
+    lines = int(ctx.params.get("dmesg_lines", 500))
+    commands = [
+        PlannedCommand(f"dmesg -T | tail -n {lines}", "kernel log excerpt", ignore_rc=True),
+        PlannedCommand("nvidia-smi -q", "full nvidia-smi report", timeout=120, ignore_rc=True),
+    ]
+    if flag(ctx.params, "bug_report"):
+        timeout = seconds(ctx.params.get("bug_report_timeout"), 900.0)
+        report = "nvidia-bug-report.sh --output-file /var/tmp/fleetfix-nvidia-bug-report.log"
+        commands.append(PlannedCommand(report, "nvidia-bug-report", timeout=timeout))
+    return ActionPlan(commands=tuple(commands))
+
+
+ACTIONS = (
+    Action(
+        name="reboot",
+        summary="reboot and wait for the node to return with a new boot id",
+        plan=_plan_reboot,
+        params={"allow_busy": "reboot even with GPU processes or Slurm jobs (kills them)"},
+        requires=("gpu_processes",),
+        optional=("slurm_node",),
+        disruptive=True,
+    ),
+    Action(
+        name="service",
+        summary="restart, start, stop or reload a systemd unit",
+        plan=_plan_service,
+        params={"name": "systemd unit", "state": "restarted (default), started, stopped, reloaded"},
+    ),
+    Action(
+        name="kill_gpu_processes",
+        summary="signal every process holding a GPU (opt-in: needs confirm: true)",
+        plan=_plan_kill,
+        params={"confirm": "must be true", "signal": "TERM (default) or KILL"},
+        requires=("gpu_processes",),
+        verify=("gpu_processes",),
+        check=_check_killed,
+        disruptive=True,
+    ),
+    Action(
+        name="collect_evidence",
+        summary="kernel log excerpt and nvidia-smi -q (optionally nvidia-bug-report) to the journal",
+        plan=_plan_evidence,
+        params={
+            "dmesg_lines": "kernel log lines to keep (500)",
+            "bug_report": "also run nvidia-bug-report.sh",
+            "bug_report_timeout": "its timeout (15m)",
+        },
+    ),
+)

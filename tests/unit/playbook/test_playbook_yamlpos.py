@@ -1,0 +1,145 @@
+"""Safe YAML loading with a position on every key and value."""
+
+from __future__ import annotations
+
+import pytest
+
+from fleetfix.errors import PlaybookError, SourcePosition
+from fleetfix.playbook.yamlpos import Node, NodeKind, UnsafeText, parse_yaml
+
+TEXT = """\
+- name: drain
+  hosts: gpu
+  tasks:
+    - probe: {name: xid, since_boot: true}
+      when: >
+        a and
+        b
+"""
+
+
+def _root(text: str) -> Node:
+    root = parse_yaml(text, "pb.yml").root
+    assert root is not None
+    return root
+
+
+def at(line: int, column: int) -> SourcePosition:
+    return SourcePosition("pb.yml", line, column)
+
+
+def test_every_key_and_value_has_its_position_and_line() -> None:
+    play = _root(TEXT).items[0]
+    assert play.kind is NodeKind.MAPPING
+    assert play.position == at(1, 3)
+    hosts = play.entry("hosts")
+    assert hosts is not None
+    assert (hosts.key.position, hosts.value.position) == (at(2, 3), at(2, 10))
+    assert hosts.value.source_line == "  hosts: gpu"
+    step = play.get("tasks")
+    assert step is not None
+    probe = step.items[0].get("probe")
+    assert probe is not None
+    since = probe.entry("since_boot")
+    assert since is not None
+    assert (since.key.position, since.value.position, since.value.value) == (
+        at(4, 26),
+        at(4, 38),
+        True,
+    )
+    when = step.items[0].get("when")
+    assert when is not None
+    assert (when.position, when.style, when.value) == (at(5, 13), ">", "a and b\n")
+
+
+def test_values_are_plain_python() -> None:
+    play = _root(TEXT).items[0]
+    assert play.value["tasks"][0]["probe"] == {"name": "xid", "since_boot": True}
+    assert _root("a: 2024-01-02\nb: 0x10\nc: ~\nd: yes\n").value == {
+        "a": __import__("datetime").date(2024, 1, 2),
+        "b": 16,
+        "c": None,
+        "d": True,
+    }
+
+
+def test_merge_keys_override_and_keep_positions() -> None:
+    root = _root("base: &b {x: 1, y: 2}\nuse:\n  <<: *b\n  y: 3\n")
+    use = root.get("use")
+    assert use is not None
+    assert use.value == {"x": 1, "y": 3}
+    assert [e.key.value for e in use.entries] == ["x", "y"]
+    y = use.get("y")
+    assert y is not None and y.position == at(4, 6)
+    assert parse_yaml("base: &b {x: 1}\nuse:\n  <<: *b\n  x: 2\n", "pb.yml").problems == ()
+
+
+def test_duplicate_keys_are_reported_not_fatal() -> None:
+    document = parse_yaml("a: 1\nb:\n  c: 1\n  c: 2\na: 3\n", "pb.yml")
+    assert [(p.message, p.position, p.hint) for p in document.problems] == [
+        ("duplicate key 'c'", at(4, 3), "the first is at line 3; only the last one counts"),
+        ("duplicate key 'a'", at(5, 1), "the first is at line 1; only the last one counts"),
+    ]
+    assert document.root is not None and document.root.value == {"a": 3, "b": {"c": 2}}
+
+
+def test_aliases_share_one_node() -> None:
+    root = _root("a: &x [1, 2]\nb: *x\n")
+    assert root.get("a") is root.get("b")
+
+
+@pytest.mark.parametrize(
+    ("text", "message", "position"),
+    [
+        ("a: [1\n", "invalid YAML: expected ',' or ']', but got '<stream end>'", (2, 1)),
+        ("a: b: c\n", "invalid YAML: mapping values are not allowed here", (1, 5)),
+        (
+            "a: !foo 1\n",
+            "invalid YAML: could not determine a constructor for the tag '!foo'",
+            (1, 4),
+        ),
+        (
+            "a: !!python/object:os.system x\n",
+            "invalid YAML: could not determine a constructor for the tag "
+            "'tag:yaml.org,2002:python/object:os.system'",
+            (1, 4),
+        ),
+        ("a: !unsafe [1]\n", "invalid YAML: !unsafe applies to a string only", (1, 4)),
+        (
+            "- a\n- b\n---\n- c\n",
+            "invalid YAML: expected a single document in the stream, but found another document",
+            (3, 1),
+        ),
+        ("a: 'x\n", "invalid YAML: found unexpected end of stream", (2, 1)),
+        ("a:\n\tb: 1\n", "invalid YAML: found character '\\t' that cannot start any token", (2, 1)),
+        ("{[1]: 2}\n", "invalid YAML: found unhashable key", (1, 2)),
+    ],
+)
+def test_yaml_errors_have_positions(text: str, message: str, position: tuple[int, int]) -> None:
+    with pytest.raises(PlaybookError) as caught:
+        parse_yaml(text, "pb.yml")
+    assert (caught.value.message, caught.value.position) == (message, at(*position))
+
+
+def test_unsafe_tag() -> None:
+    root = _root("cmd: !unsafe 'echo {{ x }}'\n")
+    value = root.value["cmd"]
+    assert isinstance(value, UnsafeText)
+    assert value == "echo {{ x }}"
+
+
+def test_empty_and_comment_only_documents() -> None:
+    assert parse_yaml("", "pb.yml").root is None
+    assert parse_yaml("# nothing\n", "pb.yml").root is None
+
+
+def test_crlf_and_unicode_line_breaks_keep_source_lines() -> None:
+    root = _root("a: 1\r\nb: 2\r\nc: ü\r\n")
+    c = root.entry("c")
+    assert c is not None
+    assert (c.key.position, c.key.source_line) == (at(3, 1), "c: ü")
+
+
+def test_deep_nesting_is_an_error_not_a_crash() -> None:
+    with pytest.raises(PlaybookError, match="nested too deeply"):
+        parse_yaml("[" * 1000 + "]" * 1000, "pb.yml")
