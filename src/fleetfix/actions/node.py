@@ -93,7 +93,7 @@ ACTIONS = (
     ),
     Action(
         name="collect_evidence",
-        summary="kernel log excerpt and nvidia-smi -q (optionally nvidia-bug-report) to the journal",
+        summary="kernel log excerpt and nvidia-smi -q (optionally nvidia-bug-report), journaled",
         plan=_plan_evidence,
         params={
             "dmesg_lines": "kernel log lines to keep (500)",
