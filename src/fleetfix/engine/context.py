@@ -33,6 +33,10 @@ class Templating(Protocol):
 
     def render(self, value: Any, variables: Mapping[str, Any]) -> Any: ...
 
+    def resolve(
+        self, definitions: Mapping[str, Any], variables: Mapping[str, Any]
+    ) -> dict[str, Any]: ...
+
 
 class HostSource(Protocol):
     """What the engine needs from an inventory."""

@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
+from pathlib import Path
 from typing import Any
 
 from fleetfix.engine.batches import failure_exceeds, order_hosts, serial_batches
@@ -15,6 +16,7 @@ from fleetfix.engine.tags import selected
 from fleetfix.engine.variables import PlayScope, compose
 from fleetfix.errors import FleetfixError
 from fleetfix.events import BatchStarted, PlayFinished, PlayStarted, SafetyStop, TaskStarted
+from fleetfix.playbook.extravars import load_vars_files
 from fleetfix.playbook.model import Play, Step, StepKind
 from fleetfix.results import Status, StepResult
 
@@ -52,7 +54,8 @@ async def run_play(
     hosts = [h for h in order_hosts(hosts, play.order) if ctx.host_state(h).active]
     ctx.bus.emit(PlayStarted(name=play.name, hosts=tuple(hosts), position=play.position))
     scope = PlayScope({}, tuple(hosts), (), groups, playbook_dir)
-    play_vars = {h: _play_vars(ctx, play, ctx.host_state(h), scope) for h in hosts}
+    file_vars = _vars_files(ctx, play, playbook_dir)
+    play_vars = {h: _play_vars(ctx, play, ctx.host_state(h), scope, file_vars) for h in hosts}
     batches = serial_batches(hosts, play.serial)
     keep_going = True
     for index, batch in enumerate(batches, start=1):
@@ -67,16 +70,22 @@ async def run_play(
     return keep_going and ctx.result.aborted_by_safety is None
 
 
-def _play_vars(ctx: RunContext, play: Play, state: HostState, scope: PlayScope) -> dict[str, Any]:
-    """Play vars rendered for one host, each able to use inventory vars and earlier play vars."""
-    rendered: dict[str, Any] = {}
-    for name, value in play.vars.items():
-        view = {**compose(ctx, state, scope), **rendered}
-        try:
-            rendered[name] = ctx.templar.render(value, view)
-        except FleetfixError:
-            rendered[name] = value  # left raw; a step that uses it reports the error
-    return rendered
+def _play_vars(
+    ctx: RunContext, play: Play, state: HostState, scope: PlayScope, file_vars: dict[str, Any]
+) -> dict[str, Any]:
+    """Play vars rendered for one host (in any order of reference), then vars_files on top.
+    A var that cannot be rendered stays raw; a step that uses it reports the error there."""
+    base = compose(ctx, state, scope)
+    try:
+        rendered = ctx.templar.resolve(play.vars, base)
+    except FleetfixError:
+        rendered = dict(play.vars)
+    return {**rendered, **file_vars}
+
+
+def _vars_files(ctx: RunContext, play: Play, playbook_dir: str) -> dict[str, Any]:
+    paths = [str(ctx.templar.render(p, ctx.options.extra_vars)) for p in play.vars_files]
+    return load_vars_files(paths, Path(playbook_dir)) if paths else {}
 
 
 async def _run_batch(run: BatchRun) -> None:

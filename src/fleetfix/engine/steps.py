@@ -24,7 +24,11 @@ async def execute(ctx: RunContext, env: StepEnv, state: HostState, step: Step) -
     """Run `step` on one host and return its verdict; never raises for host-level trouble."""
     ctx.bus.emit(HostStepStarted(host=state.name, step=step.name))
     started = time.monotonic()
-    variables = compose(ctx, state, env.scope, {**env.inherited_vars, **step.vars})
+    try:
+        variables = _variables(ctx, env, state, step)
+    except FleetfixError as exc:
+        hs = HostStep(ctx, env, state, step, compose(ctx, state, env.scope))
+        return _record(hs, _verdict(hs, Outcome(failed=True, message=str(exc)), 1), started)
     hs = HostStep(ctx, env, state, step, variables)
     done = _resumed(ctx, state, step)
     if done is not None:
@@ -60,6 +64,15 @@ def _resumed(ctx: RunContext, state: HostState, step: Step) -> StepResult | None
         data=restored,
         key=str(step.position),
     )
+
+
+def _variables(ctx: RunContext, env: StepEnv, state: HostState, step: Step) -> dict[str, Any]:
+    """The host's variables with block and step `vars` rendered (they may refer to each other)."""
+    base = compose(ctx, state, env.scope)
+    local = {**env.inherited_vars, **step.vars}
+    if not local:
+        return base
+    return compose(ctx, state, env.scope, ctx.templar.resolve(local, base))
 
 
 async def _attempts(hs: HostStep) -> tuple[Outcome, int]:
