@@ -2,6 +2,7 @@
 
     FleetfixError
     ├── InputError                 bad user input found before anything runs (exit 1)
+    │   ├── InputErrors            several of them, found in one pass
     │   ├── InventoryError         inventory file, group_vars, host_vars
     │   ├── PatternError           host pattern in `hosts:` or `--limit`
     │   ├── PlaybookError          playbook YAML, keywords, step arguments
@@ -21,6 +22,7 @@ meets them, with `raise ... from exc`, so no foreign type crosses a fleetfix API
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 
@@ -70,6 +72,18 @@ class InputError(FleetfixError):
 
     def __str__(self) -> str:
         return self.render()
+
+
+class InputErrors(InputError):
+    """Several input errors found in one pass, shown together so one edit fixes them all."""
+
+    def __init__(self, errors: Sequence[InputError]) -> None:
+        super().__init__(f"{len(errors)} errors")
+        self.errors = tuple(errors)
+
+    def render(self) -> str:
+        shown = "\n".join(error.render() for error in self.errors)
+        return f"{shown}\n{len(self.errors)} errors; nothing was run"
 
 
 class InventoryError(InputError):

@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 from fleetfix.actions import action_registry
-from fleetfix.playbook.loader import StepCatalog, load_playbook
+from fleetfix.errors import InputErrors
+from fleetfix.playbook.loader import StepCatalog, load_playbook, validate_playbook
 from fleetfix.playbook.model import Playbook
 from fleetfix.probes import probe_registry
 
@@ -16,4 +17,9 @@ def builtin_catalog() -> StepCatalog:
 
 
 def load_builtin_playbook(path: str) -> Playbook:
-    return load_playbook(path, builtin_catalog())
+    """Load `path`; with more than one problem, report them all (InputErrors)."""
+    catalog = builtin_catalog()
+    errors = validate_playbook(path, catalog)
+    if len(errors) > 1:
+        raise InputErrors(errors)
+    return load_playbook(path, catalog)

@@ -331,7 +331,7 @@ async def test_hung_command_times_out_and_fails(run_playbook: Runner, fake: Fake
         """,
         hosts=["gpu001", "gpu002"],
     )
-    failed = [r for r in run.result.results if r.host == "gpu001"][0]
+    failed = next(r for r in run.result.results if r.host == "gpu001")
     assert failed.status.value == "failed"
     assert "timed out" in failed.message
     assert run.recap("gpu002")["ok"] == 1
