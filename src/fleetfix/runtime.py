@@ -30,7 +30,6 @@ def spec_defaults(args: argparse.Namespace) -> SpecDefaults:
         connect_timeout=args.connect_timeout,
         known_hosts=args.known_hosts,
         accept_new_host_keys=args.accept_new_host_keys,
-        connection=args.transport,
     )
 
 
