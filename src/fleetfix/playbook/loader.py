@@ -1,37 +1,33 @@
-"""Playbook YAML to validated model values; every error has file:line:col, a caret and a hint.
+"""Playbook files to validated model values: plays, play keywords, and every problem found.
 
 `validate_playbook` returns every problem it finds (for `fleetfix validate` and the CLI's
-pre-run check); `load_playbook` raises the first one. Everything that can be checked without a
-host is checked here: keywords, value types, probe/action names and params, handler names,
-variable names, and the syntax of every Jinja2 expression and template (compiled with the same
-sandboxed environment the run uses, so a misspelt filter is caught too). Templated values stay
-strings in the model; the engine renders them per host.
+pre-run check); `load_playbook` raises the first one. Every error has file:line:col, a caret and
+a hint. Everything that can be checked without a host is checked at load: keywords, value types,
+probe/action names and params, handler names, variable names, and the syntax of every Jinja2
+expression and template (compiled with the same sandboxed environment the run uses, so a
+misspelt filter is caught too). Templated values stay strings in the model; the engine renders
+them per host. This module reads the file and its plays; `steps` reads the steps inside them.
 """
 
 from __future__ import annotations
 
-import enum
 import os
-import re
-import shlex
-from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass, field
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
-from fleetfix.errors import ConditionError, PlaybookError, SourcePosition
+from fleetfix.errors import PlaybookError, SourcePosition
 from fleetfix.playbook import catalog as kw
 from fleetfix.playbook.catalog import StepCatalog, shown, suggest
 from fleetfix.playbook.conditions import Templar, is_template
-from fleetfix.playbook.extravars import parse_kv, vars_problems
-from fleetfix.playbook.model import Play, Playbook, Step, StepKind
-from fleetfix.playbook.yamlpos import Entry, Node, NodeKind, load_yaml
+from fleetfix.playbook.extravars import vars_problems
+from fleetfix.playbook.model import Play, Playbook, Step
+from fleetfix.playbook.steps import Role, StepReader, ValueReader
+from fleetfix.playbook.yamlpos import Node, load_yaml
 
 __all__ = ["StepCatalog", "load_playbook", "validate_playbook"]
 
-_KIND_LIST = "probe, action, shell, command, block, debug, set_fact, assert, fail, meta"
 _STEP_LISTS = ("handlers", "pre_tasks", "tasks", "post_tasks")  # handlers first: notify checks
-_UNKNOWN_JINJA_NAME = re.compile(r"unknown Jinja2 (filter|test) '([^']+)'")
 
 
 def load_playbook(
@@ -60,23 +56,6 @@ def validate_playbook(
     return _PlaybookLoader(path, catalog, templar or Templar()).load()[1]
 
 
-class _Role(enum.Enum):
-    """Where a step list sits; some keywords and kinds are only valid in some places."""
-
-    TASK = "task"
-    HANDLER = "handler"
-    VERIFY = "verify"
-    ESCALATE = "escalate"
-
-
-@dataclass(slots=True)
-class _PlayScope:
-    """What one play's steps refer to, checked once the whole play is read."""
-
-    handler_topics: set[str] = field(default_factory=set)
-    notified: list[tuple[str, Node]] = field(default_factory=list)
-
-
 class _PlaybookLoader:
     """One load of one playbook: walks the YAML, collects problems, builds the model."""
 
@@ -85,12 +64,9 @@ class _PlaybookLoader:
         self._file = str(path)
         self._base_dir = Path(path).parent
         self._catalog = catalog
-        self._templar = templar
         self._errors: list[PlaybookError] = []
-        self._scope = _PlayScope()  # the play being read
+        self._values = ValueReader(templar, self._errors)
         self._play_converters = self._play_table()
-        self._step_converters = self._step_table()
-        self._kind_parsers = self._kind_table()
 
     # ------------------------------------------------------------------ playbook and plays
 
@@ -138,19 +114,20 @@ class _PlaybookLoader:
             self._report(
                 node.error("play has no hosts:", hint="add hosts: <pattern>, e.g. hosts: gpu")
             )
-        self._scope = _PlayScope()
+        steps = StepReader(self._catalog, self._values)  # this play's steps and notify: topics
+        handler_topics: set[str] = set()
         fields: dict[str, Any] = {}
         for entry in node.entries:
             if entry.key.value in kw.PLAY_KEYWORDS and entry.key.value not in _STEP_LISTS:
-                self._convert_into(fields, entry, self._play_value)
+                self._values.convert_into(fields, entry, self._play_value)
         for name in _STEP_LISTS:
-            steps = node.get(name)
-            if steps is not None:
-                role = _Role.HANDLER if name == "handlers" else _Role.TASK
-                fields[name] = self._step_list(steps, role, name)
+            steps_node = node.get(name)
+            if steps_node is not None:
+                role = Role.HANDLER if name == "handlers" else Role.TASK
+                fields[name] = steps.step_list(steps_node, role, name)
                 if name == "handlers":
-                    self._collect_handler_topics(steps, fields[name])
-        self._check_notified()
+                    handler_topics = self._handler_topics(steps_node, fields[name])
+        self._check_notified(steps.notified, handler_topics)
         if "hosts" not in fields:  # reported above; the rest of the play was still checked
             return None
         fields.setdefault("name", fields["hosts"])
@@ -183,19 +160,20 @@ class _PlaybookLoader:
 
     def _play_table(self) -> Mapping[str, Callable[[Node], Any]]:
         """How each play keyword's value is read (booleans are the rest)."""
+        values = self._values
         return {
-            "name": lambda n: self._template_string(n, "name"),
+            "name": lambda n: values.template_string(n, "name"),
             "hosts": self._hosts,
-            "vars": lambda n: self._vars(n, "vars"),
+            "vars": lambda n: values.vars(n, "vars"),
             "vars_files": self._vars_files,
             "serial": kw.to_serial,
             "max_fail_percentage": lambda n: kw.to_percent(n, "max_fail_percentage"),
             "order": lambda n: kw.to_choice(n, "order", kw.PLAY_ORDERS),
             "strategy": lambda n: kw.to_choice(n, "strategy", kw.STRATEGIES),
-            "become_user": lambda n: self._template_string(n, "become_user"),
+            "become_user": lambda n: values.template_string(n, "become_user"),
             "tags": lambda n: frozenset(kw.to_names(n, "tags", split_commas=True)),
             "max_unavailable_per": kw.to_unavailable_caps,
-            "environment": self._environment,
+            "environment": values.environment,
             "timeout": lambda n: kw.to_seconds(n, "timeout"),
         }
 
@@ -203,28 +181,18 @@ class _PlaybookLoader:
         convert = self._play_converters.get(key)
         return convert(node) if convert is not None else kw.to_bool(node, key)
 
-    def _convert_into(
-        self, fields: dict[str, Any], entry: Entry, convert: Callable[[str, Node], Any]
-    ) -> None:
-        """fields[key] = convert(key, value); a problem is reported and the field left out."""
-        key = entry.key.value
-        try:
-            fields[key] = convert(key, entry.value)
-        except PlaybookError as exc:
-            self._report(exc)
-
     def _hosts(self, node: Node) -> str:
         patterns = kw.to_names(node, "hosts")
         if not patterns:
             raise node.error("hosts must name at least one host or group")
-        self._check_templates(node)
+        self._values.check_templates(node)
         return ",".join(patterns)
 
     def _vars_files(self, node: Node) -> tuple[str, ...]:
         files = kw.to_names(node, "vars_files")
         for item in node.items if node.is_sequence else (node,):
             if is_template(item.value):
-                self._check_templates(item)  # the file is known only per host, at run time
+                self._values.check_templates(item)  # the file is known only per host, at run time
             else:
                 self._check_vars_file(item)
         return files
@@ -247,17 +215,18 @@ class _PlaybookLoader:
         self._errors.extend(document.problems)
         if document.root is not None:
             self._errors.extend(vars_problems(document.root, "a vars file"))
-            self._check_templates(document.root)
+            self._values.check_templates(document.root)
 
     # ------------------------------------------------------------------ handlers and notify
 
-    def _collect_handler_topics(self, node: Node, handlers: tuple[Step, ...]) -> None:
-        scope = self._scope
+    def _handler_topics(self, node: Node, handlers: tuple[Step, ...]) -> set[str]:
+        """The names and listen: topics the play's handlers answer; duplicate names reported."""
+        topics: set[str] = set()
         seen: dict[str, int] = {}
         items = node.items if node.is_sequence else ()
         for step in handlers:
-            scope.handler_topics.add(step.name)
-            scope.handler_topics.update(step.listen)
+            topics.add(step.name)
+            topics.update(step.listen)
         for item in items:
             name_node = item.get("name") if item.is_mapping else None
             if name_node is None or not isinstance(name_node.value, str):
@@ -271,515 +240,13 @@ class _PlaybookLoader:
                     )
                 )
             seen.setdefault(name_node.value, name_node.position.line)
+        return topics
 
-    def _check_notified(self) -> None:
-        scope = self._scope
-        for topic, node in scope.notified:
-            if topic in scope.handler_topics:
+    def _check_notified(self, notified: list[tuple[str, Node]], handler_topics: set[str]) -> None:
+        for topic, node in notified:
+            if topic in handler_topics:
                 continue
-            hint = suggest(topic, scope.handler_topics) or (
+            hint = suggest(topic, handler_topics) or (
                 "add a handler with this name (or listen:) under handlers:"
             )
             self._report(node.error(f"notify names no handler of this play: {topic!r}", hint=hint))
-
-    # ------------------------------------------------------------------ steps
-
-    def _step_list(self, node: Node, role: _Role, what: str) -> tuple[Step, ...]:
-        if node.value is None:
-            return ()
-        if not node.is_sequence:
-            self._report(node.error(f"{what} must be a list of steps, not {shown(node.value)}"))
-            return ()
-        steps = (self._step(item, role) for item in node.items)
-        return tuple(step for step in steps if step is not None)
-
-    def _step(self, node: Node, role: _Role) -> Step | None:
-        if not node.is_mapping:
-            self._report(
-                node.error(f"a step must be a mapping like '- name: ...', not {shown(node.value)}")
-            )
-            return None
-        unknown = self._check_step_keys(node)
-        kind_entry = self._kind_entry(node, unknown)
-        if kind_entry is None:
-            return None
-        kind = kw.STEP_KINDS[kind_entry.key.value]
-        allowed = self._kind_allowed(kind, kind_entry, role)
-        args = self._kind_args(kind, kind_entry.value)
-        fields = self._step_keywords(node, kind, role)  # checked even when args are bad
-        if kind is StepKind.BLOCK:
-            fields.update(self._block_parts(node))
-        else:
-            self._check_no_block_parts(node)
-        if args is None or not allowed:
-            return None
-        if role is _Role.HANDLER and "name" not in fields and "listen" not in fields:
-            self._report(node.error("a handler needs a name: (or listen:) to be notified by"))
-        fields.setdefault("name", _default_name(kind, args))
-        return Step(kind=kind, args=args, position=node.position, **fields)
-
-    def _check_step_keys(self, node: Node) -> int:
-        unknown = 0
-        for entry in node.entries:
-            key = entry.key.value
-            known = isinstance(key, str) and (
-                key in kw.STEP_KINDS or key in kw.STEP_KEYWORDS or key in kw.BLOCK_PARTS
-            )
-            if not known:
-                unknown += 1
-                self._report(self._unknown_step_key(entry.key))
-        return unknown
-
-    def _unknown_step_key(self, key_node: Node) -> PlaybookError:
-        key = key_node.value
-        if not isinstance(key, str):
-            return key_node.error(f"step keywords are words, not {shown(key)}")
-        if key in kw.UNSUPPORTED_STEP_KEYWORDS:
-            return key_node.error(
-                f"unsupported step keyword {key!r}", hint=kw.UNSUPPORTED_STEP_KEYWORDS[key]
-            )
-        if key.startswith("with_"):
-            return key_node.error(
-                f"unsupported step keyword {key!r}", hint=kw.UNSUPPORTED_STEP_KEYWORDS["loop"]
-            )
-        short = key.removeprefix("ansible.builtin.").removeprefix("ansible.legacy.")
-        if short in self._catalog.actions:
-            return key_node.error(
-                f"unknown step keyword {key!r}",
-                hint=f"{short!r} is an action: write 'action: {short}'",
-            )
-        if short in self._catalog.probes:
-            return key_node.error(
-                f"unknown step keyword {key!r}",
-                hint=f"{short!r} is a probe: write 'probe: {short}'",
-            )
-        if short in kw.ANSIBLE_MODULES or key.startswith("ansible."):
-            return key_node.error(
-                f"Ansible module {key!r} is not available in fleetfix",
-                hint=f"a step is one of: {_KIND_LIST}",
-            )
-        candidates = kw.STEP_KEYWORDS | kw.BLOCK_PARTS | {k.value for k in StepKind}
-        return key_node.error(f"unknown step keyword {key!r}", hint=suggest(key, candidates))
-
-    def _kind_entry(self, node: Node, unknown: int) -> Entry | None:
-        kinds = [
-            e for e in node.entries if isinstance(e.key.value, str) and e.key.value in kw.STEP_KINDS
-        ]
-        if len(kinds) > 1:
-            first, second = kinds[0].key.value, kinds[1].key.value
-            self._report(
-                kinds[1].key.error(
-                    f"conflicting step kinds: {first!r} and {second!r}",
-                    hint="a step does one thing: split it into two steps",
-                )
-            )
-            return None
-        if not kinds:
-            if not unknown:
-                self._report(node.error("step has no kind", hint=f"give it one of: {_KIND_LIST}"))
-            return None
-        return kinds[0]
-
-    def _kind_allowed(self, kind: StepKind, entry: Entry, role: _Role) -> bool:
-        problem = None
-        if role is _Role.VERIFY and kind not in kw.VERIFY_KINDS:
-            problem = "verify: steps must be probe or assert steps"
-        elif role is _Role.ESCALATE and kind is not StepKind.ACTION:
-            problem = "escalate: steps must be action steps"
-        if problem is not None:
-            self._report(entry.key.error(problem))
-        return problem is None
-
-    def _check_no_block_parts(self, node: Node) -> None:
-        for part in sorted(kw.BLOCK_PARTS):
-            entry = node.entry(part)
-            if entry is not None:
-                self._report(entry.key.error(f"{part}: is only valid next to block:"))
-
-    def _block_parts(self, node: Node) -> dict[str, tuple[Step, ...]]:
-        parts: dict[str, tuple[Step, ...]] = {}
-        for part in ("block", *sorted(kw.BLOCK_PARTS)):
-            child = node.get(part)
-            if child is not None:
-                parts[part] = self._step_list(child, _Role.TASK, part)
-        return parts
-
-    # ------------------------------------------------------------------ step keywords
-
-    def _step_keywords(self, node: Node, kind: StepKind, role: _Role) -> dict[str, Any]:
-        fields: dict[str, Any] = {}
-        for entry in node.entries:
-            key = entry.key.value
-            if not isinstance(key, str) or key not in kw.STEP_KEYWORDS:
-                continue
-            problem = _misplaced(key, kind, role)
-            if problem is not None:
-                self._report(entry.key.error(problem))
-                continue
-            self._convert_into(fields, entry, self._step_value)
-        escalate = node.entry("escalate")
-        if escalate is not None and "escalate" in fields and node.get("verify") is None:
-            self._report(
-                escalate.key.error(
-                    "escalate: needs verify: on the same step",
-                    hint="verify decides when the ladder stops; without it every rung would run",
-                )
-            )
-        return fields
-
-    def _step_table(self) -> Mapping[str, Callable[[Node], Any]]:
-        """How each step keyword's value is read (booleans are the rest)."""
-        return {
-            "name": lambda n: self._template_string(n, "name"),
-            "when": lambda n: self._conditions(n, "when", allow_empty=True),
-            "until": lambda n: self._conditions(n, "until", allow_empty=True),
-            "changed_when": lambda n: self._conditions(n, "changed_when", allow_empty=False),
-            "failed_when": lambda n: self._conditions(n, "failed_when", allow_empty=False),
-            "register": kw.to_register,
-            "retries": lambda n: kw.to_int(n, "retries", minimum=0),
-            "delay": lambda n: kw.to_seconds(n, "delay", allow_zero=True),
-            "timeout": lambda n: kw.to_seconds(n, "timeout"),
-            "tags": lambda n: frozenset(kw.to_names(n, "tags", split_commas=True)),
-            "notify": self._notify,
-            "delegate_to": lambda n: self._template_string(n, "delegate_to"),
-            "become_user": lambda n: self._template_string(n, "become_user"),
-            "environment": self._environment,
-            "vars": lambda n: self._vars(n, "vars"),
-            "listen": lambda n: kw.to_names(n, "listen"),
-            "verify": lambda n: self._step_list(n, _Role.VERIFY, "verify"),
-            "escalate": lambda n: self._step_list(n, _Role.ESCALATE, "escalate"),
-            "expect_unreachable": lambda n: kw.to_duration(n, "expect_unreachable"),
-            "cooldown": lambda n: kw.to_duration(n, "cooldown"),
-            "max_attempts": lambda n: kw.to_int(n, "max_attempts", minimum=1),
-        }
-
-    def _step_value(self, key: str, node: Node) -> Any:
-        convert = self._step_converters.get(key)
-        return convert(node) if convert is not None else kw.to_bool(node, key)
-
-    def _notify(self, node: Node) -> tuple[str, ...]:
-        topics = kw.to_names(node, "notify")
-        for item in node.items if node.is_sequence else (node,):
-            self._scope.notified.append((item.value, item))
-        return topics
-
-    # ------------------------------------------------------------------ step kinds
-
-    def _kind_table(self) -> Mapping[StepKind, Callable[[Node], dict[str, Any]]]:
-        """How each step kind's arguments are read into `Step.args`."""
-        return {
-            StepKind.PROBE: lambda n: self._named(StepKind.PROBE, n),
-            StepKind.ACTION: lambda n: self._named(StepKind.ACTION, n),
-            StepKind.SHELL: lambda n: self._command(n, kw.SHELL_ARGS, "shell"),
-            StepKind.COMMAND: lambda n: self._command(n, kw.COMMAND_ARGS, "command"),
-            StepKind.BLOCK: _block_args,
-            StepKind.DEBUG: self._debug,
-            StepKind.SET_FACT: self._set_fact,
-            StepKind.ASSERT: self._assert,
-            StepKind.FAIL: self._fail,
-            StepKind.META: kw.to_meta,
-        }
-
-    def _kind_args(self, kind: StepKind, node: Node) -> dict[str, Any] | None:
-        """The kind's `args`, or None (reported) when they are wrong."""
-        try:
-            return self._kind_parsers[kind](node)
-        except PlaybookError as exc:
-            self._report(exc)
-            return None
-
-    def _named(self, kind: StepKind, node: Node) -> dict[str, Any]:
-        """probe: NAME / {name: NAME, PARAM: ...} (params inline or under params:)."""
-        table = self._catalog.probes if kind is StepKind.PROBE else self._catalog.actions
-        name_node, param_entries = _name_and_params(kind, node)
-        name = name_node.value
-        if not isinstance(name, str) or not name:
-            raise name_node.error(f"{kind.value} name must be a string, not {shown(name)}")
-        if name not in table:
-            raise name_node.error(
-                f"unknown {kind.value} {name!r}", hint=self._name_hint(kind, name)
-            )
-        params = self._params(kind, name, table[name], param_entries)
-        return {"name": name, "params": params}
-
-    def _name_hint(self, kind: StepKind, name: str) -> str | None:
-        table, other = (
-            (self._catalog.probes, self._catalog.actions)
-            if kind is StepKind.PROBE
-            else (self._catalog.actions, self._catalog.probes)
-        )
-        close = suggest(name, table)
-        if close is not None:
-            return close
-        if name in other:
-            other_kind = "an action" if kind is StepKind.PROBE else "a probe"
-            return f"{name!r} is {other_kind}: write '{other_kind.split()[1]}: {name}'"
-        first_word = name.split(maxsplit=1)[0] if name.strip() else ""
-        if first_word in kw.STEP_KINDS:
-            return f"for a command write '{first_word}: ...'; '{kind.value}:' names a {kind.value}"
-        return None
-
-    def _params(
-        self, kind: StepKind, name: str, accepted: frozenset[str], entries: Iterable[Entry]
-    ) -> dict[str, Any]:
-        params: dict[str, Any] = {}
-        for entry in _expand_params(entries, accepted):
-            key = entry.key.value
-            if key not in accepted:
-                hint = suggest(key, accepted) if isinstance(key, str) else None
-                if not accepted:
-                    hint = f"{kind.value} {name!r} takes no parameters"
-                self._report(
-                    entry.key.error(
-                        f"unknown parameter {shown(key)} for {kind.value} {name!r}", hint=hint
-                    )
-                )
-            elif key in params:
-                self._report(entry.key.error(f"parameter {key!r} given twice"))
-            else:
-                self._check_templates(entry.value)
-                params[key] = entry.value.value
-        return params
-
-    def _command(self, node: Node, allowed: frozenset[str], what: str) -> dict[str, Any]:
-        if isinstance(node.value, str):
-            text = kw.to_string(node, what)
-            self._check_templates(node)
-            return {"cmd": text}
-        arguments = self._arguments(node, allowed, what, free_form=False)
-        if ("cmd" in arguments) == ("argv" in arguments):
-            need = "cmd: or argv:" if "argv" in allowed else "cmd:"
-            raise node.error(f"{what} needs exactly one {need}")
-        args: dict[str, Any] = {}
-        for key, value in arguments.items():
-            args[key] = kw.to_argv(value) if key == "argv" else kw.to_string(value, f"{what} {key}")
-            self._check_templates(value)
-        return args
-
-    def _debug(self, node: Node) -> dict[str, Any]:
-        arguments = self._arguments(node, kw.DEBUG_ARGS, "debug", free_form=True)
-        if "msg" in arguments and "var" in arguments:
-            raise arguments["var"].error("debug takes msg: or var:, not both")
-        args: dict[str, Any] = {}
-        if "var" in arguments:
-            args["var"] = self._expression(arguments["var"], "debug var")
-        else:
-            msg = arguments.get("msg")
-            args["msg"] = msg.value if msg is not None else "Hello world!"
-            if msg is not None:
-                self._check_templates(msg)
-        if "verbosity" in arguments:
-            args["verbosity"] = kw.to_int(arguments["verbosity"], "verbosity", minimum=0)
-        return args
-
-    def _set_fact(self, node: Node) -> dict[str, Any]:
-        pairs: list[tuple[Node, Any, Node]]  # (where to point, name, value)
-        if isinstance(node.value, str):
-            pairs = [(value, key, value) for key, value in _free_form(node, "set_fact").items()]
-        elif node.is_mapping and node.entries:
-            pairs = [(e.key, e.key.value, e.value) for e in node.entries]
-        else:
-            raise node.error(f"set_fact needs a mapping of name: value, not {shown(node.value)}")
-        facts: dict[str, Any] = {}
-        for where, name, value in pairs:
-            if name == "cacheable":
-                self._report(where.error("set_fact cacheable is not supported: facts last one run"))
-            elif not kw.is_variable_name(name):
-                self._report(where.error(f"invalid variable name {shown(name)} in set_fact"))
-            else:
-                self._check_templates(value)
-                facts[name] = value.value
-        return facts
-
-    def _assert(self, node: Node) -> dict[str, Any]:
-        arguments = self._arguments(node, kw.ASSERT_ARGS, "assert", free_form=False)
-        that = arguments.get("that")
-        if that is None:
-            raise node.error("assert needs that: (a condition or a list of them)")
-        if "msg" in arguments and "fail_msg" in arguments:
-            raise arguments["msg"].error("assert takes fail_msg: or msg:, not both")
-        args: dict[str, Any] = {"that": self._conditions(that, "that", allow_empty=False)}
-        for key in ("fail_msg", "msg", "success_msg"):
-            if key in arguments:
-                self._check_templates(arguments[key])
-                args["fail_msg" if key == "msg" else key] = arguments[key].value
-        if "quiet" in arguments:
-            args["quiet"] = kw.to_bool(arguments["quiet"], "quiet")
-        return args
-
-    def _fail(self, node: Node) -> dict[str, Any]:
-        arguments = self._arguments(node, kw.FAIL_ARGS, "fail", free_form=True)
-        msg = arguments.get("msg")
-        if msg is None:
-            return {"msg": "Failed as requested from task"}
-        self._check_templates(msg)
-        return {"msg": msg.value}
-
-    def _arguments(
-        self, node: Node, allowed: frozenset[str], what: str, *, free_form: bool
-    ) -> dict[str, Node]:
-        """The kind's arguments by name, from a mapping (or `k=v` words when free_form)."""
-        if node.value is None:
-            return {}
-        if free_form and isinstance(node.value, str):
-            return _free_form(node, what)
-        if not node.is_mapping:
-            raise node.error(f"{what} takes a mapping of arguments, not {shown(node.value)}")
-        arguments: dict[str, Node] = {}
-        for entry in node.entries:
-            key = entry.key.value
-            if isinstance(key, str) and key in allowed:
-                arguments[key] = entry.value
-            else:
-                hint = suggest(key, allowed) if isinstance(key, str) else None
-                self._report(entry.key.error(f"unknown {what} argument {shown(key)}", hint=hint))
-        return arguments
-
-    # ------------------------------------------------------------------ values
-
-    def _conditions(self, node: Node, what: str, *, allow_empty: bool) -> tuple[str, ...]:
-        """A condition, or a list of them (all must hold), as expression strings."""
-        items = node.items if node.is_sequence else (node,)
-        if not items and not allow_empty:
-            raise node.error(f"{what} must not be an empty list")
-        expressions: list[str] = []
-        for item in items:
-            try:
-                expressions.append(self._expression(item, what))
-            except PlaybookError as exc:
-                self._report(exc)
-        return tuple(expressions)
-
-    def _expression(self, node: Node, what: str) -> str:
-        value = node.value
-        if isinstance(value, bool):
-            return "True" if value else "False"
-        if not isinstance(value, str) or not value.strip():
-            raise node.error(
-                f"{what} must be a condition (a string or true/false), not {shown(value)}"
-            )
-        expression = self._templar.bare_expression(value.strip()) or value.strip()
-        try:
-            self._templar.check_expression(expression)
-        except ConditionError as exc:
-            raise self._jinja_error(node, exc) from exc
-        return expression
-
-    def _template_string(self, node: Node, what: str) -> str:
-        text = kw.to_string(node, what)
-        self._check_templates(node)
-        return text
-
-    def _check_templates(self, node: Node) -> None:
-        """Compile every template string in a value (recursively); report each failure."""
-        if node.kind is NodeKind.SCALAR:
-            if is_template(node.value):
-                try:
-                    self._templar.check_template(node.value)
-                except ConditionError as exc:
-                    self._report(self._jinja_error(node, exc))
-            return
-        for child in node.items:
-            self._check_templates(child)
-        for entry in node.entries:
-            self._check_templates(entry.value)
-
-    def _jinja_error(self, node: Node, exc: ConditionError) -> PlaybookError:
-        message = str(exc).removesuffix(f" (in: {exc.expression})")
-        hint = None
-        if match := _UNKNOWN_JINJA_NAME.search(message):
-            names = (
-                self._templar.filter_names
-                if match.group(1) == "filter"
-                else self._templar.test_names
-            )
-            hint = suggest(match.group(2), names)
-        return node.error(message, hint=hint)
-
-    def _vars(self, node: Node, what: str) -> dict[str, Any]:
-        problems = vars_problems(node, what)
-        if problems and not node.is_mapping:
-            raise problems[0]
-        self._errors.extend(problems)
-        self._check_templates(node)
-        return {
-            e.key.value: e.value.value for e in node.entries if kw.is_variable_name(e.key.value)
-        }
-
-    def _environment(self, node: Node) -> dict[str, str]:
-        environment = kw.to_environment(node, "environment")
-        self._check_templates(node)
-        return environment
-
-
-# ---------------------------------------------------------------------- helpers without state
-
-
-def _misplaced(key: str, kind: StepKind, role: _Role) -> str | None:
-    """Why `key` is not allowed on this step, or None."""
-    if key == "listen" and role is not _Role.HANDLER:
-        return "listen: is only valid on handlers"
-    if role is _Role.ESCALATE and key in ("verify", "escalate"):
-        return f"{key}: is not valid on an escalate rung: the parent step's verify checks each rung"
-    if kind is StepKind.BLOCK and key in kw.NOT_ON_BLOCK:
-        return f"{key}: is not valid on a block; put it on the steps inside"
-    if key in kw.ACTION_ONLY and kind is not StepKind.ACTION:
-        return f"{key}: is only valid on action steps"
-    if key == "expect_unreachable" and kind not in kw.EXPECT_UNREACHABLE_KINDS:
-        return "expect_unreachable: is only valid on action, shell and command steps"
-    return None
-
-
-def _name_and_params(kind: StepKind, node: Node) -> tuple[Node, tuple[Entry, ...]]:
-    if node.is_mapping:
-        name_entry = node.entry("name")
-        if name_entry is None:
-            raise node.error(f"{kind.value} needs a name: {kind.value}: {{name: ..., PARAM: ...}}")
-        return name_entry.value, tuple(e for e in node.entries if e is not name_entry)
-    if node.is_scalar:
-        return node, ()
-    raise node.error(
-        f"{kind.value} must be a name or a mapping with name:, not {shown(node.value)}"
-    )
-
-
-def _expand_params(entries: Iterable[Entry], accepted: frozenset[str]) -> Iterable[Entry]:
-    """Inline params, plus the entries of a `params:` mapping (unless 'params' is a param)."""
-    for entry in entries:
-        if entry.key.value == "params" and "params" not in accepted and entry.value.is_mapping:
-            yield from entry.value.entries
-        else:
-            yield entry
-
-
-def _free_form(node: Node, what: str) -> dict[str, Node]:
-    """`debug: msg="x y"` style arguments; every value points at the whole string."""
-    try:
-        pairs = parse_kv(node.value)
-    except ValueError as exc:
-        example = "{name: value}" if what == "set_fact" else "{msg: ...}"
-        raise node.error(
-            f"{what}: {exc}", hint=f"or use the mapping form: {what}: {example}"
-        ) from exc
-    return {
-        key: Node(NodeKind.SCALAR, value, node.position, node.source_line)
-        for key, value in pairs.items()
-    }
-
-
-def _block_args(node: Node) -> dict[str, Any]:
-    if not node.is_sequence:
-        raise node.error(f"block must be a list of steps, not {shown(node.value)}")
-    return {}
-
-
-def _default_name(kind: StepKind, args: Mapping[str, Any]) -> str:
-    """'probe nvidia_smi', 'shell: <first 40 chars>', 'meta: flush_handlers', 'debug'..."""
-    if kind in (StepKind.PROBE, StepKind.ACTION):
-        return f"{kind.value} {args['name']}"
-    if kind in (StepKind.SHELL, StepKind.COMMAND):
-        text = args.get("cmd") or shlex.join(args.get("argv", ()))
-        return f"{kind.value}: {' '.join(text.split())[:40]}"
-    if kind is StepKind.META:
-        return f"meta: {args['name']}"
-    return kind.value

@@ -13,7 +13,8 @@ from ansible.plugins.filter import core as ansible_filters
 from ansible.plugins.test import core as ansible_tests
 
 from fleetfix.errors import ConditionError
-from fleetfix.playbook.conditions import FILTERS, TESTS, Templar
+from fleetfix.playbook.conditions import Templar
+from fleetfix.playbook.filters import FILTERS, TESTS
 from fleetfix.playbook.yamlpos import UnsafeText
 
 REMOTE = "{{ 7*7 }} {% for x in range(3) %}{{ x }}{% endfor %}"

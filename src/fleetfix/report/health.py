@@ -1,0 +1,136 @@
+"""One-line health verdicts of probe facts, for the fleet table (`fleetfix probe`) and reports.
+
+Works on plain data (`to_data(facts)`), so the same words come from a live probe or a journal.
+"""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+Facts = Mapping[str, Any]
+
+
+class Level(enum.StrEnum):
+    OK = "ok"
+    WARN = "warn"
+    BAD = "bad"
+
+
+@dataclass(frozen=True, slots=True)
+class Health:
+    level: Level
+    text: str
+
+
+def _verdict(problems: list[str], warnings: list[str], fine: str) -> Health:
+    if problems:
+        return Health(Level.BAD, "; ".join(problems))
+    if warnings:
+        return Health(Level.WARN, "; ".join(warnings))
+    return Health(Level.OK, fine)
+
+
+def _nvidia_smi(f: Facts) -> Health:
+    count, expected = f.get("gpu_count", 0), f.get("expected_gpus")
+    problems = [str(e) for e in f.get("errors", ())[:1]]
+    if f.get("count_ok") is False:
+        problems.append(f"{count}/{expected} GPUs")
+    for key, what in (
+        ("gpus_with_dbe", "DBE"),
+        ("row_remap_failure_gpus", "remap failure"),
+        ("row_remap_pending_gpus", "remap pending"),
+        ("reset_required_gpus", "reset required"),
+    ):
+        if f.get(key):
+            problems.append(f"{what} on {list(f[key])}")
+    warnings = (
+        [f"persistence off on {list(f['persistence_off_gpus'])}"]
+        if f.get("persistence_off_gpus")
+        else []
+    )
+    return _verdict(problems, warnings, f"{count} GPUs, driver {f.get('driver_version')}")
+
+
+def _xid(f: Facts) -> Health:
+    codes = list(f.get("codes", ()))
+    if not codes:
+        return Health(Level.OK, "no Xid")
+    level = Level.BAD if f.get("critical_codes") or f.get("reboot_required") else Level.WARN
+    return Health(level, f"Xid {', '.join(str(c) for c in codes)}")
+
+
+def _gpu_processes(f: Facts) -> Health:
+    if f.get("count"):
+        return Health(Level.WARN, f"{f['count']} GPU processes")
+    return Health(Level.OK if f.get("complete", True) else Level.WARN, "idle")
+
+
+def _shm(f: Facts) -> Health:
+    nccl = len(f.get("nccl_files", ()))
+    text = f"{f.get('usage_percent')}% used, {nccl} NCCL files"
+    return Health(Level.WARN if nccl else Level.OK, text)
+
+
+def _slurm(f: Facts) -> Health:
+    state, reason = f.get("state", "?"), f.get("reason")
+    if f.get("drained") or f.get("draining") or f.get("down"):
+        return Health(Level.WARN, f"{state} ({reason})" if reason else str(state))
+    return Health(Level.OK, str(state))
+
+
+def _services(f: Facts) -> Health:
+    failed = list(f.get("failed", ()))
+    return _verdict(
+        [f"failed: {failed}"] if failed else [], [], f"active: {list(f.get('active', ()))}"
+    )
+
+
+def _ib(f: Facts) -> Health:
+    down = f.get("ports_down", ())
+    text = f"{f.get('active_count', 0)}/{f.get('port_count', 0)} ports active"
+    return Health(Level.BAD if down else Level.OK, text)
+
+
+def _nvlink(f: Facts) -> Health:
+    inactive = f.get("inactive_links", ())
+    return _verdict([f"{len(inactive)} links inactive"] if inactive else [], [], "all links up")
+
+
+def _modules(f: Facts) -> Health:
+    if not f.get("nvidia_loaded"):
+        return Health(Level.BAD, "nvidia module not loaded")
+    return Health(Level.OK, f"driver {f.get('driver_version')}")
+
+
+def _nccl(f: Facts) -> Health:
+    if f.get("failed"):
+        return Health(Level.BAD, "failed")
+    return Health(Level.OK, f"avg busbw {f.get('avg_busbw')} GB/s")
+
+
+def _generic(f: Facts) -> Health:
+    return Health(Level.OK, "ok" if f.get("complete", True) else "partial output")
+
+
+SUMMARIES: Mapping[str, Callable[[Facts], Health]] = {
+    "nvidia_smi": _nvidia_smi,
+    "xid": _xid,
+    "gpu_processes": _gpu_processes,
+    "shm": _shm,
+    "slurm_node": _slurm,
+    "services": _services,
+    "ib": _ib,
+    "nvlink": _nvlink,
+    "kernel_modules": _modules,
+    "nccl_tests": _nccl,
+}
+
+
+def summarize(probe: str, facts: Facts | None, failure: str = "") -> Health:
+    """The verdict for one probe on one host; no facts means the probe itself failed."""
+    if facts is None:
+        return Health(Level.BAD, failure or "probe failed")
+    return SUMMARIES.get(probe, _generic)(facts)
