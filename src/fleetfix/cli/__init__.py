@@ -18,7 +18,7 @@ from collections.abc import Callable, Sequence
 from typing import NoReturn
 
 from fleetfix import __version__
-from fleetfix.cli import history_cmd, inventory_cmd, lab_cmd, run_cmd, tools_cmd
+from fleetfix.cli import history_cmd, inventory_cmd, lab_cmd, probe_cmd, run_cmd, tools_cmd
 from fleetfix.errors import FleetfixError, InputError, UsageError
 from fleetfix.plugins import UnknownPluginError
 from fleetfix.results import Outcome
@@ -50,6 +50,7 @@ def build_parser() -> argparse.ArgumentParser:
     tools_cmd.add_parsers(sub)
     lab_cmd.add_parser(sub)
     history_cmd.add_parser(sub)
+    probe_cmd.add_parser(sub)
     return parser
 
 
