@@ -58,5 +58,7 @@ class Action:
     check: Callable[[ActionContext], str | None] | None = None
     disruptive: bool = False
     """Takes the node (or its GPUs) out of service: counts against topology caps and holds."""
+    validate: Callable[[Mapping[str, Any]], str | None] | None = None
+    """Checks literal params before anything runs; None when fine, else what is wrong."""
     result_probe: str | None = None
     """Parse the last command's output with this probe; `check` then sees its facts."""

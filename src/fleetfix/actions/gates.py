@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import re
 import shlex
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from fleetfix.actions.base import ActionContext
@@ -61,3 +61,51 @@ def busy_reason(ctx: ActionContext) -> str | None:
 
 def quote_all(words: Any) -> str:
     return " ".join(shlex.quote(str(w)) for w in words)
+
+
+ParamCheck = Callable[[Any], str | None]
+"""A check of one parameter's value: None when fine, else what is wrong."""
+
+
+def duration(value: Any) -> str | None:
+    try:
+        seconds(value, 0.0)
+    except ValueError as exc:
+        return str(exc)
+    return None
+
+
+def number(value: Any) -> str | None:
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        try:
+            float(str(value))
+        except ValueError:
+            return f"not a number: {value!r}"
+    return None
+
+
+def integer(value: Any) -> str | None:
+    if isinstance(value, bool) or not str(value).lstrip("-").isdigit():
+        return f"not a whole number: {value!r}"
+    return None
+
+
+def choice(*allowed: str) -> ParamCheck:
+    def check(value: Any) -> str | None:
+        return None if str(value) in allowed else f"must be one of {', '.join(allowed)}"
+
+    return check
+
+
+def params_checker(checks: Mapping[str, ParamCheck]) -> Callable[[Mapping[str, Any]], str | None]:
+    """One validator for an action's params, from per-parameter checks."""
+
+    def validate(params: Mapping[str, Any]) -> str | None:
+        for name, check in checks.items():
+            if name in params:
+                problem = check(params[name])
+                if problem is not None:
+                    return f"{name}: {problem}"
+        return None
+
+    return validate

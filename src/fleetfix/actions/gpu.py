@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 from fleetfix.actions.base import Action, ActionContext, ActionPlan, PlannedCommand
-from fleetfix.actions.gates import busy_reason, quote_all
+from fleetfix.actions.gates import busy_reason, choice, params_checker, quote_all
 from fleetfix.probes.gpu_facts import GpuKey, NvidiaSmiFacts
 from fleetfix.probes.services import ServicesFacts
 
@@ -161,6 +161,7 @@ ACTIONS = (
     ),
     Action(
         name="reset_ecc",
+        validate=params_checker({"counters": choice("volatile", "aggregate")}),
         summary="reset volatile or aggregate ECC counters; refuses to hide remap/retirement",
         plan=_plan_reset_ecc,
         params={"counters": "volatile (default, -p 0) or aggregate (-p 1)"},

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from fleetfix.actions.base import Action, ActionContext, ActionPlan, PlannedCommand
-from fleetfix.actions.gates import busy_reason, seconds
+from fleetfix.actions.gates import busy_reason, duration, number, params_checker, seconds
 from fleetfix.knowledge.nccl import floor_for
 from fleetfix.probes import nccl_tests
 from fleetfix.probes.gpu_facts import NvidiaSmiFacts
@@ -53,6 +53,7 @@ def _check(ctx: ActionContext) -> str | None:
 ACTIONS = (
     Action(
         name="nccl_tests",
+        validate=params_checker({"timeout": duration, "min_busbw": number}),
         summary="run nccl-tests on the node and compare busbw with the floor for its GPU model",
         plan=_plan,
         params={

@@ -3,10 +3,20 @@
 from __future__ import annotations
 
 from fleetfix.actions.base import Action, ActionContext, ActionPlan, PlannedCommand
-from fleetfix.actions.gates import busy_reason, flag, quote_all, seconds
+from fleetfix.actions.gates import (
+    busy_reason,
+    choice,
+    duration,
+    flag,
+    integer,
+    params_checker,
+    quote_all,
+    seconds,
+)
 from fleetfix.probes.gpu_processes import GpuProcessesFacts
 
 SERVICE_VERBS = ("restarted", "started", "stopped", "reloaded")
+SIGNALS = ("TERM", "KILL", "INT", "SIGTERM", "SIGKILL", "SIGINT")
 
 
 def _plan_reboot(ctx: ActionContext) -> ActionPlan:
@@ -77,12 +87,16 @@ ACTIONS = (
     ),
     Action(
         name="service",
+        validate=params_checker({"state": choice(*SERVICE_VERBS)}),
         summary="restart, start, stop or reload a systemd unit",
         plan=_plan_service,
         params={"name": "systemd unit", "state": "restarted (default), started, stopped, reloaded"},
     ),
     Action(
         name="kill_gpu_processes",
+        validate=params_checker(
+            {"signal": choice("TERM", "KILL", "INT", "SIGTERM", "SIGKILL", "SIGINT")}
+        ),
         summary="signal every process holding a GPU (opt-in: needs confirm: true)",
         plan=_plan_kill,
         params={"confirm": "must be true", "signal": "TERM (default) or KILL"},
@@ -93,6 +107,7 @@ ACTIONS = (
     ),
     Action(
         name="collect_evidence",
+        validate=params_checker({"dmesg_lines": integer, "bug_report_timeout": duration}),
         summary="kernel log excerpt and nvidia-smi -q (optionally nvidia-bug-report), journaled",
         plan=_plan_evidence,
         params={

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from fleetfix.actions.base import Action, ActionContext, ActionPlan, PlannedCommand
-from fleetfix.actions.gates import quote_all, seconds
+from fleetfix.actions.gates import duration, params_checker, quote_all, seconds
 from fleetfix.probes.shm import NCCL_PATTERNS, ShmFacts, stale_files
 
 DEFAULT_AGE = 3600.0
@@ -45,6 +45,7 @@ def _check(ctx: ActionContext) -> str | None:
 ACTIONS = (
     Action(
         name="clean_shm",
+        validate=params_checker({"older_than": duration}),
         summary="remove /dev/shm NCCL segments no process holds open and older than a threshold",
         plan=_plan,
         params={

@@ -5,7 +5,8 @@ from __future__ import annotations
 import shlex
 
 from fleetfix.actions.base import Action, ActionContext, ActionPlan, PlannedCommand
-from fleetfix.actions.gates import flag, node_name, seconds
+from fleetfix.actions.gates import duration, flag, node_name, params_checker, seconds
+from fleetfix.probes.slurm_node import SlurmNodeFacts
 
 REASON_PREFIX = "fleetfix:"
 
@@ -20,11 +21,7 @@ def _plan_drain(ctx: ActionContext) -> ActionPlan:
     facts = ctx.facts["slurm_node"]
     node = node_name(ctx)
     if facts.drained or facts.draining:
-        who = "fleetfix" if facts.reason_is_fleetfix else "someone else"
-        note = f"{node} already drained by {who} (reason: {facts.reason}); reason kept"
-        if not (flag(ctx.params, "wait") and facts.draining):
-            return ActionPlan(notes=(note,))
-        return ActionPlan(commands=(_wait_drained(ctx, node),), notes=(note,))
+        return _already_drained(ctx, facts, node)
     update = (
         f"scontrol update NodeName={shlex.quote(node)} State=DRAIN "
         f"Reason={shlex.quote(drain_reason(ctx))}"
@@ -33,6 +30,23 @@ def _plan_drain(ctx: ActionContext) -> ActionPlan:
     if flag(ctx.params, "wait"):
         commands.append(_wait_drained(ctx, node))
     return ActionPlan(commands=tuple(commands))
+
+
+def _already_drained(ctx: ActionContext, facts: SlurmNodeFacts, node: str) -> ActionPlan:
+    """A human's drain reason is never touched; fleetfix's own may be updated (e.g. to say
+    the fix failed and the node needs RMA)."""
+    commands: list[PlannedCommand] = []
+    wanted = drain_reason(ctx)
+    if facts.reason_is_fleetfix and ctx.params.get("reason") and facts.reason != wanted:
+        update = f"scontrol update NodeName={shlex.quote(node)} Reason={shlex.quote(wanted)}"
+        commands.append(PlannedCommand(update, f"update {node}'s fleetfix drain reason"))
+        note = f"{node} already drained by fleetfix; reason now {wanted!r}"
+    else:
+        who = "fleetfix" if facts.reason_is_fleetfix else "someone else"
+        note = f"{node} already drained by {who} (reason: {facts.reason}); reason kept"
+    if flag(ctx.params, "wait") and facts.draining:
+        commands.append(_wait_drained(ctx, node))
+    return ActionPlan(commands=tuple(commands), notes=(note,))
 
 
 def _wait_drained(ctx: ActionContext, node: str) -> PlannedCommand:
@@ -76,6 +90,7 @@ def _check_resumed(ctx: ActionContext) -> str | None:
 ACTIONS = (
     Action(
         name="slurm_drain",
+        validate=params_checker({"wait_timeout": duration}),
         summary="drain the node in Slurm with a 'fleetfix:' reason; optionally wait for DRAINED",
         plan=_plan_drain,
         params={
