@@ -23,6 +23,7 @@ class Event:
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class RunStarted(Event):
+    run_id: str = ""
     playbook: str
     hosts: tuple[str, ...]
     check: bool
@@ -81,6 +82,32 @@ class ActionTaken(Event):
     step: str
     action: str
     failed: bool
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class HostOutOfService(Event):
+    """A host's first disruptive action: it counts against max_unavailable_per from now."""
+
+    host: str
+    domains: tuple[str, ...]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class HostBackInService(Event):
+    """A host finished its batch without failing: it no longer counts against the caps."""
+
+    host: str
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class FindingRaised(Event):
+    """Failures concentrate in one domain beyond chance: suspect the shared component."""
+
+    kind: str
+    domain: str
+    message: str
+    hosts: tuple[str, ...]
+    hold: bool
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

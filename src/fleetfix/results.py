@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import enum
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -122,13 +122,15 @@ class RunResult:
     stats: dict[str, HostStats] = field(default_factory=dict)
     results: list[StepResult] = field(default_factory=list)
     aborted_by_safety: str | None = None
+    holds: list[str] = field(default_factory=list)
+    """Disruptive actions a topology gate held back (caps or a suspect domain): exit 6."""
     interrupted: bool = False
 
     def outcome(self, *, check_changes_exit: bool = False) -> Outcome:
         """Ansible's precedence: safety gate, then unreachable over failed."""
         if self.interrupted:
             return Outcome.INTERRUPTED
-        if self.aborted_by_safety:
+        if self.aborted_by_safety or self.holds:
             return Outcome.SAFETY_ABORT
         if any(s.unreachable for s in self.stats.values()):
             return Outcome.UNREACHABLE
@@ -137,3 +139,22 @@ class RunResult:
         if check_changes_exit and any(s.changed for s in self.stats.values()):
             return Outcome.CHECK_CHANGES
         return Outcome.OK
+
+
+def failed_and_considered(results: Iterable[StepResult]) -> tuple[set[str], set[str]]:
+    """Which hosts failed a check, among those that ran one (for correlating failures).
+
+    A failed health check counts even when the playbook chose to carry on (`ignore_errors`),
+    or rescued it: the node still showed the symptom. Skipped steps say nothing either way.
+    """
+    failed: set[str] = set()
+    considered: set[str] = set()
+    for result in results:
+        if result.status is Status.SKIPPED:
+            continue
+        considered.add(result.host)
+        if result.status in (Status.FAILED, Status.UNREACHABLE) or (
+            result.status is Status.IGNORED and result.data.get("failed")
+        ):
+            failed.add(result.host)
+    return failed, considered

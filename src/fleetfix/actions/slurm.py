@@ -102,6 +102,7 @@ ACTIONS = (
         requires=("slurm_node",),
         verify=("slurm_node",),
         check=_check_drained,
+        disruptive=True,
     ),
     Action(
         name="slurm_resume",

@@ -18,11 +18,13 @@ from fleetfix.engine.context import (
     Templating,
 )
 from fleetfix.engine.play import run_play
+from fleetfix.engine.safety import Safety
 from fleetfix.events import EventBus, RunFinished, RunStarted
 from fleetfix.playbook.model import Playbook
 from fleetfix.plugins import Registry
 from fleetfix.probes.base import Probe
 from fleetfix.results import RunResult
+from fleetfix.topology import Topology
 from fleetfix.transport.base import Transport
 
 __all__ = ["Engine", "RunOptions", "run_playbook"]
@@ -43,6 +45,7 @@ class Engine:
     actions: Registry[Action]
     bus: EventBus
     options: RunOptions
+    topology: Topology | None = None
 
     async def run(self, playbook: Playbook, select: HostSelector) -> RunResult:
         return await run_playbook(self, playbook, select)
@@ -60,11 +63,15 @@ async def run_playbook(engine: Engine, playbook: Playbook, select: HostSelector)
         probes=engine.probes,
         actions=engine.actions,
         connections=Connections(engine.transport),
+        safety=Safety(engine.topology, engine.bus, override_holds=engine.options.override_holds),
         forks=asyncio.Semaphore(max(1, engine.options.forks)),
     )
     plays = [(play, select(play.hosts)) for play in playbook.plays]
     every_host = tuple(dict.fromkeys(h for _, hosts in plays for h in hosts))
-    ctx.bus.emit(RunStarted(playbook=playbook.path, hosts=every_host, check=ctx.options.check))
+    started = RunStarted(
+        run_id=ctx.options.run_id, playbook=playbook.path, hosts=every_host, check=ctx.options.check
+    )
+    ctx.bus.emit(started)
     groups = {g: engine.inventory.hosts_in(g) for g in engine.inventory.group_names()}
     playbook_dir = str(Path(playbook.path).resolve().parent)
     try:

@@ -9,6 +9,7 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from fleetfix.actions.base import Action
+from fleetfix.engine.safety import Safety
 from fleetfix.errors import UnreachableError
 from fleetfix.events import EventBus
 from fleetfix.plugins import Registry
@@ -68,6 +69,8 @@ class RunOptions:
     """(host, step key) -> registered data of host-steps a resumed run already finished."""
     action_history: ActionHistory | None = None
     step_gate: StepGate | None = None
+    override_holds: bool = False
+    run_id: str = ""
 
 
 @dataclass(slots=True)
@@ -129,6 +132,7 @@ class RunContext:
     probes: Registry[Probe[Any]]
     actions: Registry[Action]
     connections: Connections
+    safety: Safety
     result: RunResult = field(default_factory=RunResult)
     hosts: dict[str, HostState] = field(default_factory=dict)
     forks: asyncio.Semaphore = field(default_factory=lambda: asyncio.Semaphore(50))

@@ -56,13 +56,19 @@ async def run_play(
     scope = PlayScope({}, tuple(hosts), (), groups, playbook_dir)
     file_vars = _vars_files(ctx, play, playbook_dir)
     play_vars = {h: _play_vars(ctx, play, ctx.host_state(h), scope, file_vars) for h in hosts}
+    ctx.safety.start_play(play.max_unavailable_per)
     batches = serial_batches(hosts, play.serial)
+    capped = ctx.safety.batches(hosts, max(len(b) for b in batches) if batches else 1)
+    batches = capped if capped is not None else batches
     keep_going = True
     for index, batch in enumerate(batches, start=1):
         ctx.bus.emit(BatchStarted(index=index, count=len(batches), hosts=tuple(batch)))
         batch_scope = PlayScope(play_vars, tuple(hosts), tuple(batch), groups, playbook_dir)
         run = BatchRun(ctx, StepEnv(play, batch_scope), list(batch))
         await _run_batch(run)
+        failed = {s.name for s in run.states() if s.failed or s.unreachable}
+        ctx.safety.end_batch(batch, failed)
+        ctx.safety.correlate(ctx.result)
         if run.stop_play or not run.active():
             keep_going = not run.stop_play
             break

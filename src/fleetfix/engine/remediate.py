@@ -48,6 +48,11 @@ async def _one_rung(
     if isinstance(facts, Outcome):
         return facts
     plan = action.plan(ActionContext(hs.state.name, params, facts, hs.variables))
+    if action.disruptive and not plan.noop and plan.refused is None:
+        held = hs.ctx.safety.admit(hs.state.name, dry=hs.dry)
+        if held is not None:
+            hs.ctx.result.holds.append(f"{hs.state.name}: {action.name} {held}")
+            return Outcome(failed=True, message=f"{action.name} {held}", data={"held": True})
     outcome = await _carry_out(hs, action, plan)
     if outcome.failed or hs.dry:
         return outcome

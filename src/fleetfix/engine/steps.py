@@ -7,7 +7,7 @@ import time
 from dataclasses import replace
 from typing import Any
 
-from fleetfix.engine.commands import NO_LOG_TEXT
+from fleetfix.engine.commands import NO_LOG_TEXT, redact
 from fleetfix.engine.context import HostState, RunContext
 from fleetfix.engine.hoststep import HostStep, Outcome, StepEnv, registered
 from fleetfix.engine.kinds import KIND_HANDLERS
@@ -138,7 +138,9 @@ def _verdict(hs: HostStep, outcome: Outcome, attempts: int) -> StepResult:
         status=status,
         changed=outcome.changed and not outcome.skipped,
         message=NO_LOG_TEXT if step.no_log and outcome.message else outcome.message,
-        commands=tuple(outcome.commands),
+        commands=tuple(redact(c) for c in outcome.commands)
+        if step.no_log
+        else tuple(outcome.commands),
         data=registered(outcome, attempts, no_log=step.no_log),
         attempts=attempts,
         key=str(step.position),

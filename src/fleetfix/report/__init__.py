@@ -8,4 +8,5 @@ html.py      one self-contained HTML file (svg.py draws its pictures)
 json.py      versioned JSON (schema/report-v1.json)
 junit.py     JUnit XML for CI and schedulers
 render.py    write_report(report, path): the format from the suffix
+health.py    one-line health verdicts of probe facts (fleet table, reports)
 """

@@ -1,0 +1,102 @@
+"""Topology safety during a run: availability caps per domain and holds on suspect domains."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+
+from fleetfix.events import EventBus, FindingRaised, HostBackInService, HostOutOfService
+from fleetfix.results import RunResult, failed_and_considered
+from fleetfix.topology import AvailabilityLedger, Topology
+from fleetfix.topology.findings import Finding, correlated_failures, held_hosts
+
+
+@dataclass(slots=True)
+class Safety:
+    """What the run knows about the fleet's shape and what it has taken out of service.
+
+    A host is out of service from its first disruptive action until its batch ends without it
+    failing; a host that failed stays out for the rest of the run (it is drained or broken).
+    """
+
+    topology: Topology | None
+    bus: EventBus
+    override_holds: bool = False
+    out: set[str] = field(default_factory=set)
+    held: set[str] = field(default_factory=set)
+    findings: list[Finding] = field(default_factory=list)
+    _ledger: AvailabilityLedger | None = None
+
+    def start_play(self, caps: Mapping[str, int]) -> None:
+        """A new play brings its own caps; hosts still out of service count against them."""
+        self._ledger = None
+        if caps and self.topology is not None:
+            self._ledger = AvailabilityLedger(self.topology, caps)
+            for host in self.out:
+                if host in self.topology.hosts():
+                    self._ledger.take(host)
+
+    def batches(self, hosts: Sequence[str], size: int) -> list[list[str]] | None:
+        """Cap-respecting, canary-first batches; None when the play has no caps."""
+        if self._ledger is None:
+            return None
+        return self._ledger.plan_order(list(hosts), canaries=1, max_batch=size)
+
+    def admit(self, host: str, *, dry: bool) -> str | None:
+        """May `host` take a disruptive action now? None = yes (and it is now out of service)."""
+        if host in self.out:
+            return None
+        if host in self.held and not self.override_holds:
+            return f"held: {self._why_held(host)} (override with --override-holds)"
+        if self._ledger is not None and not self._ledger.can_take(host):
+            full = ", ".join(f"{kind} {name}" for kind, name in self._ledger.full_domains(host))
+            return f"held: max_unavailable_per reached in {full}"
+        if not dry:
+            self._take(host)
+        return None
+
+    def _take(self, host: str) -> None:
+        self.out.add(host)
+        domains: tuple[str, ...] = ()
+        if self._ledger is not None:
+            self._ledger.take(host)
+            domains = tuple(f"{kind} {name}" for kind, name in self._ledger.capped_domains(host))
+        self.bus.emit(HostOutOfService(host=host, domains=domains))
+
+    def end_batch(self, hosts: Sequence[str], failed: set[str]) -> None:
+        """Hosts of the batch that did not fail are back in service."""
+        for host in hosts:
+            if host in self.out and host not in failed:
+                self.out.discard(host)
+                if self._ledger is not None:
+                    self._ledger.release(host)
+                self.bus.emit(HostBackInService(host=host))
+
+    def correlate(self, result: RunResult) -> None:
+        """Look for failures concentrated in one domain; hold disruptive actions there."""
+        if self.topology is None:
+            return
+        failed, considered = failed_and_considered(result.results)
+        known = {f"{f.kind}/{f.domain}" for f in self.findings}
+        for finding in correlated_failures(self.topology, failed, considered):
+            if f"{finding.kind}/{finding.domain}" in known:
+                continue
+            self.findings.append(finding)
+            self.bus.emit(
+                FindingRaised(
+                    kind=finding.kind,
+                    domain=finding.domain,
+                    message=finding.message,
+                    hosts=finding.failed,
+                    hold=finding.hold_disruptive,
+                )
+            )
+        self.held = held_hosts(self.topology, self.findings)
+
+    def _why_held(self, host: str) -> str:
+        for finding in self.findings:
+            if self.topology is not None and host in self.topology.members(
+                finding.kind, finding.domain
+            ):
+                return f"suspect {finding.kind} {finding.domain}"
+        return "suspect shared component"

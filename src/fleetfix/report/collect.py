@@ -1,0 +1,323 @@
+"""The report collector: an event subscriber that builds the report model from a run's events.
+
+    collector = ReportCollector()
+    bus.subscribe(collector)
+    ... run ...
+    report = collector.model(topology)          # findings computed from the run
+    write_report(report, Path("run.html"))
+
+Commands come from `CommandRan` events, which the engine redacts for no_log steps, never from
+`StepResult.commands` (which holds what really ran). Timing comes from the events' `at`.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from math import isfinite
+from typing import Any
+
+from fleetfix.events import (
+    ActionTaken,
+    CommandRan,
+    Event,
+    HostStepFinished,
+    HostStepStarted,
+    PlayStarted,
+    RunFinished,
+    RunStarted,
+    SafetyStop,
+)
+from fleetfix.report.model import (
+    ActionRecord,
+    CommandRecord,
+    HostReport,
+    HostStatus,
+    LeafNode,
+    Report,
+    SpineNode,
+    StepRecord,
+)
+from fleetfix.report.text import EXCERPT_CHARS, clean, excerpt
+from fleetfix.results import HostStats, StepResult, failed_and_considered
+from fleetfix.topology.findings import (
+    Finding,
+    correlated_failures,
+    held_hosts,
+    stragglers,
+)
+from fleetfix.topology.graph import NO_LEAF, NO_SPINE, Topology, natural_sorted
+
+
+@dataclass(slots=True)
+class _OpenStep:
+    """A step that started on a host and has not finished yet."""
+
+    step: str
+    play: str
+    started: float | None
+    commands: list[CommandRecord] = field(default_factory=list)
+    attributed: int = 0  # commands already credited to an ActionTaken
+
+
+class ReportCollector:
+    """Subscribe it to the engine's EventBus; `model()` turns what it saw into a `Report`."""
+
+    def __init__(
+        self,
+        run_id: str | None = None,
+        *,
+        detailed_exitcode: bool = False,
+        excerpt_chars: int = EXCERPT_CHARS,
+    ) -> None:
+        self.run_id = run_id
+        self.detailed_exitcode = detailed_exitcode
+        self.excerpt_chars = excerpt_chars
+        self._run: RunStarted | None = None
+        self._finished: RunFinished | None = None
+        self._play = ""
+        self._plays: list[str] = []
+        self._hosts: dict[str, None] = {}  # insertion-ordered set
+        self._open: dict[str, _OpenStep] = {}
+        self._steps: dict[str, list[StepRecord]] = {}
+        self._results: list[StepResult] = []
+        self._actions: list[ActionRecord] = []
+        self._planned: dict[tuple[str, str], list[str]] = {}
+        self._busbw: dict[str, float] = {}
+        self._stops: list[str] = []
+
+    def __call__(self, event: Event) -> None:
+        if isinstance(event, RunStarted):
+            self._run = event
+            self._hosts.update(dict.fromkeys(event.hosts))
+        elif isinstance(event, PlayStarted):
+            self._play = event.name
+            self._plays.append(event.name)
+            self._hosts.update(dict.fromkeys(event.hosts))
+        elif isinstance(event, HostStepStarted):
+            self._open[event.host] = _OpenStep(event.step, self._play, event.at)
+        elif isinstance(event, CommandRan):
+            self._command(event)
+        elif isinstance(event, ActionTaken):
+            self._action(event)
+        elif isinstance(event, HostStepFinished) and not event.retrying:
+            self._step_finished(event)
+        elif isinstance(event, SafetyStop):
+            self._stops.append(event.reason)
+        elif isinstance(event, RunFinished):
+            self._finished = event
+
+    # -- what the run said, for computing findings ----------------------------------------
+
+    def considered_hosts(self) -> set[str]:
+        """Hosts with at least one step that was not skipped."""
+        return failed_and_considered(self._results)[1]
+
+    def failed_hosts(self) -> set[str]:
+        """Hosts that failed a check, by the same rule the engine holds actions on."""
+        return failed_and_considered(self._results)[0]
+
+    def busbw(self) -> dict[str, float]:
+        """The last nccl-tests `avg_busbw` (GB/s) each host's steps registered."""
+        return dict(self._busbw)
+
+    def findings(self, topology: Topology) -> list[Finding]:
+        """Correlated failures, and busbw stragglers among the hosts that did not fail (a
+        failed host is already flagged; its busbw would only drag the median)."""
+        failed = self.failed_hosts()
+        found = correlated_failures(topology, failed, self.considered_hosts())
+        passing = {h: v for h, v in self._busbw.items() if h not in failed}
+        found.extend(stragglers(passing, topology.gpu_models()))
+        return found
+
+    # -- the model ------------------------------------------------------------------------
+
+    def model(
+        self, topology: Topology | None = None, findings: Iterable[Finding] | None = None
+    ) -> Report:
+        """The report. Without `findings` they are computed from the run (without a topology
+        only stragglers can be: every host then sits in one unknown domain)."""
+        hosts = list(self._hosts) + [h for h in self._steps if h not in self._hosts]
+        topology = topology or Topology.from_hosts({h: {} for h in hosts})
+        chosen = tuple(findings) if findings is not None else tuple(self.findings(topology))
+        held = held_hosts(topology, chosen)
+        stats = self._stats()
+        run = self._run
+        result = self._finished.result if self._finished else None
+        outcome = result.outcome(check_changes_exit=self._check_exit()) if result else None
+        return Report(
+            run_id=self.run_id or _default_run_id(run),
+            playbook=run.playbook if run else "",
+            started=run.at if run else None,
+            finished=self._finished.at if self._finished else None,
+            check=run.check if run else False,
+            outcome=outcome.name.lower() if outcome is not None else "incomplete",
+            exit_code=int(outcome) if outcome is not None else None,
+            plays=tuple(self._plays),
+            hosts=tuple(self._host(h, topology, stats, held) for h in natural_sorted(hosts)),
+            findings=chosen,
+            tree=_tree(topology, hosts),
+            actions=tuple(self._actions) + self._planned_actions(),
+            safety_stops=tuple(self._stops),
+            interrupted=bool(result and result.interrupted),
+        )
+
+    def _check_exit(self) -> bool:
+        return self.detailed_exitcode and bool(self._run and self._run.check)
+
+    def _stats(self) -> Mapping[str, HostStats]:
+        """The engine's recap when the run finished (it knows about rescues), else recounted."""
+        if self._finished is not None:
+            return self._finished.result.stats
+        stats: dict[str, HostStats] = {}
+        for result in self._results:
+            stats.setdefault(result.host, HostStats()).count(result)
+        return stats
+
+    def _host(
+        self, name: str, topology: Topology, stats: Mapping[str, HostStats], held: set[str]
+    ) -> HostReport:
+        recap = stats[name].as_dict() if name in stats else HostStats().as_dict()
+        status = _host_status(recap, name in held, bool(self._steps.get(name)))
+        try:
+            domains = topology.domains_of(name)
+        except KeyError:
+            domains = {}
+        return HostReport(
+            name=name,
+            status=status,
+            recap=recap,
+            domains=domains,
+            steps=tuple(self._steps.get(name, ())),
+            busbw=self._busbw.get(name),
+            held=status is HostStatus.HELD,
+        )
+
+    # -- events ---------------------------------------------------------------------------
+
+    def _command(self, event: CommandRan) -> None:
+        result = event.result
+        record = CommandRecord(
+            command=clean(result.command),
+            rc=result.rc,
+            duration=result.duration,
+            timed_out=result.timed_out,
+            planned_only=event.planned_only,
+            stdout=excerpt(clean(result.stdout), self.excerpt_chars),
+            stderr=excerpt(clean(result.stderr), self.excerpt_chars),
+            at=event.at,
+        )
+        self._open_step(event.host, event.step).commands.append(record)
+        if event.planned_only:
+            self._planned.setdefault((event.host, event.step), []).append(record.command)
+
+    def _action(self, event: ActionTaken) -> None:
+        open_step = self._open_step(event.host, event.step)
+        ran = [c.command for c in open_step.commands[open_step.attributed :] if not c.planned_only]
+        open_step.attributed = len(open_step.commands)
+        self._actions.append(
+            ActionRecord(
+                host=event.host,
+                step=event.step,
+                action=event.action,
+                failed=event.failed,
+                planned=False,
+                commands=tuple(ran),
+                at=event.at,
+            )
+        )
+
+    def _open_step(self, host: str, step: str) -> _OpenStep:
+        """The host's running step; one is made up if events arrive without a start."""
+        current = self._open.get(host)
+        if current is None or current.step != step:
+            current = _OpenStep(step, self._play, None)
+            self._open[host] = current
+        return current
+
+    def _step_finished(self, event: HostStepFinished) -> None:
+        result = event.result
+        self._results.append(result)
+        self._hosts.setdefault(result.host, None)
+        opened = self._open.pop(result.host, None)
+        if opened is None or opened.step != result.step:
+            opened = _OpenStep(result.step, self._play, None)
+        record = StepRecord(
+            host=result.host,
+            step=result.step,
+            play=opened.play,
+            status=result.status.value,
+            changed=result.changed,
+            message=excerpt(clean(result.message), self.excerpt_chars),
+            attempts=result.attempts,
+            duration=result.duration,
+            started=opened.started,
+            finished=event.at,
+            commands=tuple(opened.commands),
+        )
+        self._steps.setdefault(result.host, []).append(record)
+        busbw = registered_busbw(result.data)
+        if busbw is not None:
+            self._busbw[result.host] = busbw
+
+    def _planned_actions(self) -> tuple[ActionRecord, ...]:
+        return tuple(
+            ActionRecord(host=h, step=s, action=None, failed=False, planned=True, commands=tuple(c))
+            for (h, s), c in self._planned.items()
+        )
+
+
+def registered_busbw(data: Mapping[str, Any]) -> float | None:
+    """`facts.avg_busbw` of a registered result (or a top-level `avg_busbw`), when numeric."""
+    facts = data.get("facts")
+    candidates = [facts.get("avg_busbw") if isinstance(facts, Mapping) else None]
+    candidates.append(data.get("avg_busbw"))
+    for value in candidates:
+        if isinstance(value, (int, float)) and not isinstance(value, bool) and isfinite(value):
+            return float(value)
+    return None
+
+
+def _host_status(recap: Mapping[str, int], held: bool, ran: bool) -> HostStatus:
+    if recap.get("unreachable"):
+        return HostStatus.UNREACHABLE
+    if recap.get("failed"):
+        return HostStatus.HELD if held else HostStatus.FAILED
+    if recap.get("changed"):
+        return HostStatus.CHANGED
+    if recap.get("ok") or recap.get("rescued"):
+        return HostStatus.OK
+    return HostStatus.SKIPPED if ran else HostStatus.NOT_RUN
+
+
+def _tree(topology: Topology, hosts: list[str]) -> tuple[SpineNode, ...]:
+    """The topology tree restricted to this run's hosts (others are not drawn)."""
+    wanted = set(hosts)
+    kept: dict[str, dict[str, list[str]]] = {}
+    for spine, leaves in topology.tree().items():
+        for leaf, members in leaves.items():
+            mine = [h for h in members if h in wanted]
+            if mine:
+                kept.setdefault(spine, {})[leaf] = mine
+    placed = {h for leaves in kept.values() for members in leaves.values() for h in members}
+    strays = natural_sorted(wanted - placed)  # hosts the topology does not know
+    if strays:
+        kept.setdefault(NO_SPINE, {}).setdefault(NO_LEAF, []).extend(strays)
+    return tuple(
+        SpineNode(spine, tuple(_leaf(topology, leaf, members) for leaf, members in leaves.items()))
+        for spine, leaves in kept.items()
+    )
+
+
+def _leaf(topology: Topology, leaf: str, members: list[str]) -> LeafNode:
+    uplinks = tuple(topology.uplinks(leaf)) if leaf != NO_LEAF else ()
+    return LeafNode(leaf, tuple(members), uplinks)
+
+
+def _default_run_id(run: RunStarted | None) -> str:
+    stamp = run.at if run else time.time()
+    return time.strftime("run-%Y%m%d-%H%M%S", time.gmtime(stamp))
+
+
+__all__ = ["ReportCollector", "registered_busbw"]

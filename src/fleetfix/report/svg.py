@@ -1,0 +1,289 @@
+"""Inline SVG pictures for the HTML report: the topology map, the busbw chart, the timeline.
+
+Every string that reaches the markup goes through `esc` (host names and step names come from
+inventories and playbooks; nothing here trusts them). No external reference of any kind.
+"""
+
+from __future__ import annotations
+
+import math
+import statistics
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from html import escape
+
+from fleetfix.report.model import HostStatus, LeafNode, Report, SpineNode, StepRecord
+from fleetfix.topology.graph import NO_LEAF, NO_SPINE, natural_key
+
+HOST_COLOURS: Mapping[HostStatus, tuple[str, str]] = {
+    # status -> (fill, text colour); held is drawn striped over the failed red.
+    HostStatus.OK: ("#2e7d32", "#ffffff"),
+    HostStatus.CHANGED: ("#f9a825", "#212121"),
+    HostStatus.FAILED: ("#c62828", "#ffffff"),
+    HostStatus.HELD: ("#c62828", "#ffffff"),
+    HostStatus.UNREACHABLE: ("#4a148c", "#ffffff"),
+    HostStatus.SKIPPED: ("#78909c", "#ffffff"),
+    HostStatus.NOT_RUN: ("#cfd8dc", "#37474f"),
+}
+STEP_COLOURS: Mapping[str, str] = {
+    "ok": "#2e7d32",
+    "changed": "#f9a825",
+    "failed": "#c62828",
+    "unreachable": "#4a148c",
+    "skipped": "#b0bec5",
+    "rescued": "#00838f",
+    "ignored": "#ad1457",
+}
+HELD_PATTERN = "held-stripes"
+HOST_W, HOST_H, GAP = 104, 18, 4
+PER_COLUMN = 16
+LEAF_PAD, LEAF_H = 10, 34
+SPINE_Y, LEAF_Y = 16, 110
+HOSTS_Y = LEAF_Y + LEAF_H + 18
+MAX_BARS = 300
+
+
+def esc(value: object) -> str:
+    return escape(str(value), quote=True)
+
+
+def held_pattern_defs() -> str:
+    """The diagonal stripes that mark a held host (failed, remediation held)."""
+    return (
+        f'<defs><pattern id="{HELD_PATTERN}" width="8" height="8" '
+        'patternUnits="userSpaceOnUse" patternTransform="rotate(45)">'
+        '<rect width="8" height="8" fill="#b71c1c"/>'
+        '<rect width="4" height="8" fill="#5d0000"/></pattern></defs>'
+    )
+
+
+# -- topology map ----------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class _LeafBox:
+    leaf: LeafNode
+    spine: str
+    x: int
+    width: int
+
+
+def topology_map(report: Report, anchors: Mapping[str, str]) -> str:
+    """Spines above leaves above hosts, hosts coloured by status; suspects outlined.
+
+    `anchors`: host -> the id of its row in the hosts table (each host box links there).
+    """
+    boxes = _layout(report.tree)
+    if not boxes:
+        return '<p class="muted">No hosts.</p>'
+    width = boxes[-1].x + boxes[-1].width + GAP * 4
+    rows = max(min(len(b.leaf.hosts), PER_COLUMN) for b in boxes)
+    height = HOSTS_Y + rows * (HOST_H + GAP) + 12
+    spines = _spine_positions(boxes)
+    suspects = report.suspects()
+    statuses = {h.name: h.status for h in report.hosts}
+    parts = [
+        f'<svg class="map" width="{width}" '
+        f'height="{height}" viewBox="0 0 {width} {height}" role="img" '
+        'aria-label="topology map: spines, leaves and hosts coloured by status">',
+        held_pattern_defs(),
+    ]
+    parts.extend(_uplinks(boxes, spines))
+    parts.extend(_spine_box(name, x, suspects.get(("spine", name))) for name, x in spines.items())
+    for box in boxes:
+        parts.append(_leaf_box(box, suspects.get(("leaf", box.leaf.name))))
+        parts.extend(_host_boxes(box, statuses, anchors))
+    parts.append("</svg>")
+    return "".join(parts)
+
+
+def _layout(tree: Sequence[SpineNode]) -> list[_LeafBox]:
+    boxes: list[_LeafBox] = []
+    x = GAP * 4
+    for spine in tree:
+        for leaf in spine.leaves:
+            columns = math.ceil(len(leaf.hosts) / PER_COLUMN) or 1
+            width = max(128, columns * (HOST_W + GAP) - GAP + 2 * LEAF_PAD)
+            boxes.append(_LeafBox(leaf, spine.name, x, width))
+            x += width + GAP * 5
+    return boxes
+
+
+def _spine_positions(boxes: list[_LeafBox]) -> dict[str, int]:
+    """Each drawn spine's centre x: over the leaves filed under it, else spread evenly."""
+    names = {b.spine for b in boxes if b.spine != NO_SPINE}
+    names |= {s for b in boxes for s in b.leaf.spines}
+    centres: dict[str, int] = {}
+    for name in sorted(names, key=natural_key):
+        mine = [b for b in boxes if b.spine == name]
+        if mine:
+            centres[name] = (mine[0].x + mine[-1].x + mine[-1].width) // 2
+    spare = [n for n in sorted(names, key=natural_key) if n not in centres]
+    right = boxes[-1].x + boxes[-1].width
+    for index, name in enumerate(spare, start=1):
+        centres[name] = right * index // (len(spare) + 1)
+    return centres
+
+
+def _uplinks(boxes: list[_LeafBox], spines: Mapping[str, int]) -> list[str]:
+    lines = []
+    for box in boxes:
+        targets = box.leaf.spines or ((box.spine,) if box.spine in spines else ())
+        for spine in targets:
+            if spine in spines:
+                lines.append(
+                    f'<line class="uplink" x1="{box.x + box.width // 2}" y1="{LEAF_Y}" '
+                    f'x2="{spines[spine]}" y2="{SPINE_Y + 30}"/>'
+                )
+    return lines
+
+
+def _spine_box(name: str, centre: int, suspect: object) -> str:
+    x = centre - 70
+    css = "switch suspect" if suspect else "switch"
+    label = f"{name}  SUSPECT" if suspect else name
+    return (
+        f'<g class="{css}"><title>spine {esc(name)}</title>'
+        f'<rect x="{x}" y="{SPINE_Y}" width="140" height="30" rx="5"/>'
+        f'<text x="{centre}" y="{SPINE_Y + 20}" text-anchor="middle">{esc(label)}</text></g>'
+    )
+
+
+def _leaf_box(box: _LeafBox, suspect: object) -> str:
+    leaf = box.leaf
+    css = "switch suspect" if suspect else ("switch none" if leaf.name == NO_LEAF else "switch")
+    label = f"{leaf.name}  SUSPECT" if suspect else leaf.name
+    centre = box.x + box.width // 2
+    return (
+        f'<g class="{css}"><title>leaf {esc(leaf.name)}: {len(leaf.hosts)} hosts</title>'
+        f'<rect x="{box.x}" y="{LEAF_Y}" width="{box.width}" height="{LEAF_H}" rx="5"/>'
+        f'<text x="{centre}" y="{LEAF_Y + 22}" text-anchor="middle">{esc(label)}</text></g>'
+    )
+
+
+def _host_boxes(
+    box: _LeafBox, statuses: Mapping[str, HostStatus], anchors: Mapping[str, str]
+) -> list[str]:
+    out = []
+    for index, host in enumerate(box.leaf.hosts):
+        column, row = divmod(index, PER_COLUMN)
+        x = box.x + LEAF_PAD + column * (HOST_W + GAP)
+        y = HOSTS_Y + row * (HOST_H + GAP)
+        status = statuses.get(host, HostStatus.NOT_RUN)
+        fill, ink = HOST_COLOURS[status]
+        paint = f"url(#{HELD_PATTERN})" if status is HostStatus.HELD else fill
+        out.append(
+            f'<a href="#{esc(anchors.get(host, ""))}" class="host {status.value}">'
+            f"<title>{esc(host)}: {esc(status.value)}</title>"
+            f'<rect x="{x}" y="{y}" width="{HOST_W}" height="{HOST_H}" rx="3" fill="{paint}"/>'
+            f'<text x="{x + 6}" y="{y + 13}" style="fill:{ink}">{esc(_short(host, 15))}</text></a>'
+        )
+    return out
+
+
+def _short(text: str, limit: int) -> str:
+    return text if len(text) <= limit else text[: limit - 1] + "\u2026"
+
+
+# -- busbw chart -----------------------------------------------------------------------------
+
+
+def busbw_chart(busbw: Mapping[str, float], slow: set[str]) -> str:
+    """Horizontal bars, slowest first, with the fleet median dashed; stragglers in red."""
+    ordered = sorted(busbw.items(), key=lambda item: (item[1], natural_key(item[0])))
+    shown = ordered[:MAX_BARS]
+    top = max((v for _, v in ordered), default=0.0) or 1.0
+    median = statistics.median(busbw.values()) if busbw else 0.0
+    label_w, bar_w, row = 150, 620, 16
+    height = len(shown) * row + 40
+    scale = bar_w / top
+    parts = [
+        f'<svg class="bars" width="{label_w + bar_w + 90}" '
+        f'height="{height}" role="img" aria-label="nccl-tests busbw per host">'
+    ]
+    for index, (host, value) in enumerate(shown):
+        y = 10 + index * row
+        css = "bar slow" if host in slow else "bar"
+        parts.append(
+            f'<g class="{css}"><title>{esc(host)}: {value:.1f} GB/s</title>'
+            f'<text x="{label_w - 6}" y="{y + 11}" text-anchor="end">{esc(_short(host, 22))}</text>'
+            f'<rect x="{label_w}" y="{y}" width="{max(1.0, value * scale):.1f}" '
+            f'height="{row - 4}"/>'
+            f'<text x="{label_w + value * scale + 4:.1f}" y="{y + 11}">{value:.1f}</text></g>'
+        )
+    mx = label_w + median * scale
+    parts.append(
+        f'<line class="median" x1="{mx:.1f}" y1="4" x2="{mx:.1f}" y2="{height - 22}"/>'
+        f'<text class="median" x="{mx:.1f}" y="{height - 8}" text-anchor="middle">'
+        f"median {median:.1f} GB/s</text></svg>"
+    )
+    return "".join(parts)
+
+
+# -- timeline --------------------------------------------------------------------------------
+
+
+def timeline_chart(report: Report) -> str:
+    """One row per host, one bar per step from its start to its finish, coloured by status."""
+    steps = [s for s in report.timeline if s.finished is not None]
+    if not steps:
+        return '<p class="muted">No step timings were recorded.</p>'
+    origin = report.started if report.started is not None else min(s.started or 0 for s in steps)
+    end = max(s.finished or 0 for s in steps)
+    span = max(end - origin, 1e-3)
+    hosts = sorted({s.host for s in steps}, key=natural_key)
+    label_w, plot_w, row = 150, 900, 14
+    height = len(hosts) * row + 40
+    rows = {h: i for i, h in enumerate(hosts)}
+    parts = [
+        f'<svg class="timeline" width="{label_w + plot_w + 20}"'
+        f' height="{height}" role="img" aria-label="step timeline per host">'
+    ]
+    for host, index in rows.items():
+        y = 8 + index * row
+        parts.append(
+            f'<text x="{label_w - 6}" y="{y + 10}" text-anchor="end">{esc(_short(host, 22))}</text>'
+        )
+    parts.extend(_segment(s, rows, origin, plot_w / span, label_w) for s in steps)
+    parts.extend(_ticks(span, plot_w, label_w, height))
+    parts.append("</svg>")
+    return "".join(parts)
+
+
+def _segment(
+    step: StepRecord, rows: Mapping[str, int], origin: float, scale: float, left: int
+) -> str:
+    start = (step.started or origin) - origin
+    width = max(1.5, ((step.finished or origin) - (step.started or origin)) * scale)
+    y = 8 + rows[step.host] * 14
+    colour = STEP_COLOURS.get(step.status, "#607d8b")
+    return (
+        f'<rect class="seg" x="{left + start * scale:.1f}" y="{y}" width="{width:.1f}" '
+        f'height="11" fill="{colour}"><title>{esc(step.host)}: {esc(step.step)} '
+        f"({esc(step.status)}, {step.duration:.2f}s)</title></rect>"
+    )
+
+
+def _ticks(span: float, plot_w: int, left: int, height: int) -> list[str]:
+    out = [
+        f'<line class="axis" x1="{left}" y1="{height - 28}" x2="{left + plot_w}" '
+        f'y2="{height - 28}"/>'
+    ]
+    for i in range(6):
+        x = left + plot_w * i / 5
+        out.append(
+            f'<text class="tick" x="{x:.1f}" y="{height - 12}" text-anchor="middle">'
+            f"{span * i / 5:.1f}s</text>"
+        )
+    return out
+
+
+__all__ = [
+    "HOST_COLOURS",
+    "STEP_COLOURS",
+    "busbw_chart",
+    "esc",
+    "held_pattern_defs",
+    "timeline_chart",
+    "topology_map",
+]

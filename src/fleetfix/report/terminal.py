@@ -1,0 +1,145 @@
+"""The terminal report after the PLAY RECAP: topology tree with status, findings, actions taken.
+
+    console.print(TerminalReport(report))
+
+Big leaves are summarised ("25 ok") and only the hosts that need a look are listed, so the
+output stays readable for a thousand nodes. Plain text when the console is not a terminal.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Iterator, Mapping
+
+from rich.console import Console, ConsoleOptions, Group, RenderableType
+from rich.text import Text
+from rich.tree import Tree
+
+from fleetfix.report.model import HostStatus, LeafNode, Report
+from fleetfix.topology.findings import Finding
+
+STATUS_STYLES: Mapping[HostStatus, str] = {
+    HostStatus.OK: "green",
+    HostStatus.CHANGED: "yellow",
+    HostStatus.FAILED: "red",
+    HostStatus.HELD: "bold red",
+    HostStatus.UNREACHABLE: "bold magenta",
+    HostStatus.SKIPPED: "cyan",
+    HostStatus.NOT_RUN: "dim",
+}
+LIST_ALL_UP_TO = 8
+LIST_AT_MOST = 20
+
+
+class TerminalReport:
+    """A rich renderable of the report's fleet view."""
+
+    def __init__(self, report: Report) -> None:
+        self.report = report
+
+    def __rich_console__(
+        self, console: Console, options: ConsoleOptions
+    ) -> Iterator[RenderableType]:
+        yield Group(*sections(self.report))
+
+
+def render_terminal(report: Report, console: Console) -> None:
+    console.print(TerminalReport(report))
+
+
+def sections(report: Report) -> list[RenderableType]:
+    """The report's blocks in order: findings, topology, actions."""
+    blocks: list[RenderableType] = [Text("")]
+    blocks.append(Text("FINDINGS", style="bold"))
+    blocks.extend(_finding(f) for f in report.findings)
+    if not report.findings:
+        blocks.append(Text("  none: no correlated failures, stragglers or mismatches", "green"))
+    blocks.append(Text(""))
+    blocks.append(topology_tree(report))
+    if report.actions:
+        blocks.append(Text(""))
+        blocks.append(Text("ACTIONS TAKEN", style="bold"))
+        blocks.extend(
+            _action_line(a.host, a.action or a.step, a.planned, a.failed) for a in report.actions
+        )
+    return blocks
+
+
+def topology_tree(report: Report) -> Tree:
+    """spine -> leaf -> hosts, each with its status; suspect switches flagged."""
+    statuses = {h.name: h.status for h in report.hosts}
+    suspects = report.suspects()
+    root = Tree(Text("TOPOLOGY", style="bold"))
+    for spine in report.tree:
+        label = _switch_label(
+            "spine",
+            spine.name,
+            suspects,
+            [h for leaf in spine.leaves for h in leaf.hosts],
+            statuses,
+        )
+        branch = root.add(label)
+        for leaf in spine.leaves:
+            _add_leaf(branch, leaf, suspects, statuses)
+    return root
+
+
+def _add_leaf(
+    branch: Tree,
+    leaf: LeafNode,
+    suspects: Mapping[tuple[str, str], Finding],
+    statuses: Mapping[str, HostStatus],
+) -> None:
+    node = branch.add(_switch_label("leaf", leaf.name, suspects, list(leaf.hosts), statuses))
+    if len(leaf.hosts) <= LIST_ALL_UP_TO:
+        shown = list(leaf.hosts)
+    else:
+        shown = [h for h in leaf.hosts if statuses.get(h) not in (HostStatus.OK, None)]
+    for host in shown[:LIST_AT_MOST]:
+        status = statuses.get(host, HostStatus.NOT_RUN)
+        node.add(Text.assemble((host, "bold"), "  ", (status.value, STATUS_STYLES[status])))
+    hidden = len(shown) - LIST_AT_MOST
+    if hidden > 0:
+        node.add(Text(f"... and {hidden} more", style="dim"))
+    quiet = len(leaf.hosts) - len(shown)
+    if quiet > 0:
+        node.add(Text(f"{quiet} ok", style="green"))
+
+
+def _switch_label(
+    kind: str,
+    name: str,
+    suspects: Mapping[tuple[str, str], Finding],
+    hosts: list[str],
+    statuses: Mapping[str, HostStatus],
+) -> Text:
+    counts = Counter(statuses.get(h, HostStatus.NOT_RUN) for h in hosts)
+    label = Text.assemble((name, "bold"), "  ")
+    summary = [(f"{counts[s]} {s.value}", STATUS_STYLES[s]) for s in HostStatus if counts[s]]
+    for index, (words, style) in enumerate(summary):
+        label.append(words, style)
+        if index < len(summary) - 1:
+            label.append(" · ", "dim")
+    if (kind, name) in suspects:
+        label.append(f"   SUSPECT {kind.upper()}", "bold red reverse")
+    return label
+
+
+def _finding(finding: Finding) -> Text:
+    text = Text("  * ", style="bold")
+    style = "bold red" if finding.hold_disruptive else "yellow"
+    text.append(finding.message, style)
+    if finding.hold_disruptive:
+        text.append("\n    disruptive actions in this domain are held for a human", "red")
+    return text
+
+
+def _action_line(host: str, action: str, planned: bool, failed: bool) -> Text:
+    if planned:
+        verdict, style = "planned (check mode)", "yellow"
+    else:
+        verdict, style = ("failed", "red") if failed else ("done", "green")
+    return Text.assemble("  ", (host, "bold"), f"  {action}  ", (verdict, style))
+
+
+__all__ = ["STATUS_STYLES", "TerminalReport", "render_terminal", "sections", "topology_tree"]
