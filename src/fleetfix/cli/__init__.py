@@ -18,7 +18,15 @@ from collections.abc import Callable, Sequence
 from typing import NoReturn
 
 from fleetfix import __version__
-from fleetfix.cli import history_cmd, inventory_cmd, lab_cmd, probe_cmd, run_cmd, tools_cmd
+from fleetfix.cli import (
+    history_cmd,
+    inventory_cmd,
+    lab_cmd,
+    probe_cmd,
+    report_cmd,
+    run_cmd,
+    tools_cmd,
+)
 from fleetfix.errors import FleetfixError, InputError, UsageError
 from fleetfix.plugins import UnknownPluginError
 from fleetfix.results import Outcome
@@ -51,6 +59,7 @@ def build_parser() -> argparse.ArgumentParser:
     lab_cmd.add_parser(sub)
     history_cmd.add_parser(sub)
     probe_cmd.add_parser(sub)
+    report_cmd.add_parser(sub)
     return parser
 
 

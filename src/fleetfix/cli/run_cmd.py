@@ -24,9 +24,13 @@ from fleetfix.playbook.conditions import Templar
 from fleetfix.playbook.extravars import parse_extra_vars
 from fleetfix.playbook.model import Playbook, Step, StepKind
 from fleetfix.probes import probe_registry
+from fleetfix.report.collect import ReportCollector
 from fleetfix.report.console import ConsoleView
+from fleetfix.report.publish import fleet_topology, publish
+from fleetfix.report.render import renderer_for
 from fleetfix.results import Outcome, RunResult
 from fleetfix.runtime import Runtime, open_runtime
+from fleetfix.topology import Topology
 
 CONFIRM_ABOVE = 3
 """Mutating runs on more hosts than this ask for confirmation unless --yes."""
@@ -95,6 +99,16 @@ def add_parsers(sub: Any) -> None:
         metavar="PATH",
         help="write a report (.json, .html, .xml=JUnit); repeatable",
     )
+    run.add_argument(
+        "--topology-file",
+        metavar="PATH",
+        help="switches and links (YAML, or an ibnetdiscover dump)",
+    )
+    run.add_argument(
+        "--override-holds",
+        action="store_true",
+        help="allow disruptive actions in a domain fleetfix suspects (a bad switch)",
+    )
     run.add_argument("--journal", metavar="PATH", help="SQLite journal (default: state dir)")
     run.add_argument(
         "--resume",
@@ -122,6 +136,8 @@ def run_command(args: argparse.Namespace) -> int:
         raise UsageError("--forks must be at least 1")
     if args.timeout <= 0:
         raise UsageError("--timeout must be positive")
+    for path in args.report:
+        renderer_for(Path(path))  # an unknown report format fails before anything runs
     playbook = _load_playbook(args.playbook)
     if args.syntax_check:
         print(f"\nplaybook: {args.playbook}")
@@ -134,7 +150,8 @@ def run_command(args: argparse.Namespace) -> int:
     if not any(selection.values()):
         raise InputError("no hosts matched the playbook's patterns" + _limit_note(args.limit))
     _confirm(args, playbook, selection)
-    return asyncio.run(_run(args, RunPlan(inventory, playbook, selection)))
+    topology = fleet_topology(inventory, selection, args.topology_file)
+    return asyncio.run(_run(args, RunPlan(inventory, playbook, selection, topology)))
 
 
 def _limit_note(limit: str | None) -> str:
@@ -208,6 +225,7 @@ class RunPlan:
     inventory: Inventory
     playbook: Playbook
     selection: dict[int, list[str]]
+    topology: Topology
 
 
 async def _run(args: argparse.Namespace, plan: RunPlan) -> int:
@@ -227,6 +245,8 @@ async def _run(args: argparse.Namespace, plan: RunPlan) -> int:
             journal.finish_run(Outcome.SAFETY_ABORT)
             return Outcome.SAFETY_ABORT
         bus.subscribe(journal)
+        collector = ReportCollector(run_id=journal.run_id, detailed_exitcode=args.detailed_exitcode)
+        bus.subscribe(collector)
         print(f"run id: {journal.run_id} (journal: {journal.path})")
         async with open_runtime(args, plan.inventory, bus) as runtime:
             result = await _execute(
@@ -234,6 +254,7 @@ async def _run(args: argparse.Namespace, plan: RunPlan) -> int:
             )
         outcome = result.outcome(check_changes_exit=args.check and args.detailed_exitcode)
         journal.finish_run(outcome)
+        publish(collector.model(plan.topology), args.report)
         return int(outcome)
     finally:
         journal.release_leases()
@@ -269,6 +290,8 @@ def _engine_options(
         resume=resume,
         action_history=journal.action_times,
         step_gate=_ask_each_step() if args.step else None,
+        override_holds=args.override_holds,
+        run_id=journal.run_id or "",
     )
 
 
@@ -303,6 +326,7 @@ async def _execute(
         actions=action_registry(),
         bus=bus,
         options=options,
+        topology=plan.topology,
     )
     by_pattern = {play.hosts: plan.selection[i] for i, play in enumerate(plan.playbook.plays)}
     loop = asyncio.get_running_loop()

@@ -58,3 +58,10 @@ CREATE TABLE IF NOT EXISTS leases (
     pid         INTEGER NOT NULL,
     expires     REAL NOT NULL
 );
+CREATE TABLE IF NOT EXISTS events (
+    id      INTEGER PRIMARY KEY,
+    run_id  TEXT NOT NULL,
+    type    TEXT NOT NULL,
+    body    TEXT NOT NULL
+);
+CREATE INDEX IF NOT EXISTS events_run ON events(run_id, id);

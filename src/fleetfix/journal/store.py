@@ -8,7 +8,7 @@ import socket
 import sqlite3
 import time
 import uuid
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
@@ -16,10 +16,8 @@ from typing import Any
 
 from fleetfix.errors import FleetfixError
 from fleetfix.events import ActionTaken, CommandRan, Event, HostStepFinished
+from fleetfix.journal.codec import decode, encode, excerpt
 from fleetfix.results import Status
-
-EXCERPT = 8192
-"""Characters of output kept per command: evidence for a ticket, bounded at fleet scale."""
 
 DONE = frozenset({Status.OK.value, Status.CHANGED.value, Status.SKIPPED.value})
 LEASE_SECONDS = 6 * 3600
@@ -32,14 +30,6 @@ class JournalError(FleetfixError):
 def default_journal_path() -> Path:
     state = os.environ.get("XDG_STATE_HOME") or str(Path.home() / ".local" / "state")
     return Path(state) / "fleetfix" / "journal.sqlite"
-
-
-def excerpt(text: str, limit: int = EXCERPT) -> str:
-    """Head and tail of long output: the start says what ran, the end says how it ended."""
-    if len(text) <= limit:
-        return text
-    half = limit // 2
-    return f"{text[:half]}\n... [{len(text) - limit} chars cut] ...\n{text[-half:]}"
 
 
 @dataclass(frozen=True, slots=True)
@@ -107,6 +97,10 @@ class Journal:
         """Subscribe the journal to a run's events."""
         if self.run_id is None:
             return
+        kind, body = encode(event)
+        self._write(
+            "INSERT INTO events (run_id, type, body) VALUES (?,?,?)", (self.run_id, kind, body)
+        )
         if isinstance(event, HostStepFinished):
             self._step(event)
         elif isinstance(event, CommandRan):
@@ -186,6 +180,14 @@ class Journal:
         if not rows:
             raise JournalError(f"no run {run_id!r} in {self.path}")
         return rows[0]
+
+    def events(self, run_id: str) -> Iterator[Event]:
+        """The run's events in the order they happened, for replaying into a report."""
+        cursor = self._db.execute(
+            "SELECT type, body FROM events WHERE run_id=? ORDER BY id", (run_id,)
+        )
+        for kind, body in cursor:
+            yield decode(kind, body)
 
     def step_rows(self, run_id: str) -> list[dict[str, Any]]:
         cursor = self._db.execute(

@@ -64,7 +64,7 @@ def host_line(result: StepResult, verbosity: int) -> str:
     word = {Status.SKIPPED: "skipping", Status.CHANGED: "changed"}.get(result.status, "ok")
     line = f"{word}: [{host}]"
     if result.message and (verbosity > 0 or _always_show(result)):
-        line += f" => {result.message}"
+        line += f" => {result.message.rstrip()}"
     if verbosity > 0 and result.status is not Status.SKIPPED:
         line += _verbose_output(result)
     return line

@@ -13,7 +13,8 @@ import pytest
 
 from fleetfix.events import ActionTaken, CommandRan, HostStepFinished
 from fleetfix.journal import Journal
-from fleetfix.journal.store import EXCERPT, JournalError, excerpt
+from fleetfix.journal.codec import EXCERPT, excerpt
+from fleetfix.journal.store import JournalError
 from fleetfix.results import CommandResult, Status, StepResult
 
 

@@ -1,0 +1,51 @@
+"""`fleetfix report RUN_ID`: replay a journaled run into its reports."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+from typing import Any
+
+from fleetfix.cli.options import add_inventory_option
+from fleetfix.inventory import load_inventory
+from fleetfix.journal import Journal, default_journal_path
+from fleetfix.report.collect import ReportCollector
+from fleetfix.report.publish import fleet_topology, publish
+from fleetfix.report.render import renderer_for
+from fleetfix.results import Outcome
+from fleetfix.topology import Topology
+
+
+def add_parser(sub: Any) -> None:
+    parser = sub.add_parser("report", help="re-render a past run's report from the journal")
+    parser.add_argument("run_id", help="run id (fleetfix history lists them)")
+    parser.add_argument("--journal", metavar="PATH", help="SQLite journal (default: state dir)")
+    parser.add_argument(
+        "--report",
+        action="append",
+        default=[],
+        metavar="PATH",
+        help="write a report (.json, .html, .xml=JUnit); repeatable",
+    )
+    add_inventory_option(parser, required=False)
+    parser.add_argument("--topology-file", metavar="PATH", help="switches and links")
+    parser.set_defaults(handler=report_command)
+
+
+def report_command(args: argparse.Namespace) -> int:
+    for path in args.report:
+        renderer_for(Path(path))
+    journal = Journal(Path(args.journal) if args.journal else default_journal_path())
+    try:
+        journal.run(args.run_id)  # a clear error for an unknown id
+        collector = ReportCollector(run_id=args.run_id)
+        for event in journal.events(args.run_id):
+            collector(event)
+    finally:
+        journal.close()
+    topology = None
+    if args.inventory:
+        inventory = load_inventory(args.inventory)
+        topology = fleet_topology(inventory, {0: inventory.host_names()}, args.topology_file)
+    publish(collector.model(topology or Topology.from_hosts({})), args.report)
+    return Outcome.OK

@@ -1,0 +1,206 @@
+"""Read YAML/JSON data files (inventories, group_vars, host_vars) safely, as Ansible reads them.
+
+Like Ansible's DataLoader, text is tried as JSON first and then as YAML 1.1 with the safe
+loader; `!unsafe` marks strings as never to be templated and `__ansible_unsafe` does the same in
+JSON. Vault-encrypted files and `!vault` values are refused (fleetfix holds no vault secrets).
+Parser errors become InventoryError at the file, line and column the parser names.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+import os
+from collections.abc import Hashable, Sequence
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from fleetfix.errors import InventoryError, SourcePosition
+from fleetfix.inventory.model import UnsafeText
+
+VAULT_HEADER = "$ANSIBLE_VAULT"
+
+_BaseLoader: type[yaml.SafeLoader] = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+
+
+class _VaultRefusedError(Exception):
+    """A JSON document holds a vault-encrypted value."""
+
+
+class _Loader(_BaseLoader):  # type: ignore[valid-type,misc]
+    """The safe YAML loader plus Ansible's `!unsafe` tag; `!vault` is refused."""
+
+
+def _construct_unsafe(loader: _Loader, node: yaml.Node) -> Any:
+    # Ansible constructs the node as if untagged, then distrusts every string inside it.
+    plain = copy.copy(node)
+    plain.tag = loader.resolve(type(node), node.value, (True, False))
+    return _distrust(loader.construct_object(plain, deep=True))
+
+
+def _refuse_vault(loader: _Loader, node: yaml.Node) -> Any:
+    raise yaml.constructor.ConstructorError(
+        None,
+        None,
+        "vault-encrypted values are not supported by fleetfix (no vault secrets)",
+        node.start_mark,
+    )
+
+
+_Loader.add_constructor("!unsafe", _construct_unsafe)
+_Loader.add_constructor("!vault", _refuse_vault)
+_Loader.add_constructor("!vault-encrypted", _refuse_vault)
+
+
+def read_text(path: str) -> str:
+    """The text of a data file (see decode_text).
+
+    Raises:
+        InventoryError: unreadable or vault-encrypted.
+    """
+    return decode_text(path, read_bytes(path))
+
+
+def list_directory(path: str) -> list[str]:
+    """The sorted entry names of a directory. Raises InventoryError when it cannot be listed."""
+    try:
+        return sorted(os.listdir(path))
+    except OSError as exc:
+        raise InventoryError(f"cannot list {path}: {exc.strerror or exc}") from exc
+
+
+def read_bytes(path: str) -> bytes:
+    """The raw bytes of an inventory file. Raises InventoryError when it cannot be read."""
+    try:
+        return Path(path).read_bytes()
+    except OSError as exc:
+        raise InventoryError(f"cannot read {path}: {exc.strerror or exc}") from exc
+
+
+def decode_text(path: str, data: bytes) -> str:
+    """`data` as text, undecodable bytes kept as surrogates (Ansible's surrogate_or_strict).
+
+    Raises:
+        InventoryError: the file is vault-encrypted.
+    """
+    refuse_vault(path, data)
+    return data.decode("utf-8", "surrogateescape")
+
+
+def refuse_vault(path: str, data: bytes) -> None:
+    """Raise InventoryError when `data` is a vault-encrypted file."""
+    if data.startswith(VAULT_HEADER.encode()):
+        raise InventoryError(
+            "vault-encrypted files are not supported by fleetfix (no vault secrets)",
+            SourcePosition(path, 1),
+            source_line=data.split(b"\n", 1)[0].decode("utf-8", "replace"),
+        )
+
+
+def load_data(path: str, text: str) -> Any:
+    """The JSON or YAML document in `text` (from `path`); None for an empty document.
+
+    Raises:
+        InventoryError: neither valid JSON nor valid YAML; positioned where YAML failed.
+    """
+    try:
+        return json.loads(text, object_hook=_json_object)
+    except _VaultRefusedError as exc:
+        raise InventoryError(str(exc), SourcePosition(path, 1)) from exc
+    except (ValueError, RecursionError):
+        pass
+    try:
+        # _Loader derives from the safe loader: no arbitrary Python objects.
+        return yaml.load(text, Loader=_Loader)
+    except yaml.MarkedYAMLError as exc:
+        raise _yaml_error(path, text, exc) from exc
+    except (yaml.YAMLError, RecursionError) as exc:
+        raise InventoryError(f"YAML parsing failed: {exc}", SourcePosition(path, 1)) from exc
+
+
+def locate(path: str, text: str, keys: Sequence[Hashable]) -> SourcePosition:
+    """Where the value under `keys` (a path of mapping keys) starts; the deepest found part."""
+    try:
+        node = yaml.compose(text, Loader=_BaseLoader)
+    except (yaml.YAMLError, RecursionError):
+        return SourcePosition(path, 1)
+    mark = node.start_mark if node is not None else None
+    for key in keys:
+        found = _key_node(node, key)
+        if found is None:
+            break
+        key_node, node = found
+        mark = key_node.start_mark
+    if mark is None:
+        return SourcePosition(path, 1)
+    return SourcePosition(path, mark.line + 1, mark.column + 1)
+
+
+def line_text(text: str, position: SourcePosition) -> str | None:
+    """The source line at `position`, for error messages."""
+    lines = text.splitlines()
+    if 1 <= position.line <= len(lines):
+        return lines[position.line - 1]
+    return None
+
+
+def _key_node(node: yaml.Node | None, key: Hashable) -> tuple[yaml.Node, yaml.Node] | None:
+    if not isinstance(node, yaml.MappingNode):
+        return None
+    for key_node, value_node in node.value:
+        if isinstance(key_node, yaml.ScalarNode) and _same_key(key_node, key):
+            return key_node, value_node
+    return None
+
+
+def _same_key(key_node: yaml.ScalarNode, key: Hashable) -> bool:
+    if isinstance(key, str):
+        return bool(key_node.value == key)
+    try:
+        return bool(yaml.safe_load(key_node.value) == key)
+    except yaml.YAMLError:
+        return False
+
+
+def _distrust(value: Any) -> Any:
+    if isinstance(value, str):
+        return UnsafeText(value)
+    if isinstance(value, list):
+        return [_distrust(item) for item in value]
+    if isinstance(value, dict):
+        return {_distrust(key): _distrust(item) for key, item in value.items()}
+    return value
+
+
+def _json_object(pairs: dict[str, Any]) -> Any:
+    if len(pairs) == 1 and isinstance(pairs.get("__ansible_unsafe"), str):
+        return UnsafeText(pairs["__ansible_unsafe"])
+    if len(pairs) == 1 and "__ansible_vault" in pairs:
+        raise _VaultRefusedError("vault-encrypted values are not supported by fleetfix")
+    return pairs
+
+
+def _yaml_error(path: str, text: str, exc: yaml.MarkedYAMLError) -> InventoryError:
+    mark = exc.problem_mark or exc.context_mark
+    problem = exc.problem or str(exc)
+    context = f" ({exc.context})" if exc.context else ""
+    lines = text.splitlines()
+    if mark is None:
+        return InventoryError(f"YAML parsing failed: {problem}{context}", SourcePosition(path, 1))
+    line, column = mark.line + 1, mark.column + 1
+    if line > len(lines):
+        # Unclosed brackets and quotes are only noticed at the end of the file; the last line
+        # with content is where the operator has to look.
+        problem = f"{problem} at the end of the file"
+        line = max(
+            (number for number, text_line in enumerate(lines, 1) if text_line.strip()), default=1
+        )
+        column = 1
+    position = SourcePosition(path, line, column)
+    return InventoryError(
+        f"YAML parsing failed: {problem}{context}",
+        position,
+        source_line=line_text(text, position),
+    )

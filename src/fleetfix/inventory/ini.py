@@ -1,0 +1,262 @@
+"""Read Ansible's INI inventory format into an InventoryBuilder, line for line as Ansible does.
+
+The reading follows ansible.plugins.inventory.ini: lines before any section are hosts of
+`ungrouped`; `[g]` holds hosts (ranges and `host:port` allowed), `[g:vars]` one `key=value` per
+line, `[g:children]` group names that may be declared later (pending until then). Values, inline
+or in `[g:vars]`, go through ast.literal_eval like Ansible's ini plugin does, so `8080` is an int
+and `yes` stays a string. Every error carries the file, line and the offending text.
+"""
+
+from __future__ import annotations
+
+import ast
+import re
+import shlex
+import warnings
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any, NoReturn
+
+from fleetfix.errors import InventoryError, SourcePosition
+from fleetfix.inventory.addresses import AddressError, parse_address
+from fleetfix.inventory.builder import BuildError, InventoryBuilder
+from fleetfix.inventory.model import UnsafeText
+from fleetfix.inventory.ranges import HostRangeError, expand_host_range, has_range
+
+_COMMENT_MARKERS = ("#", ";")
+_SECTION = re.compile(r"^\[([^:\]\s]+)(?::(\w+))?\]\s*(?:\#.*)?$")
+_GROUP_NAME = re.compile(r"^([^:\]\s]+)\s*(?:\#.*)?$")
+_SECTION_KINDS = ("hosts", "children", "vars")
+# Values that ast.literal_eval would certainly leave as strings: a word, dotted name or address
+# not starting with a Python constant name. Skipping the parser for them keeps big inventories
+# fast; everything else takes the exact path.
+_PLAIN_WORD = re.compile(r"[A-Za-z_][\w.:/@-]*|\d+(?:\.\d+){2,}")
+_CONSTANT_PREFIXES = ("True", "False", "None")
+_SMALL_INT = re.compile(r"[1-9]\d{0,17}|0")
+# Characters that make shlex do more than split on blanks.
+_SHLEX_SPECIAL = re.compile(r"[\"'\\#]")
+_BLANKS = re.compile(r"[ \t\r\n]+")
+
+
+@dataclass(slots=True)
+class _Pending:
+    """A group named in `[g:children]` or `[g:vars]` before it is declared."""
+
+    line: int
+    kind: str
+    name: str
+    parents: list[str] = field(default_factory=list)
+
+
+def parse_ini(builder: InventoryBuilder, path: str, data: bytes) -> None:
+    """Add the groups, hosts and variables of the INI text `data` (read from `path`).
+
+    Raises:
+        InventoryError: the text is not a valid INI inventory; names file and line.
+    """
+    # Like Ansible, bytes that are not UTF-8 are kept as surrogates rather than refused.
+    _IniReader(builder, path).read(data.decode("utf-8", "surrogateescape").splitlines())
+
+
+def parse_value(text: str) -> Any:
+    """A value typed as Ansible's ini plugin types it (literal_eval, else the string).
+
+    Raises:
+        ValueError: literal_eval failed in a way Ansible does not forgive (e.g. {[1]: 2}).
+    """
+    if _PLAIN_WORD.fullmatch(text) and not text.startswith(_CONSTANT_PREFIXES):
+        return text
+    if _SMALL_INT.fullmatch(text):
+        return int(text)
+    try:
+        with warnings.catch_warnings():
+            # Invalid escapes like "\d" warn (DeprecationWarning before Python 3.12, then
+            # SyntaxWarning); a warnings-as-errors filter must not change the value read.
+            warnings.simplefilter("ignore", SyntaxWarning)
+            warnings.simplefilter("ignore", DeprecationWarning)
+            value = ast.literal_eval(text)
+    except (ValueError, SyntaxError):
+        return text
+    except (TypeError, MemoryError, RecursionError) as exc:
+        raise ValueError(str(exc) or type(exc).__name__) from exc
+    return _coerce(value)
+
+
+def _coerce(value: Any) -> Any:
+    """Ansible's post-processing of literal_eval results: only JSON-like types survive."""
+    if isinstance(value, str):
+        return value
+    if isinstance(value, (list, tuple, set)):
+        return [_coerce(item) for item in value]
+    if isinstance(value, dict):
+        return {key: _coerce(item) for key, item in value.items()}
+    if value is ...:
+        return "..."
+    if isinstance(value, complex):
+        return str(value)
+    if isinstance(value, bytes):
+        # Ansible decodes bytes literals but does not trust them as templates.
+        return UnsafeText(value.decode("utf-8", "surrogateescape"))
+    return value
+
+
+class _IniReader:
+    """One pass over the lines of one INI file."""
+
+    def __init__(self, builder: InventoryBuilder, path: str) -> None:
+        self._builder = builder
+        self._path = path
+        self._pending: dict[str, _Pending] = {}
+        self._group = "ungrouped"
+        self._kind = "hosts"
+        self._number = 0
+        self._raw = ""
+        self._lines: list[str] = []
+
+    def read(self, lines: list[str]) -> None:
+        self._lines = lines
+        for number, raw in enumerate(lines, 1):
+            self._number, self._raw = number, raw
+            line = raw.strip()
+            if line and not line.startswith(_COMMENT_MARKERS):
+                self._read_line(line)
+        self._check_pending()
+
+    def _read_line(self, line: str) -> None:
+        section = _SECTION.match(line)
+        if section:
+            self._enter_section(section.group(1), section.group(2))
+        elif line.startswith("[") and line.endswith("]"):
+            self._fail(
+                f"Invalid section entry: {line!r}. Please make sure that there are no spaces in"
+                " the section entry, and that there are no other invalid characters"
+            )
+        elif self._kind == "hosts":
+            self._read_hosts(line)
+        elif self._kind == "vars":
+            self._read_variable(line)
+        else:
+            self._read_child(line)
+
+    def _enter_section(self, group: str, kind: str | None) -> None:
+        if kind is not None and kind not in _SECTION_KINDS:
+            self._fail(f"Section [{group}:{kind}] has unknown type: {kind}")
+        self._group, self._kind = group, kind or "hosts"
+        if group not in self._builder.groups:
+            # [g:vars] alone does not declare g; remember it and check at the end.
+            if self._kind == "vars" and group not in self._pending:
+                self._pending[group] = _Pending(self._number, "vars", group)
+            self._builder.add_group(group)
+        pending = self._pending.get(group)
+        if pending is not None and self._kind != "vars":
+            if pending.kind == "children":
+                self._attach_pending_children(group)
+            else:
+                del self._pending[group]
+
+    def _attach_pending_children(self, group: str) -> None:
+        for parent in self._pending[group].parents:
+            self._build(self._builder.add_child, parent, group)
+            parent_pending = self._pending.get(parent)
+            if parent_pending is not None and parent_pending.kind == "children":
+                self._attach_pending_children(parent)
+        del self._pending[group]
+
+    def _read_hosts(self, line: str) -> None:
+        tokens = self._split_host_line(line)
+        names, port = self._expand_host_pattern(tokens[0])
+        variables: dict[str, Any] = {}
+        for token in tokens[1:]:
+            if "=" not in token:
+                self._fail(f"Expected key=value host variable assignment, got: {token}", token)
+            key, text = token.split("=", 1)
+            variables[key] = self._value(text, token)
+        self._builder.origin = SourcePosition(self._path, self._number)
+        for name in names:
+            self._build(self._builder.add_host, name, self._group, port)
+            for key, value in variables.items():
+                self._build(self._builder.set_variable, name, key, value)
+
+    def _split_host_line(self, line: str) -> list[str]:
+        if not _SHLEX_SPECIAL.search(line):
+            return _BLANKS.split(line)
+        try:
+            tokens = shlex.split(line, comments=True)
+        except ValueError as exc:
+            self._fail(f"Error parsing host definition {line!r}: {exc}")
+        if not tokens:
+            self._fail(f"Expected a host name, got: {line}")
+        return tokens
+
+    def _expand_host_pattern(self, pattern: str) -> tuple[list[str], int | None]:
+        try:
+            name, port = parse_address(pattern, allow_ranges=True)
+        except AddressError:
+            name, port = pattern, None
+        try:
+            names = expand_host_range(name) if has_range(name) else [name]
+        except HostRangeError as exc:
+            self._fail(f"{exc} (in {pattern!r})", pattern)
+        if pattern.strip().endswith(":") and port is None:
+            self._fail(
+                f"Invalid host pattern {pattern!r} supplied, ending in ':' is not allowed, this"
+                " character is reserved to provide a port.",
+                pattern,
+            )
+        if any(host.strip() == "---" for host in names):
+            self._fail(
+                f"Invalid host pattern {pattern!r} supplied, '---' is normally a sign this is a"
+                " YAML file."
+            )
+        return names, port
+
+    def _read_variable(self, line: str) -> None:
+        if "=" not in line:
+            self._fail(f"Expected key=value, got: {line}")
+        key, text = (part.strip() for part in line.split("=", 1))
+        self._build(self._builder.set_variable, self._group, key, self._value(text, text))
+
+    def _read_child(self, line: str) -> None:
+        match = _GROUP_NAME.match(line)
+        if not match:
+            self._fail(f"Expected group name, got: {line}")
+        child = match.group(1)
+        if child in self._builder.groups:
+            self._build(self._builder.add_child, self._group, child)
+        elif child in self._pending:
+            self._pending[child].parents.append(self._group)
+        else:
+            self._pending[child] = _Pending(self._number, "children", child, [self._group])
+
+    def _check_pending(self) -> None:
+        for pending in self._pending.values():
+            self._number = pending.line
+            self._raw = self._lines[pending.line - 1]
+            if pending.kind == "vars":
+                self._fail(
+                    f"Section [{pending.name}:vars] not valid for undefined group {pending.name!r}."
+                )
+            self._fail(
+                f"Section [{pending.parents[-1]}:children] includes undefined group"
+                f" {pending.name!r}."
+            )
+
+    def _value(self, text: str, token: str) -> Any:
+        try:
+            return parse_value(text)
+        except ValueError as exc:
+            self._fail(f"cannot read value {text!r}: {exc}", token)
+
+    def _build(self, operation: Callable[..., object], *args: Any) -> None:
+        try:
+            operation(*args)
+        except BuildError as exc:
+            self._fail(str(exc))
+
+    def _fail(self, message: str, token: str | None = None) -> NoReturn:
+        column = self._raw.find(token) + 1 if token and token in self._raw else 1
+        raise InventoryError(
+            message,
+            SourcePosition(self._path, self._number, column),
+            source_line=self._raw or None,
+        )

@@ -1,0 +1,228 @@
+"""Select hosts with Ansible host patterns (a play's `hosts:` and --limit), plus host ranges.
+
+Semantics are those of ansible.inventory.manager.InventoryManager: a pattern is split into terms
+on `,` (or on `:` when it is not itself one address); terms are applied in a fixed order, all
+unions first, then `&` intersections, then `!` exclusions (only exclusions means "all but");
+a term is a host name, `all`, a group name (its hosts recursively), a glob, or `~regex`, with an
+optional subscript on a group: `g[0]`, `g[-1]`, `g[1:3]` (inclusive), `g[2:]`.
+
+One deliberate difference: a term written as a host range, like `gpu[001:016]` or
+`rack1-gpu[01:08:2]`, where no group matches the part before the brackets, selects the hosts
+that range expands to (Ansible would read `[001:016]` as a subscript of a group `gpu` and select
+nothing). A term matching nothing selects nothing; only malformed terms raise PatternError.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import os
+import re
+from collections.abc import Callable, Iterable
+from typing import TYPE_CHECKING
+
+from fleetfix.errors import PatternError
+from fleetfix.inventory.addresses import AddressError, parse_address
+from fleetfix.inventory.ranges import HostRangeError, expand_host_range
+
+if TYPE_CHECKING:
+    from fleetfix.inventory.model import Inventory
+
+Subscript = tuple[int, int | None]
+
+_SUBSCRIPT = re.compile(r"^(.+)\[(?:(-?[0-9]+)|([0-9]+)([:-])([0-9]*))\]$")
+_COLON_TERMS = re.compile(r"(?:[^\s:\[\]]|\[[^\]]*\])+")
+_RANGE_BRACKET = r"\[(?:[0-9]*:[0-9]+|[A-Za-z]:[A-Za-z])(?::[0-9]+)?\]"
+# A host range term: name characters and range brackets only, no glob characters.
+_HOST_RANGE = re.compile(rf"(?:[^\[\]*?]|{_RANGE_BRACKET})+")
+_HAS_RANGE = re.compile(_RANGE_BRACKET)
+_GLOB_CHARS = ("*", "?", "[")
+# Ansible also looks at host names, not only group names, when a term holds one of these.
+_HOST_HINT_CHARS = (".", "?", "*", "[")
+
+
+def split_pattern(pattern: str) -> list[str]:
+    """The terms of a pattern: `a,b[1], c` -> ['a', 'b[1]', 'c']; `a:&b:!c` -> ['a', '&b', '!c']."""
+    if "," in pattern:
+        parts = pattern.split(",")
+    else:
+        try:
+            parse_address(pattern, allow_ranges=True)
+            parts = [pattern]
+        except AddressError:
+            parts = _COLON_TERMS.findall(pattern)
+    return [part.strip() for part in parts if part.strip()]
+
+
+def order_terms(terms: Iterable[str]) -> list[str]:
+    """Unions first, then intersections (`&`), then exclusions (`!`); none of the first: `all`."""
+    unions = [term for term in terms if term and term[0] not in "&!"]
+    intersections = [term for term in terms if term and term[0] == "&"]
+    exclusions = [term for term in terms if term and term[0] == "!"]
+    return (unions or ["all"]) + intersections + exclusions
+
+
+def select(inventory: Inventory, pattern: str) -> list[str]:
+    """The hosts `pattern` selects, in the order Ansible lists them.
+
+    Raises:
+        PatternError: the pattern is empty or malformed.
+    """
+    terms = split_pattern(pattern)
+    if not terms:
+        raise PatternError(f"empty host pattern: {pattern!r}")
+    return evaluate(inventory, terms)
+
+
+def limit(inventory: Inventory, hosts: list[str], limit_text: str) -> list[str]:
+    """The hosts of `hosts` that the --limit value selects, order kept.
+
+    `@path` reads one term per line from a file (Ansible's retry files). Unlike Ansible, a limit
+    made only of empty files selects nothing rather than everything.
+
+    Raises:
+        PatternError: the limit is empty or malformed, or a limit file cannot be read.
+    """
+    terms = split_pattern(limit_text)
+    if not terms:
+        raise PatternError(f"empty --limit: {limit_text!r}")
+    expanded: list[str] = []
+    for term in terms:
+        expanded.extend(read_limit_file(term[1:]) if term.startswith("@") else [term])
+    if not expanded:
+        return []
+    allowed = set(evaluate(inventory, expanded))
+    return [host for host in hosts if host in allowed]
+
+
+def range_terms(inventory: Inventory, pattern: str) -> list[str]:
+    """The terms of `pattern` that are read as host ranges (fleetfix's deliberate difference)."""
+    found: list[str] = []
+    for term in split_pattern(pattern):
+        body = term[1:] if term[0] in "&!" else term
+        if body and _reads_as_range(inventory, body):
+            found.append(term)
+    return found
+
+
+def evaluate(inventory: Inventory, terms: Iterable[str]) -> list[str]:
+    """Apply already split terms in Ansible's order; each host once, first place kept."""
+    selected: dict[str, None] = {}
+    for term in order_terms(list(terms)):
+        if term in inventory.hosts:
+            selected.setdefault(term)
+            continue
+        matched = match_term(inventory, term)
+        if term[0] == "!":
+            for host in matched:
+                selected.pop(host, None)
+        elif term[0] == "&":
+            keep = set(matched)
+            selected = {host: None for host in selected if host in keep}
+        else:
+            selected.update(dict.fromkeys(host for host in matched if host not in selected))
+    return list(selected)
+
+
+def match_term(inventory: Inventory, term: str) -> list[str]:
+    """The hosts one term matches, ignoring its `&`/`!` prefix (duplicates possible)."""
+    body = term[1:] if term[0] in "&!" else term
+    if not body:
+        raise PatternError(f"host pattern term {term!r} names nothing after {term[0]!r}")
+    if body[0] == "~":
+        return _enumerate(inventory, body)
+    if _reads_as_range(inventory, body):
+        return _expand_range(inventory, body)
+    expression, subscript = split_subscript(body)
+    return _apply_subscript(_enumerate(inventory, expression), subscript, body)
+
+
+def split_subscript(term: str) -> tuple[str, Subscript | None]:
+    """`g[1:3]` -> ('g', (1, 3)); `g[2:]` -> ('g', (2, -1)); `g[-1]` -> ('g', (-1, None))."""
+    match = _SUBSCRIPT.match(term)
+    if not match:
+        return term, None
+    expression, index, start, _, end = match.groups()
+    if index:
+        return expression, (int(index), None)
+    return expression, (int(start), int(end) if end else -1)
+
+
+def read_limit_file(path: str) -> list[str]:
+    """The non-empty, stripped lines of a limit file, each one term.
+
+    Raises:
+        PatternError: the file does not exist, is a directory or cannot be read.
+    """
+    if not os.path.exists(path):
+        raise PatternError(f"Unable to find limit file {path}")
+    if not os.path.isfile(path):
+        raise PatternError(f'Limit starting with "@" must be a file, not a directory: {path}')
+    try:
+        with open(path, encoding="utf-8") as handle:
+            text = handle.read()
+    except (OSError, UnicodeDecodeError) as exc:
+        raise PatternError(f"cannot read limit file {path}: {exc}") from exc
+    return [line.strip() for line in text.split("\n") if line.strip()]
+
+
+def _apply_subscript(hosts: list[str], subscript: Subscript | None, term: str) -> list[str]:
+    # Ansible's rules, quirks included: an end of 0 means "just start", -1 means "to the end".
+    if not hosts or subscript is None:
+        return hosts
+    start, end = subscript
+    if end:
+        end = len(hosts) - 1 if end == -1 else end
+        return hosts[start : end + 1]
+    try:
+        return [hosts[start]]
+    except IndexError:
+        raise PatternError(f"No hosts matched the subscripted pattern '{term}'") from None
+
+
+def _enumerate(inventory: Inventory, expression: str) -> list[str]:
+    """Hosts of the groups `expression` matches, then hosts it matches by name."""
+    matches = _matcher(expression)
+    groups = [name for name in _candidates(inventory.groups, expression) if matches(name)]
+    found: list[str] = []
+    for group in groups:
+        found.extend(inventory.hosts_in(group))
+    if not groups or expression[0] == "~" or any(c in expression for c in _HOST_HINT_CHARS):
+        found.extend(name for name in _candidates(inventory.hosts, expression) if matches(name))
+    return found
+
+
+def _candidates(names: Iterable[str], expression: str) -> Iterable[str]:
+    # A term without glob characters can only match itself; skip the scan.
+    if expression[0] != "~" and not any(c in expression for c in _GLOB_CHARS):
+        return [expression] if expression in names else []
+    return names
+
+
+def _matcher(expression: str) -> Callable[[str], bool]:
+    try:
+        if expression[0] == "~":
+            compiled = re.compile(expression[1:])
+        else:
+            compiled = re.compile(fnmatch.translate(expression))
+    except re.error as exc:
+        raise PatternError(f"Invalid host list pattern: {expression} ({exc})") from exc
+    return lambda name: compiled.match(name) is not None
+
+
+def _reads_as_range(inventory: Inventory, body: str) -> bool:
+    """True for `gpu[01:16]`-like terms where no group matches the name before the range."""
+    if body[0] == "~" or not _HOST_RANGE.fullmatch(body) or not _HAS_RANGE.search(body):
+        return False
+    expression, subscript = split_subscript(body)
+    if subscript is None:
+        return True
+    matches = _matcher(expression)
+    return not any(matches(name) for name in _candidates(inventory.groups, expression))
+
+
+def _expand_range(inventory: Inventory, body: str) -> list[str]:
+    try:
+        names = expand_host_range(body)
+    except HostRangeError as exc:
+        raise PatternError(f"bad host range {body!r}: {exc}") from exc
+    return [name for name in dict.fromkeys(names) if name in inventory.hosts]

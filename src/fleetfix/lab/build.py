@@ -1,0 +1,239 @@
+"""Build the lab's initial state from a scenario: nodes, GPUs, faults, logs and node files.
+
+Also owns the few node files the sandbox mounts (boot id, /proc/driver/nvidia/version, the
+node's /dev/shm directory), because boot and driver transitions rewrite them.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import uuid
+from pathlib import Path
+from types import MappingProxyType
+
+from fleetfix.lab import kmsg
+from fleetfix.lab.layout import NodeSpec, fleet_layout
+from fleetfix.lab.scenario import NVIDIA_MODULES, NodeFaults, Scenario
+from fleetfix.lab.state import (
+    HGX_BUS_NUMBERS,
+    UNITS,
+    Boot,
+    Fault,
+    FleetState,
+    GpuProcess,
+    GpuState,
+    LogLine,
+    NodePaths,
+    NodeState,
+    Service,
+    SlurmJob,
+    SlurmNode,
+    SlurmState,
+    stable_hex,
+    stable_uuid,
+)
+
+_MODULE_USERS = MappingProxyType(
+    {
+        "nvidia": ("nvidia_uvm", "nvidia_peermem", "nvidia_modeset"),
+        "nvidia_modeset": ("nvidia_drm",),
+    }
+)
+
+
+def build_fleet(scenario: Scenario, state_dir: Path, now: float) -> FleetState:
+    """Fresh state for every node of `scenario`, with node files under `state_dir/nodes`."""
+    slurm = SlurmState(partition=scenario.fleet.partition)
+    nodes: dict[str, NodeState] = {}
+    for spec in fleet_layout(scenario.fleet):
+        node = build_node(scenario, spec, NodePaths(state_dir / "nodes" / spec.name), now)
+        nodes[spec.name] = node
+        slurm.nodes[spec.name] = _slurm_node(scenario.faults_of(spec.name), spec.name, now, slurm)
+        _tag_job_processes(node, slurm.nodes[spec.name].job_id)
+    return FleetState(scenario=scenario, nodes=nodes, slurm=slurm, started=now)
+
+
+def build_node(scenario: Scenario, spec: NodeSpec, paths: NodePaths, now: float) -> NodeState:
+    injected = scenario.faults_of(spec.name)
+    uptime = 86400.0 * (3 + spec.index % 23) + 3600.0 * (spec.index % 7) + 17.25
+    gpus = [_gpu(spec, index, injected) for index in range(spec.gpus)]
+    node = NodeState(
+        spec=spec,
+        injected=injected,
+        paths=paths,
+        gpus=gpus,
+        boots=[Boot(boot_id=str(uuid.uuid4()), started=now - uptime)],
+    )
+    node.faults = _faults(injected)
+    node.modules = _modules(injected.modules_unloaded)
+    node.services = _services(scenario, injected, node.driver_loaded())
+    for gpu in gpus:
+        gpu.persistence = node.services["nvidia-persistenced"].active
+    node.processes = [GpuProcess(p.name, p.gpu, p.used_mib) for p in injected.gpu_processes]
+    node.status = "unreachable" if injected.unreachable else "up"
+    node.boot.lines = _initial_log(scenario, node, uptime)
+    prepare_files(node, scenario.fleet.driver_version)
+    wipe_shm(node)
+    if injected.stale_shm is not None:
+        node.stale_files = _stale_files(node, injected, now)
+    return node
+
+
+def _gpu(spec: NodeSpec, index: int, injected: NodeFaults) -> GpuState:
+    digest = stable_hex("gpu", spec.name, index)
+    gpu = GpuState(
+        index=index,
+        bus=HGX_BUS_NUMBERS[index],
+        uuid="GPU-" + stable_uuid("gpu", spec.name, index),
+        serial="16521" + str(int(digest[:12], 16))[-8:].rjust(8, "0"),
+        persistence=True,
+    )
+    for ecc in injected.ecc:
+        if ecc.gpu == index:
+            gpu.volatile_sbe += ecc.volatile_sbe
+            gpu.volatile_dbe += ecc.volatile_dbe
+            gpu.aggregate_sbe += ecc.aggregate_sbe + ecc.volatile_sbe
+            gpu.aggregate_dbe += ecc.aggregate_dbe + ecc.volatile_dbe
+    for remap in injected.row_remap:
+        if remap.gpu == index:
+            gpu.remap_pending = gpu.remap_pending or remap.pending
+            gpu.remap_failure = gpu.remap_failure or remap.failure
+            gpu.remap_correctable += remap.correctable
+            gpu.remap_uncorrectable += remap.uncorrectable
+    return gpu
+
+
+def _faults(injected: NodeFaults) -> list[Fault]:
+    faults = [Fault("xid", x.recovery, gpu=x.gpu, code=x.code) for x in injected.xids]
+    if injected.hung_nvidia_smi:
+        faults.append(Fault("hung_nvidia_smi", injected.hung_nvidia_smi))
+    faults += [Fault("missing_gpu", "never", gpu=g) for g in injected.missing_gpus]
+    faults += [Fault("nvlink_down", "never", gpu=n.gpu, value=n.link) for n in injected.nvlink_down]
+    faults += [Fault("ib_port_down", "never", value=p) for p in injected.ib_ports_down]
+    if injected.slow_nccl is not None:
+        faults.append(Fault("slow_nccl", injected.slow_nccl_recovery, value=injected.slow_nccl))
+    if injected.unreachable:
+        faults.append(Fault("unreachable", "never"))
+    if injected.flaky_ssh is not None:
+        faults.append(Fault("flaky_ssh", "never", value=injected.flaky_ssh))
+    if injected.slow_ssh_ms:
+        faults.append(Fault("slow_ssh", "never", value=injected.slow_ssh_ms))
+    return faults
+
+
+def _modules(unloaded: tuple[str, ...]) -> dict[str, bool]:
+    """Loaded modules; unloading a module also unloads everything that uses it."""
+    loaded = {name: True for name in NVIDIA_MODULES}
+    pending = list(unloaded)
+    while pending:
+        name = pending.pop()
+        loaded[name] = False
+        pending.extend(user for user in _MODULE_USERS.get(name, ()) if loaded[user])
+    return loaded
+
+
+def _services(scenario: Scenario, injected: NodeFaults, driver: bool) -> dict[str, Service]:
+    persist_enabled = scenario.fleet.persistence_at_boot and not injected.persistence_off_at_boot
+    persist_active = persist_enabled and not injected.persistence_off and driver
+    return {
+        "nvidia-persistenced": Service(enabled=persist_enabled, active=persist_active),
+        "nvidia-fabricmanager": Service(enabled=True, active=driver),
+        "nvidia-dcgm": Service(enabled=True, active=True),
+        "slurmd": Service(enabled=True, active=True),
+    }
+
+
+def boot_services(node: NodeState) -> None:
+    """Services come back as enabled at boot (after the driver loaded)."""
+    for unit in UNITS:
+        service = node.services[unit]
+        service.active = service.enabled
+    for gpu in node.gpus:
+        gpu.persistence = node.services["nvidia-persistenced"].active
+
+
+def _initial_log(scenario: Scenario, node: NodeState, uptime: float) -> list[LogLine]:
+    lines = kmsg.boot_lines(scenario.fleet.driver_version, node.gpus)
+    for index, xid in enumerate(node.injected.xids):
+        when = max(uptime - xid.ago, 60.0 + index)
+        pid = 10000 + int(stable_hex("pid", node.name, index)[:6], 16) % 2000000
+        lines.extend(kmsg.xid_lines(xid.code, node.gpus[xid.gpu], when, pid, "python3"))
+    return sorted(lines, key=lambda line: line.uptime)
+
+
+def _slurm_node(injected: NodeFaults, name: str, now: float, slurm: SlurmState) -> SlurmNode:
+    spec = injected.slurm
+    if spec.state == "alloc":
+        job_id = spec.job_id or slurm.next_job
+        slurm.next_job = max(slurm.next_job, job_id) + 1
+        user = spec.user or "alice"
+        slurm.jobs[job_id] = SlurmJob(job_id, user, name, "train.sbatch", now - 5400.0)
+        return SlurmNode(base="ALLOCATED", job_id=job_id)
+    if spec.state == "drained":
+        reason = spec.reason or "maintenance"
+        return SlurmNode(
+            drain=True, reason=reason, reason_user=spec.user or "root", reason_time=now - 7200.0
+        )
+    if spec.state == "down":
+        return SlurmNode(
+            base="DOWN",
+            reason=spec.reason or "Not responding",
+            reason_user=spec.user or "slurm",
+            reason_time=now - 7200.0,
+        )
+    return SlurmNode()
+
+
+def _tag_job_processes(node: NodeState, job_id: int | None) -> None:
+    for process in node.processes:
+        process.job_id = job_id
+
+
+def prepare_files(node: NodeState, driver: str) -> None:
+    """Create the node's directories and the files the sandbox mounts."""
+    for directory in (node.paths.shm, node.paths.proc_driver, node.paths.home):
+        directory.mkdir(parents=True, exist_ok=True)
+    write_boot_id(node)
+    write_driver_files(node, driver)
+
+
+def write_boot_id(node: NodeState) -> None:
+    """Rewrite in place: the sandbox bind-mounts this inode over /proc/.../boot_id."""
+    with open(node.paths.boot_id, "w", encoding="ascii") as handle:
+        handle.write(node.boot.boot_id + "\n")
+
+
+def write_driver_files(node: NodeState, driver: str) -> None:
+    """/proc/driver/nvidia exists only while the nvidia module is loaded."""
+    nvidia = node.paths.proc_driver / "nvidia"
+    if node.driver_loaded():
+        nvidia.mkdir(exist_ok=True)
+        (nvidia / "version").write_text(kmsg.driver_version_file(driver), encoding="ascii")
+    elif nvidia.exists():
+        shutil.rmtree(nvidia)
+
+
+def wipe_shm(node: NodeState) -> None:
+    """A reboot empties /dev/shm (it is a tmpfs)."""
+    for entry in node.paths.shm.iterdir():
+        if entry.is_dir() and not entry.is_symlink():
+            shutil.rmtree(entry)
+        else:
+            entry.unlink()
+    node.stale_files = []
+
+
+def _stale_files(node: NodeState, injected: NodeFaults, now: float) -> list[str]:
+    spec = injected.stale_shm
+    assert spec is not None
+    names = []
+    for index in range(spec.count):
+        name = "nccl-" + stable_hex("shm", node.name, index)[:6]
+        path = node.paths.shm / name
+        with open(path, "wb") as handle:
+            handle.truncate(spec.size)
+        stamp = now - spec.age - 37.0 * index
+        os.utime(path, (stamp, stamp))
+        names.append(name)
+    return names

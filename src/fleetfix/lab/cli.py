@@ -1,0 +1,251 @@
+"""`fleetfix lab up|down|status|truth|inventory|scenarios`: argument parsing and printing.
+
+The lead wires `add_lab_parser` into the main CLI; `python -m fleetfix.lab ...` uses
+`standalone_main`. Returns exit codes (0 ok, 1 lab error) rather than exiting.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+from types import MappingProxyType
+from typing import Any, TextIO
+
+from fleetfix.errors import LabError
+from fleetfix.lab.control import LabHandle, default_state_dir, find_lab, start_lab
+from fleetfix.lab.inventory import render_inventory
+from fleetfix.lab.scenario_file import load_scenario, shipped_scenarios
+
+DEFAULT_SCENARIO = "xid79"
+
+
+def add_lab_parser(subparsers: Any) -> argparse.ArgumentParser:
+    """Add `lab` and its subcommands to an argparse subparsers object."""
+    lab = subparsers.add_parser("lab", help="run a simulated GPU cluster over real SSH")
+    lab.set_defaults(handler=run_lab)
+    _add_commands(lab)
+    return lab  # type: ignore[no-any-return]
+
+
+def _add_commands(parser: argparse.ArgumentParser) -> None:
+    commands = parser.add_subparsers(dest="lab_command", metavar="COMMAND")
+    commands.required = True
+    up = commands.add_parser("up", help="start a lab server in the background")
+    up.add_argument("--scenario", default=DEFAULT_SCENARIO, help="shipped name or YAML file")
+    up.add_argument("--nodes", type=int, default=None, help="override the fleet's node count")
+    up.add_argument("--port", type=int, default=None, help="SSH port for every node")
+    up.add_argument("--reboot-time", type=float, default=None, help="seconds a reboot takes")
+    up.add_argument(
+        "--inventory-out", type=Path, default=None, help="also write the inventory here"
+    )
+    _add_target(up)
+    for name, text in (
+        ("down", "stop the lab"),
+        ("status", "nodes up/down/rebooting"),
+        ("truth", "what is still broken, per node"),
+    ):
+        command = commands.add_parser(name, help=text)
+        command.add_argument("--scenario", default=None)
+        _add_target(command)
+        if name != "down":
+            command.add_argument("--json", action="store_true", help="machine-readable output")
+    inventory = commands.add_parser("inventory", help="print a scenario's inventory (INI)")
+    inventory.add_argument("scenario", nargs="?", default=DEFAULT_SCENARIO)
+    inventory.add_argument("--nodes", type=int, default=None)
+    commands.add_parser("scenarios", help="list the shipped scenarios")
+
+
+def _add_target(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--state-dir", type=Path, default=None, help="lab state directory")
+
+
+def run_lab(args: argparse.Namespace, out: TextIO | None = None) -> int:
+    """Run one `fleetfix lab` subcommand; LabError is reported and gives exit code 1."""
+    stream = out or sys.stdout
+    try:
+        return _COMMANDS[args.lab_command](args, stream)
+    except LabError as exc:
+        print(f"fleetfix lab: {exc.render()}", file=sys.stderr)
+        return 1
+
+
+def _up(args: argparse.Namespace, out: TextIO) -> int:
+    state_dir = args.state_dir or default_state_dir(args.scenario)
+    handle = start_lab(
+        args.scenario,
+        state_dir,
+        port=args.port,
+        nodes=args.nodes,
+        reboot_time=args.reboot_time,
+        detach=True,
+    )
+    inventory = handle.inventory_path
+    if args.inventory_out is not None:
+        args.inventory_out.write_text(inventory.read_text(encoding="utf-8"), encoding="utf-8")
+        inventory = args.inventory_out
+    counts = handle.status()["counts"]
+    print(
+        f"lab {handle.scenario} up: {len(handle.hosts)} nodes ({_counts(counts)}), "
+        f"ssh port {handle.port}, sandbox {handle.sandbox}, pid {handle.pid}",
+        file=out,
+    )
+    print(inventory, file=out)
+    return 0
+
+
+def _find(args: argparse.Namespace) -> LabHandle:
+    if args.state_dir is not None or args.scenario is not None:
+        state_dir = args.state_dir or default_state_dir(args.scenario)
+        handle = find_lab(state_dir)
+        if handle is None:
+            raise LabError(
+                f"no lab is running from {state_dir}", hint="start one with `fleetfix lab up`"
+            )
+        return handle
+    running = running_labs()
+    if len(running) != 1:
+        names = ", ".join(h.scenario for h in running)
+        problem = "no lab is running" if not running else f"several labs are running ({names})"
+        raise LabError(
+            problem,
+            hint="name one with --scenario or --state-dir"
+            if running
+            else "start one with `fleetfix lab up`",
+        )
+    return running[0]
+
+
+def running_labs() -> list[LabHandle]:
+    """Labs running from the default state directories."""
+    root = default_state_dir("x").parent
+    if not root.is_dir():
+        return []
+    found = [find_lab(child) for child in sorted(root.iterdir()) if child.is_dir()]
+    return [handle for handle in found if handle is not None]
+
+
+def _down(args: argparse.Namespace, out: TextIO) -> int:
+    handle = _find(args)
+    handle.stop()
+    print(f"lab {handle.scenario} stopped (pid {handle.pid})", file=out)
+    return 0
+
+
+def _status(args: argparse.Namespace, out: TextIO) -> int:
+    handle = _find(args)
+    status = handle.status()
+    if args.json:
+        print(json.dumps(status, indent=2, sort_keys=True), file=out)
+        return 0
+    print(
+        f"lab {status['scenario']} (pid {status['pid']}, port {status['port']}, sandbox "
+        f"{status['sandbox']}): {len(status['nodes'])} nodes, {_counts(status['counts'])}",
+        file=out,
+    )
+    rows = [
+        (name, n["address"], n["status"], str(n["boots"])) for name, n in status["nodes"].items()
+    ]
+    _table(out, ("NODE", "ADDRESS", "STATUS", "BOOTS"), rows)
+    return 0
+
+
+def _truth(args: argparse.Namespace, out: TextIO) -> int:
+    handle = _find(args)
+    truth = handle.truth()
+    if args.json:
+        print(json.dumps(truth, indent=2, sort_keys=True), file=out)
+        return 0
+    rows = [
+        (
+            name,
+            node["status"],
+            _slurm_text(node["slurm"]),
+            "; ".join(fault_text(f) for f in node["faults"]) or "-",
+        )
+        for name, node in truth["nodes"].items()
+    ]
+    _table(out, ("NODE", "STATUS", "SLURM", "FAULTS"), rows)
+    broken = sum(1 for node in truth["nodes"].values() if node["faults"])
+    print(f"\n{broken} of {len(rows)} nodes still have faults", file=out)
+    return 0
+
+
+def _inventory(args: argparse.Namespace, out: TextIO) -> int:
+    out.write(render_inventory(load_scenario(args.scenario, nodes=args.nodes)))
+    return 0
+
+
+def _scenarios(args: argparse.Namespace, out: TextIO) -> int:
+    for name in shipped_scenarios():
+        scenario = load_scenario(name)
+        summary = scenario.description.splitlines()[0] if scenario.description else ""
+        print(f"{name:<16} {scenario.fleet.node_count:>5} nodes  {summary}", file=out)
+    return 0
+
+
+_COMMANDS = MappingProxyType(
+    {
+        "up": _up,
+        "down": _down,
+        "status": _status,
+        "truth": _truth,
+        "inventory": _inventory,
+        "scenarios": _scenarios,
+    }
+)
+
+
+def fault_text(fault: dict[str, Any]) -> str:
+    """One fault in a few words: `xid79 gpu2 (reboot)`, `stale_shm x3`."""
+    kind = fault["kind"]
+    where = f" gpu{fault['gpu']}" if "gpu" in fault else ""
+    if kind == "xid":
+        return f"xid{fault['code']}{where} ({fault['recovery']})"
+    if kind == "ecc":
+        vol, agg = fault["volatile"], fault["aggregate"]
+        return f"ecc{where} vol {vol['sbe']}/{vol['dbe']} agg {agg['sbe']}/{agg['dbe']}"
+    if kind == "stale_shm":
+        return f"stale_shm x{fault['count']}"
+    if kind == "persistence_off":
+        return f"persistence_off gpus {','.join(str(g) for g in fault['gpus'])}"
+    if kind == "modules_unloaded":
+        return "modules_unloaded " + ",".join(fault["modules"])
+    if kind == "nvlink_down":
+        return f"nvlink_down{where} link{int(fault['value'])}"
+    if kind == "ib_port_down":
+        return f"ib_port_down mlx5_{int(fault['value'])}"
+    if kind == "degraded_leaf":
+        return f"degraded_leaf {fault['leaf']}"
+    value = f" {fault['value']:g}" if "value" in fault else ""
+    return f"{kind}{where}{value}"
+
+
+def _slurm_text(slurm: dict[str, Any]) -> str:
+    state = str(slurm["state"]).lower() + ("+drain" if slurm["drain"] else "")
+    if slurm.get("job_id"):
+        state += f" job {slurm['job_id']}"
+    if slurm.get("reason"):
+        state += f" ({slurm['reason_user']}: {slurm['reason']})"
+    return state
+
+
+def _counts(counts: dict[str, int]) -> str:
+    return ", ".join(f"{n} {state}" for state, n in sorted(counts.items()))
+
+
+def _table(out: TextIO, header: Sequence[str], rows: Sequence[Sequence[str]]) -> None:
+    widths = [max([len(header[i]), *(len(row[i]) for row in rows)]) for i in range(len(header) - 1)]
+    for row in (header, *rows):
+        cells = [f"{cell:<{widths[i]}}" for i, cell in enumerate(row[:-1])]
+        print("  ".join([*cells, row[-1]]).rstrip(), file=out)
+
+
+def standalone_main(argv: Sequence[str]) -> int:
+    """`python -m fleetfix.lab up ...`, for use without the main fleetfix CLI."""
+    parser = argparse.ArgumentParser(prog="python -m fleetfix.lab")
+    _add_commands(parser)
+    args = parser.parse_args(list(argv))
+    return run_lab(args)

@@ -1,0 +1,66 @@
+"""The embedded lab: an inventory whose vars name a scenario makes `fleetfix run` start it.
+
+`inventories/lab.ini` sets `fleetfix_lab_scenario=xid79`; the run calls `embedded_lab`, which
+reuses a lab already running for that scenario (`fleetfix lab up`) or starts one for the run
+and stops it afterwards, and hands back the connection vars to merge into every host.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from pathlib import Path
+from typing import Any
+
+from fleetfix.errors import LabError
+from fleetfix.lab.control import LabHandle, astart_lab, default_state_dir, find_lab
+
+
+def _scenario_source(scenario: str, inventory_dir: Path | None) -> str | Path:
+    """A scenario path is relative to the inventory that names it; otherwise a shipped name."""
+    if inventory_dir is not None and scenario.endswith((".yml", ".yaml")):
+        candidate = inventory_dir / scenario
+        if candidate.is_file():
+            return candidate
+    return scenario
+
+
+async def ensure_lab(scenario: str, inventory_dir: Path | None = None) -> LabHandle:
+    """The lab for `scenario`: the one already running from its default state dir, or a new one.
+
+    A lab this call starts is owned by the caller (its handle holds the process; stop it with
+    `astop()`); a reused one is left running.
+    """
+    state_dir = default_state_dir(scenario)
+    running = find_lab(state_dir)
+    if running is not None:
+        if running.scenario != Path(scenario).stem:
+            raise LabError(
+                f"the lab running from {state_dir} serves {running.scenario!r}, not {scenario!r}"
+            )
+        return running
+    return await astart_lab(_scenario_source(scenario, inventory_dir), state_dir)
+
+
+def connection_vars(handle: LabHandle) -> dict[str, dict[str, Any]]:
+    """Per lab host, the inventory vars that reach it (they override the inventory's own)."""
+    common = {
+        "ansible_port": handle.port,
+        "ansible_user": handle.user,
+        "ansible_ssh_private_key_file": str(handle.client_key),
+        "fleetfix_known_hosts": str(handle.known_hosts),
+    }
+    return {name: {"ansible_host": address, **common} for name, address in handle.hosts.items()}
+
+
+@asynccontextmanager
+async def embedded_lab(
+    scenario: str, inventory: object = None, inventory_dir: Path | None = None
+) -> AsyncIterator[dict[str, dict[str, Any]]]:
+    """Run-scoped lab: yields connection vars per host; stops the lab after if it started it."""
+    handle = await ensure_lab(scenario, inventory_dir)
+    try:
+        yield connection_vars(handle)
+    finally:
+        if handle.process is not None:
+            await handle.astop()

@@ -1,0 +1,147 @@
+"""The kernel messages a lab node logs: boot banner, driver load/unload, Xid events.
+
+Xid lines follow the real NVRM shapes in shared/samples/dmesg-xid/ (e.g. `NVRM: Xid
+(PCI:0000:18:00): 79, pid='<unknown>', name=<unknown>, GPU has fallen off the bus.`).
+"""
+
+from __future__ import annotations
+
+from types import MappingProxyType
+
+from fleetfix.lab.state import GpuState, LogLine
+
+KERNEL_RELEASE = "5.15.0-105-generic"
+KERNEL_VERSION = "#115-Ubuntu SMP Mon Apr 15 09:52:04 UTC 2024"
+DRIVER_BUILD_DATE = "Fri May 31 09:35:42 UTC 2024"
+GCC_VERSION = "gcc version 12.3.0 (Ubuntu 12.3.0-1ubuntu1~22.04)"
+
+LOG_ERR = 3
+LOG_WARNING = 4
+LOG_NOTICE = 5
+LOG_INFO = 6
+
+_XID_TEXT = MappingProxyType(
+    {
+        13: "Graphics SM Warp Exception on (GPC 4, TPC 1, SM 0): Out Of Range Address",
+        31: "Ch 0000000c, intr 00000000. MMU Fault: ENGINE GRAPHICS GPC2 GPCCLIENT_T1_0 faulted @ "
+        "0x7f3a_12340000. Fault is of type FAULT_PDE ACCESS_TYPE_VIRT_READ",
+        43: "channel 0x0000000a",
+        45: "Ch 00000010",
+        48: "An uncorrectable double bit error (DBE) has been detected on GPU in the framebuffer "
+        "at partition 6, subpartition 0.",
+        63: "Row Remapper: New row marked for remapping, reset gpu to activate.",
+        64: "Row Remapper: Failed to remap row, row remapping resources exhausted.",
+        74: "NVLink: fatal error detected on link 5(0x0, 0x0, 0x10000, 0x0, 0x0, 0x0, 0x0)",
+        79: "GPU has fallen off the bus.",
+        92: "High single-bit ECC error rate detected",
+        94: "Ch 00000008, Contained: CE User Channel (0x8). RST: No, D-RST: No",
+        95: "Uncontained: FBHUB. RST: Yes, D-RST: No",
+        109: "Ch 00000008, errorString CTX SWITCH TIMEOUT, Info 0x58005",
+        119: "Timeout after 6s of waiting for RPC response from GPU GSP! Expected function 76 "
+        "(GSP_RM_CONTROL) (0x20802a02 0x8).",
+        120: "GSP task exception: (reason 0x4, cause 0x0). Fault at 0x1a2b3c.",
+    }
+)
+_BANNER = (
+    f"Linux version {KERNEL_RELEASE} (buildd@lcy02-amd64-007) (gcc (Ubuntu 11.4.0-1ubuntu1~22.04)"
+    f" 11.4.0, GNU ld (GNU Binutils for Ubuntu) 2.38) {KERNEL_VERSION}"
+    " (Ubuntu 5.15.0-105.115-generic 5.15.149)"
+)
+_NO_PROCESS_CODES = frozenset({79, 48, 63, 64, 74, 92, 95, 119, 120})
+
+
+def boot_lines(driver: str, gpus: list[GpuState]) -> list[LogLine]:
+    """What a node logs while booting with the NVIDIA driver loaded."""
+    lines = [
+        LogLine(0.0, LOG_NOTICE, _BANNER),
+        LogLine(0.0, LOG_INFO, f"Command line: BOOT_IMAGE=/vmlinuz-{KERNEL_RELEASE} ro quiet"),
+        LogLine(4.218733, LOG_INFO, "mlx5_core 0000:18:00.0: firmware version: 28.39.1002"),
+        LogLine(9.331021, LOG_WARNING, "nvidia: loading out-of-tree module taints kernel."),
+    ]
+    lines.extend(driver_load_lines(driver, 9.4))
+    lines.append(
+        LogLine(
+            12.774410,
+            LOG_INFO,
+            "nvidia-peermem nv_mem_client_init: nvidia-peermem module loaded (NVIDIA_PEERMEM)",
+        )
+    )
+    return lines
+
+
+def driver_load_lines(driver: str, uptime: float) -> list[LogLine]:
+    """The lines `modprobe nvidia` (and boot) produce."""
+    return [
+        LogLine(
+            uptime,
+            LOG_INFO,
+            "nvidia-nvlink: Nvlink Core is being initialized, major device number 508",
+        ),
+        LogLine(
+            uptime + 0.02,
+            LOG_INFO,
+            f"NVRM: loading NVIDIA UNIX x86_64 Kernel Module  {driver}  {DRIVER_BUILD_DATE}",
+        ),
+        LogLine(
+            uptime + 0.31,
+            LOG_INFO,
+            "nvidia-modeset: Loading NVIDIA Kernel Mode Setting "
+            f"Driver for UNIX platforms  {driver}  {DRIVER_BUILD_DATE}",
+        ),
+        LogLine(
+            uptime + 0.52, LOG_INFO, "nvidia-uvm: Loaded the UVM driver, major device number 506."
+        ),
+    ]
+
+
+def driver_unload_lines(uptime: float) -> list[LogLine]:
+    return [
+        LogLine(
+            uptime, LOG_INFO, "nvidia-nvlink: Unregistered Nvlink Core, major device number 508"
+        )
+    ]
+
+
+def xid_lines(code: int, gpu: GpuState, uptime: float, pid: int, process: str) -> list[LogLine]:
+    """The NVRM lines of one Xid event on `gpu`."""
+    if code in _NO_PROCESS_CODES:
+        who = "pid='<unknown>', name=<unknown>"
+    else:
+        who = f"pid={pid}, name={process}"
+    text = _XID_TEXT.get(code, "An unspecified error occurred.")
+    lines = [
+        LogLine(uptime, LOG_WARNING, f"NVRM: GPU at PCI:{gpu.pci_short}: {gpu.uuid}"),
+        LogLine(uptime, LOG_WARNING, f"NVRM: GPU Board Serial Number: {gpu.serial}"),
+        LogLine(uptime, LOG_WARNING, f"NVRM: Xid (PCI:{gpu.pci_short}): {code}, {who}, {text}"),
+    ]
+    if code == 79:
+        lines.append(
+            LogLine(
+                uptime + 0.000004,
+                LOG_ERR,
+                f"NVRM: GPU {gpu.pci_short}.0: GPU has fallen off the bus.",
+            )
+        )
+    return lines
+
+
+def init_failed_lines(gpu: GpuState, uptime: float) -> list[LogLine]:
+    """A GPU that fell off the bus for good fails to initialise on the next boot."""
+    return [
+        LogLine(
+            uptime, LOG_ERR, f"NVRM: GPU {gpu.pci_short}.0: RmInitAdapter failed! (0x23:0x65:1426)"
+        ),
+        LogLine(
+            uptime,
+            LOG_ERR,
+            f"NVRM: GPU {gpu.pci_short}.0: rm_init_adapter failed, device minor number {gpu.index}",
+        ),
+    ]
+
+
+def driver_version_file(driver: str) -> str:
+    """/proc/driver/nvidia/version while the nvidia module is loaded."""
+    return (
+        f"NVRM version: NVIDIA UNIX x86_64 Kernel Module  {driver}  {DRIVER_BUILD_DATE}\n"
+        f"GCC version:  {GCC_VERSION} \n"
+    )

@@ -1,0 +1,47 @@
+"""Where every lab node sits: its name, loopback address, rack, leaf switch and spine.
+
+Addresses are deterministic from the scenario so inventories can be generated and committed:
+rack r (0-based), node k in that rack -> 127.(10 + r // 250).(r % 250 + 1).(k + 1).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from fleetfix.lab.scenario import FleetShape, leaf_name, node_names, rack_name, spine_name
+
+
+@dataclass(frozen=True, slots=True)
+class NodeSpec:
+    """One node's identity and place in the topology."""
+
+    name: str
+    index: int
+    address: str
+    rack: str
+    leaf: str
+    spine: str
+    gpus: int
+    gpu_model: str
+
+
+def fleet_layout(shape: FleetShape) -> tuple[NodeSpec, ...]:
+    """Every node of the fleet, in name order."""
+    return tuple(_node(shape, index, name) for index, name in enumerate(node_names(shape)))
+
+
+def _node(shape: FleetShape, index: int, name: str) -> NodeSpec:
+    rack, slot = divmod(index, shape.nodes_per_rack)
+    leaf = rack * shape.leaves // max(shape.racks, 1)
+    leaf = min(leaf, shape.leaves - 1)
+    spine = leaf * shape.spines // shape.leaves
+    return NodeSpec(
+        name=name,
+        index=index,
+        address=f"127.{10 + rack // 250}.{rack % 250 + 1}.{slot + 1}",
+        rack=rack_name(rack),
+        leaf=leaf_name(leaf),
+        spine=spine_name(spine),
+        gpus=shape.gpus_per_node,
+        gpu_model=shape.gpu_model,
+    )

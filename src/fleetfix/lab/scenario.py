@@ -1,0 +1,198 @@
+"""What a lab scenario is: the fleet's shape and the faults injected per node, as values.
+
+A scenario names the fleet's shape (spines, leaves, racks, nodes, GPUs, model, driver), the
+SSH port, the reboot time and, per node, the faults to inject. `scenario_file` reads them
+from YAML (docs/lab.md is the format's reference).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from types import MappingProxyType
+
+from fleetfix.errors import LabError
+
+RECOVERY_LEVELS = ("reset", "reload", "reboot", "never")
+"""How much it takes to clear a fault, weakest first: a GPU reset, a driver reload, a reboot."""
+
+NVIDIA_MODULES = ("nvidia_uvm", "nvidia_drm", "nvidia_modeset", "nvidia_peermem", "nvidia")
+IB_PORTS_PER_NODE = 8
+NVLINKS_PER_GPU = 18
+
+_DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(ms|s|m|h|d)?\s*$")
+_DURATION_UNITS = MappingProxyType({"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0, "d": 86400.0})
+_RANGE = re.compile(r"\[(\d+)[:-](\d+)\]")
+
+
+@dataclass(frozen=True, slots=True)
+class FleetShape:
+    """The fleet's hardware: how many of everything, and what GPUs and driver it runs."""
+
+    spines: int = 1
+    leaves: int = 2
+    racks: int = 2
+    nodes_per_rack: int = 8
+    nodes: int | None = None
+    gpus_per_node: int = 8
+    gpu_model: str = "NVIDIA H100 80GB HBM3"
+    driver_version: str = "550.90.07"
+    cuda_version: str = "12.4"
+    node_name: str = "gpu{:03d}"
+    partition: str = "gpu"
+    persistence_at_boot: bool = True
+
+    @property
+    def node_count(self) -> int:
+        full = self.racks * self.nodes_per_rack
+        return full if self.nodes is None else min(self.nodes, full)
+
+
+@dataclass(frozen=True, slots=True)
+class Timing:
+    """How long slow operations take in the lab, in seconds (kept short for tests)."""
+
+    nccl: float = 0.3
+    modprobe: float = 0.2
+    gpu_reset: float = 0.2
+    service: float = 0.05
+
+
+@dataclass(frozen=True, slots=True)
+class XidFault:
+    code: int
+    gpu: int
+    recovery: str
+    ago: float = 600.0
+
+
+@dataclass(frozen=True, slots=True)
+class EccFault:
+    gpu: int
+    volatile_sbe: int = 0
+    volatile_dbe: int = 0
+    aggregate_sbe: int = 0
+    aggregate_dbe: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class RowRemapFault:
+    gpu: int
+    pending: bool = False
+    failure: bool = False
+    correctable: int = 0
+    uncorrectable: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class StaleShm:
+    count: int
+    age: float = 7200.0
+    size: int = 33554432
+
+
+@dataclass(frozen=True, slots=True)
+class GpuProcessSpec:
+    name: str
+    gpu: int
+    used_mib: int = 1024
+
+
+@dataclass(frozen=True, slots=True)
+class SlurmSpec:
+    state: str = "idle"
+    job_id: int | None = None
+    user: str | None = None
+    reason: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class NvlinkDown:
+    gpu: int
+    link: int
+
+
+@dataclass(frozen=True, slots=True)
+class NodeFaults:
+    """Everything injected into one node; the defaults are a healthy node."""
+
+    xids: tuple[XidFault, ...] = ()
+    ecc: tuple[EccFault, ...] = ()
+    row_remap: tuple[RowRemapFault, ...] = ()
+    stale_shm: StaleShm | None = None
+    persistence_off: bool = False
+    persistence_off_at_boot: bool = False
+    modules_unloaded: tuple[str, ...] = ()
+    hung_nvidia_smi: str | None = None
+    missing_gpus: tuple[int, ...] = ()
+    gpu_processes: tuple[GpuProcessSpec, ...] = ()
+    slurm: SlurmSpec = field(default_factory=SlurmSpec)
+    nvlink_down: tuple[NvlinkDown, ...] = ()
+    ib_ports_down: tuple[int, ...] = ()
+    slow_nccl: float | None = None
+    slow_nccl_recovery: str = "never"
+    unreachable: bool = False
+    flaky_ssh: int | None = None
+    slow_ssh_ms: int = 0
+    reboot_time: float | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Scenario:
+    """A whole lab: fleet shape, fleet-wide settings and faults per node name."""
+
+    name: str
+    description: str
+    fleet: FleetShape
+    ssh_port: int
+    reboot_time: float
+    timing: Timing
+    degraded_leaves: Mapping[str, float]
+    faults: Mapping[str, NodeFaults]
+    source: str
+
+    def faults_of(self, node: str) -> NodeFaults:
+        return self.faults.get(node, NodeFaults())
+
+
+def node_names(shape: FleetShape) -> tuple[str, ...]:
+    return tuple(shape.node_name.format(i) for i in range(1, shape.node_count + 1))
+
+
+def expand_selector(selector: str) -> tuple[str, ...]:
+    """`gpu[003:005]` -> gpu003, gpu004, gpu005 (Ansible-style ranges keep zero padding)."""
+    match = _RANGE.search(selector)
+    if match is None:
+        return (selector,)
+    first, last = match.group(1), match.group(2)
+    width = len(first) if first.startswith("0") else 0
+    head, tail = selector[: match.start()], selector[match.end() :]
+    names: list[str] = []
+    for number in range(int(first), int(last) + 1):
+        names.extend(expand_selector(f"{head}{number:0{width}d}{tail}"))
+    return tuple(names)
+
+
+def parse_duration(value: object, where: str) -> float:
+    """Seconds from a number or a string like `90s`, `15m`, `2h`, `500ms`."""
+    if isinstance(value, bool):
+        raise LabError(f"{where}: expected a duration, got {value!r}")
+    if isinstance(value, int | float):
+        return float(value)
+    match = _DURATION.match(str(value))
+    if match is None:
+        raise LabError(f"{where}: expected a duration like 30s, 15m or 2h, got {value!r}")
+    return float(match.group(1)) * _DURATION_UNITS[match.group(2) or "s"]
+
+
+def leaf_name(index: int) -> str:
+    return f"leaf-{index + 1:02d}"
+
+
+def rack_name(index: int) -> str:
+    return f"rack-{index + 1:02d}"
+
+
+def spine_name(index: int) -> str:
+    return f"spine-{index + 1:02d}"

@@ -1,0 +1,450 @@
+"""Read and validate lab scenario YAML files, reporting mistakes with file, line and a hint."""
+
+from __future__ import annotations
+
+import difflib
+from collections.abc import Iterable, Sequence
+from importlib import resources
+from pathlib import Path
+from types import MappingProxyType
+from typing import Any
+
+import yaml
+
+from fleetfix.errors import LabError, SourcePosition
+from fleetfix.lab.scenario import (
+    IB_PORTS_PER_NODE,
+    NVIDIA_MODULES,
+    NVLINKS_PER_GPU,
+    RECOVERY_LEVELS,
+    EccFault,
+    FleetShape,
+    GpuProcessSpec,
+    NodeFaults,
+    NvlinkDown,
+    RowRemapFault,
+    Scenario,
+    SlurmSpec,
+    StaleShm,
+    Timing,
+    XidFault,
+    expand_selector,
+    leaf_name,
+    node_names,
+    parse_duration,
+)
+
+_DEFAULT_XID_RECOVERY = MappingProxyType({79: "reboot", 74: "never", 64: "never"})
+
+
+def scenario_dir() -> Path:
+    """Where the shipped scenarios live (inside the installed package)."""
+    return Path(str(resources.files("fleetfix.lab") / "scenarios"))
+
+
+def shipped_scenarios() -> tuple[str, ...]:
+    return tuple(sorted(p.stem for p in scenario_dir().glob("*.yml")))
+
+
+def resolve_scenario(name_or_path: str | Path) -> Path:
+    """A scenario file from a path or the name of a shipped scenario (`xid79`)."""
+    path = Path(name_or_path)
+    if path.suffix in (".yml", ".yaml") or path.exists():
+        if not path.is_file():
+            raise LabError(f"scenario file not found: {path}")
+        return path
+    shipped = scenario_dir() / f"{name_or_path}.yml"
+    if shipped.is_file():
+        return shipped
+    raise LabError(
+        f"unknown lab scenario {str(name_or_path)!r}",
+        hint=_suggest(str(name_or_path), shipped_scenarios(), "shipped scenarios"),
+    )
+
+
+def load_scenario(name_or_path: str | Path, *, nodes: int | None = None) -> Scenario:
+    """Read and validate a scenario; `nodes` overrides the fleet's node count.
+
+    Raises:
+        LabError: the file is missing, is not YAML, or names unknown keys, nodes or values.
+    """
+    path = resolve_scenario(name_or_path)
+    text = path.read_text(encoding="utf-8")
+    try:
+        raw = yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        position = SourcePosition(str(path), mark.line + 1, mark.column + 1) if mark else None
+        raise LabError(f"scenario is not valid YAML: {exc}", position) from exc
+    return _Builder(path, text).scenario(raw, nodes)
+
+
+def _suggest(word: str, choices: Iterable[str], what: str) -> str:
+    options = list(choices)
+    close = difflib.get_close_matches(word, options, n=1)
+    if close:
+        return f"did you mean {close[0]!r}?"
+    return f"{what}: {', '.join(options)}" if options else ""
+
+
+class _Builder:
+    """Turns the parsed YAML into a Scenario, reporting errors with file and line."""
+
+    def __init__(self, path: Path, text: str) -> None:
+        self.path = path
+        self.lines = text.splitlines()
+
+    def error(self, message: str, key: str | None = None, hint: str | None = None) -> LabError:
+        position, line = self._locate(key)
+        return LabError(message, position, source_line=line, hint=hint)
+
+    def _locate(self, key: str | None) -> tuple[SourcePosition | None, str | None]:
+        if key is None:
+            return SourcePosition(str(self.path), 1), None
+        for number, line in enumerate(self.lines, start=1):
+            column = line.find(f"{key}:")
+            if column >= 0 and line[:column].strip(" -'\"") == "":
+                return SourcePosition(str(self.path), number, column + 1), line
+        return SourcePosition(str(self.path), 1), None
+
+    def mapping(self, value: object, where: str, allowed: Sequence[str]) -> dict[str, Any]:
+        if value is None:
+            return {}
+        if not isinstance(value, dict):
+            raise self.error(f"{where}: expected a mapping, got {type(value).__name__}", where)
+        for key in value:
+            if str(key) not in allowed:
+                hint = _suggest(str(key), allowed, "allowed keys")
+                raise self.error(f"{where}: unknown key {key!r}", str(key), hint)
+        return {str(k): v for k, v in value.items()}
+
+    def integer(self, value: object, where: str, minimum: int = 0) -> int:
+        if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
+            raise self.error(f"{where}: expected an integer >= {minimum}, got {value!r}", where)
+        return value
+
+    def flag(self, value: object, where: str) -> bool:
+        if not isinstance(value, bool):
+            raise self.error(f"{where}: expected true or false, got {value!r}", where)
+        return value
+
+    def recovery(self, value: object, where: str) -> str:
+        if value not in RECOVERY_LEVELS:
+            hint = _suggest(str(value), RECOVERY_LEVELS, "recovery levels")
+            raise self.error(f"{where}: unknown recovery {value!r}", "recovery", hint)
+        return str(value)
+
+    def scenario(self, raw: object, nodes: int | None) -> Scenario:
+        top = self.mapping(
+            raw,
+            "scenario",
+            ("name", "description", "fleet", "ssh", "reboot_time", "timing", "leaves", "nodes"),
+        )
+        fleet = self.fleet(top.get("fleet"), nodes)
+        names = node_names(fleet)
+        ssh = self.mapping(top.get("ssh"), "ssh", ("port",))
+        return Scenario(
+            name=str(top.get("name") or self.path.stem),
+            description=str(top.get("description") or "").strip(),
+            fleet=fleet,
+            ssh_port=self.integer(ssh.get("port", 2222), "ssh.port"),
+            reboot_time=parse_duration(top.get("reboot_time", 2.0), "reboot_time"),
+            timing=self.timing(top.get("timing")),
+            degraded_leaves=self.leaves(top.get("leaves"), fleet),
+            faults=self.node_faults(top.get("nodes"), names, fleet),
+            source=str(self.path),
+        )
+
+    def fleet(self, value: object, nodes: int | None) -> FleetShape:
+        allowed = FleetShape.__dataclass_fields__.keys()
+        raw = self.mapping(value, "fleet", tuple(allowed))
+        for name in ("spines", "leaves", "racks", "nodes_per_rack", "gpus_per_node", "nodes"):
+            if name in raw:
+                self.integer(raw[name], f"fleet.{name}", minimum=1)
+        for name in ("gpu_model", "driver_version", "cuda_version", "node_name", "partition"):
+            if name in raw:
+                raw[name] = str(raw[name])
+        if "persistence_at_boot" in raw:
+            self.flag(raw["persistence_at_boot"], "fleet.persistence_at_boot")
+        shape = FleetShape(**raw)
+        if shape.nodes_per_rack > 250 or shape.gpus_per_node > 8:
+            raise self.error("fleet: at most 250 nodes per rack and 8 GPUs per node", "fleet")
+        if shape.leaves > shape.racks or shape.spines > shape.leaves:
+            raise self.error("fleet: need spines <= leaves <= racks", "fleet")
+        if "{" not in shape.node_name:
+            raise self.error("fleet.node_name: needs a {} placeholder, e.g. gpu{:03d}", "node_name")
+        if nodes is not None:
+            per_rack = shape.nodes_per_rack
+            racks = max(shape.racks, -(-nodes // per_rack))
+            leaves = max(shape.leaves, 1)
+            shape = FleetShape(**{**raw, "racks": racks, "leaves": leaves, "nodes": nodes})
+        return shape
+
+    def timing(self, value: object) -> Timing:
+        raw = self.mapping(value, "timing", tuple(Timing.__dataclass_fields__))
+        return Timing(**{k: parse_duration(v, f"timing.{k}") for k, v in raw.items()})
+
+    def leaves(self, value: object, fleet: FleetShape) -> dict[str, float]:
+        known = tuple(leaf_name(i) for i in range(fleet.leaves))
+        raw = self.mapping(value, "leaves", known)
+        degraded: dict[str, float] = {}
+        for leaf, setting in raw.items():
+            if setting == "degraded":
+                degraded[leaf] = 0.25
+            elif setting == "healthy":
+                continue
+            else:
+                spec = self.mapping(setting, f"leaves.{leaf}", ("busbw_factor",))
+                degraded[leaf] = _factor(spec.get("busbw_factor", 0.25), self, f"leaves.{leaf}")
+        return degraded
+
+    def node_faults(
+        self, value: object, names: tuple[str, ...], fleet: FleetShape
+    ) -> dict[str, NodeFaults]:
+        raw = self.mapping(value, "nodes", tuple(value) if isinstance(value, dict) else ())
+        merged: dict[str, dict[str, Any]] = {}
+        for selector, body in raw.items():
+            targets = names if selector == "all" else expand_selector(selector)
+            for name in targets:
+                if name not in names:
+                    hint = f"the fleet has {names[0]}..{names[-1]}" if names else None
+                    raise self.error(f"nodes: {name!r} is not in the fleet", selector, hint)
+                fields = self.mapping(body, f"nodes.{selector}", _FAULT_KEYS)
+                merged[name] = _merge(merged.get(name, {}), fields)
+        return {name: _FaultParser(self, fleet).parse(name, body) for name, body in merged.items()}
+
+
+_FAULT_KEYS = (
+    "xid",
+    "ecc",
+    "row_remap",
+    "stale_shm",
+    "persistence_off",
+    "modules_unloaded",
+    "hung_nvidia_smi",
+    "missing_gpu",
+    "gpu_processes",
+    "slurm",
+    "nvlink_down",
+    "ib_port_down",
+    "slow_nccl",
+    "unreachable",
+    "flaky_ssh",
+    "slow_ssh",
+    "reboot_time",
+)
+_LIST_KEYS = frozenset({"xid", "ecc", "row_remap", "gpu_processes", "nvlink_down", "missing_gpu"})
+
+
+def _merge(old: dict[str, Any], new: dict[str, Any]) -> dict[str, Any]:
+    """Later selectors add list faults and override the rest."""
+    out = dict(old)
+    for key, value in new.items():
+        if key in _LIST_KEYS and key in out:
+            out[key] = _as_list(out[key]) + _as_list(value)
+        else:
+            out[key] = value
+    return out
+
+
+def _as_list(value: object) -> list[Any]:
+    return list(value) if isinstance(value, list) else [value]
+
+
+def _factor(value: object, builder: _Builder, where: str) -> float:
+    if isinstance(value, bool) or not isinstance(value, int | float) or not 0 < value <= 1:
+        raise builder.error(f"{where}: expected a factor in (0, 1], got {value!r}", where)
+    return float(value)
+
+
+class _FaultParser:
+    """Parses one node's fault keys into NodeFaults."""
+
+    def __init__(self, builder: _Builder, fleet: FleetShape) -> None:
+        self.b = builder
+        self.fleet = fleet
+
+    def gpu(self, value: object, where: str) -> int:
+        index = self.b.integer(value, where)
+        if index >= self.fleet.gpus_per_node:
+            raise self.b.error(f"{where}: GPU {index} does not exist", "gpu")
+        return index
+
+    def parse(self, node: str, raw: dict[str, Any]) -> NodeFaults:
+        where = f"nodes.{node}"
+        hung = raw.get("hung_nvidia_smi")
+        slow_nccl, slow_nccl_recovery = self.slow_nccl(raw.get("slow_nccl"), where)
+        persistence_off, at_boot = self.persistence(raw.get("persistence_off"), where)
+        return NodeFaults(
+            xids=tuple(self.xid(v, f"{where}.xid") for v in _items(raw.get("xid"))),
+            ecc=tuple(self.ecc(v, f"{where}.ecc") for v in _items(raw.get("ecc"))),
+            row_remap=tuple(
+                self.remap(v, f"{where}.row_remap") for v in _items(raw.get("row_remap"))
+            ),
+            stale_shm=self.stale_shm(raw.get("stale_shm"), f"{where}.stale_shm"),
+            persistence_off=persistence_off,
+            persistence_off_at_boot=at_boot,
+            modules_unloaded=self.modules(raw.get("modules_unloaded"), where),
+            hung_nvidia_smi=None if not hung else self.hung(hung, where),
+            missing_gpus=tuple(
+                self.gpu(v, f"{where}.missing_gpu") for v in _items(raw.get("missing_gpu"))
+            ),
+            gpu_processes=tuple(self.process(v, where) for v in _items(raw.get("gpu_processes"))),
+            slurm=self.slurm(raw.get("slurm"), f"{where}.slurm"),
+            nvlink_down=tuple(self.nvlink(v, where) for v in _items(raw.get("nvlink_down"))),
+            ib_ports_down=tuple(self.ib_port(v, where) for v in _items(raw.get("ib_port_down"))),
+            slow_nccl=slow_nccl,
+            slow_nccl_recovery=slow_nccl_recovery,
+            unreachable=self.b.flag(raw.get("unreachable", False), f"{where}.unreachable"),
+            flaky_ssh=self.flaky(raw.get("flaky_ssh"), where),
+            slow_ssh_ms=self.slow_ssh(raw.get("slow_ssh"), where),
+            reboot_time=_opt_duration(raw.get("reboot_time"), f"{where}.reboot_time"),
+        )
+
+    def xid(self, value: object, where: str) -> XidFault:
+        raw = self.b.mapping(value, where, ("code", "gpu", "recovery", "ago"))
+        code = self.b.integer(raw.get("code"), f"{where}.code", minimum=1)
+        default = _DEFAULT_XID_RECOVERY.get(code, "reset")
+        return XidFault(
+            code=code,
+            gpu=self.gpu(raw.get("gpu", 0), f"{where}.gpu"),
+            recovery=self.b.recovery(raw.get("recovery", default), where),
+            ago=parse_duration(raw.get("ago", 600), f"{where}.ago"),
+        )
+
+    def ecc(self, value: object, where: str) -> EccFault:
+        raw = self.b.mapping(value, where, ("gpu", "volatile", "aggregate"))
+        volatile = self.b.mapping(raw.get("volatile"), f"{where}.volatile", ("sbe", "dbe"))
+        aggregate = self.b.mapping(raw.get("aggregate"), f"{where}.aggregate", ("sbe", "dbe"))
+        return EccFault(
+            gpu=self.gpu(raw.get("gpu", 0), f"{where}.gpu"),
+            volatile_sbe=self.b.integer(volatile.get("sbe", 0), f"{where}.volatile.sbe"),
+            volatile_dbe=self.b.integer(volatile.get("dbe", 0), f"{where}.volatile.dbe"),
+            aggregate_sbe=self.b.integer(aggregate.get("sbe", 0), f"{where}.aggregate.sbe"),
+            aggregate_dbe=self.b.integer(aggregate.get("dbe", 0), f"{where}.aggregate.dbe"),
+        )
+
+    def remap(self, value: object, where: str) -> RowRemapFault:
+        keys = ("gpu", "pending", "failure", "correctable", "uncorrectable")
+        raw = self.b.mapping(value, where, keys)
+        return RowRemapFault(
+            gpu=self.gpu(raw.get("gpu", 0), f"{where}.gpu"),
+            pending=self.b.flag(raw.get("pending", False), f"{where}.pending"),
+            failure=self.b.flag(raw.get("failure", False), f"{where}.failure"),
+            correctable=self.b.integer(raw.get("correctable", 0), f"{where}.correctable"),
+            uncorrectable=self.b.integer(raw.get("uncorrectable", 1), f"{where}.uncorrectable"),
+        )
+
+    def stale_shm(self, value: object, where: str) -> StaleShm | None:
+        if value is None or value is False:
+            return None
+        if isinstance(value, int) and not isinstance(value, bool):
+            return StaleShm(count=self.b.integer(value, where, minimum=1))
+        raw = self.b.mapping(value, where, ("count", "age", "size"))
+        return StaleShm(
+            count=self.b.integer(raw.get("count", 1), f"{where}.count", minimum=1),
+            age=parse_duration(raw.get("age", 7200), f"{where}.age"),
+            size=self.b.integer(raw.get("size", 33554432), f"{where}.size"),
+        )
+
+    def persistence(self, value: object, where: str) -> tuple[bool, bool]:
+        if value is None or isinstance(value, bool):
+            return bool(value), False
+        raw = self.b.mapping(value, f"{where}.persistence_off", ("survives_reboot",))
+        return True, self.b.flag(raw.get("survives_reboot", False), f"{where}.survives_reboot")
+
+    def modules(self, value: object, where: str) -> tuple[str, ...]:
+        if value is None or value is False:
+            return ()
+        if value is True:
+            return NVIDIA_MODULES
+        names = tuple(str(v) for v in _items(value))
+        for name in names:
+            if name not in NVIDIA_MODULES:
+                hint = _suggest(name, NVIDIA_MODULES, "nvidia modules")
+                raise self.b.error(f"{where}.modules_unloaded: unknown module {name!r}", name, hint)
+        return names
+
+    def hung(self, value: object, where: str) -> str:
+        if value is True:
+            return "reboot"
+        raw = self.b.mapping(value, f"{where}.hung_nvidia_smi", ("recovery",))
+        return self.b.recovery(raw.get("recovery", "reboot"), f"{where}.hung_nvidia_smi")
+
+    def process(self, value: object, where: str) -> GpuProcessSpec:
+        raw = self.b.mapping(value, f"{where}.gpu_processes", ("name", "gpu", "used_mib", "pid"))
+        return GpuProcessSpec(
+            name=str(raw.get("name", "python")),
+            gpu=self.gpu(raw.get("gpu", 0), f"{where}.gpu_processes.gpu"),
+            used_mib=self.b.integer(raw.get("used_mib", 1024), f"{where}.gpu_processes.used_mib"),
+        )
+
+    def slurm(self, value: object, where: str) -> SlurmSpec:
+        states = ("idle", "alloc", "drained", "down")
+        raw = {"state": value} if isinstance(value, str) else value
+        spec = self.b.mapping(raw, where, ("state", "job_id", "user", "reason"))
+        state = str(spec.get("state", "idle"))
+        if state not in states:
+            raise self.b.error(
+                f"{where}: unknown state {state!r}", "state", _suggest(state, states, "states")
+            )
+        job = spec.get("job_id")
+        return SlurmSpec(
+            state=state,
+            job_id=None if job is None else self.b.integer(job, f"{where}.job_id", minimum=1),
+            user=None if spec.get("user") is None else str(spec["user"]),
+            reason=None if spec.get("reason") is None else str(spec["reason"]),
+        )
+
+    def nvlink(self, value: object, where: str) -> NvlinkDown:
+        raw = self.b.mapping(value, f"{where}.nvlink_down", ("gpu", "link"))
+        link = self.b.integer(raw.get("link", 0), f"{where}.nvlink_down.link")
+        if link >= NVLINKS_PER_GPU:
+            raise self.b.error(f"{where}.nvlink_down: link {link} does not exist", "link")
+        return NvlinkDown(gpu=self.gpu(raw.get("gpu", 0), f"{where}.nvlink_down.gpu"), link=link)
+
+    def ib_port(self, value: object, where: str) -> int:
+        text = str(value)
+        index = int(text[5:]) if text.startswith("mlx5_") and text[5:].isdigit() else value
+        if (
+            isinstance(index, bool)
+            or not isinstance(index, int)
+            or not 0 <= index < IB_PORTS_PER_NODE
+        ):
+            raise self.b.error(
+                f"{where}.ib_port_down: expected mlx5_0..mlx5_7, got {value!r}", "ib_port_down"
+            )
+        return index
+
+    def slow_nccl(self, value: object, where: str) -> tuple[float | None, str]:
+        if value is None:
+            return None, "never"
+        if isinstance(value, dict):
+            raw = self.b.mapping(value, f"{where}.slow_nccl", ("busbw_factor", "recovery"))
+            factor = _factor(raw.get("busbw_factor", 0.5), self.b, f"{where}.slow_nccl")
+            return factor, self.b.recovery(raw.get("recovery", "never"), f"{where}.slow_nccl")
+        return _factor(value, self.b, f"{where}.slow_nccl"), "never"
+
+    def flaky(self, value: object, where: str) -> int | None:
+        if value is None:
+            return None
+        if isinstance(value, dict):
+            value = self.b.mapping(value, f"{where}.flaky_ssh", ("drop_after",)).get("drop_after")
+        return self.b.integer(value, f"{where}.flaky_ssh", minimum=1)
+
+    def slow_ssh(self, value: object, where: str) -> int:
+        if value is None:
+            return 0
+        if isinstance(value, dict):
+            value = self.b.mapping(value, f"{where}.slow_ssh", ("latency_ms",)).get("latency_ms")
+        return self.b.integer(value, f"{where}.slow_ssh")
+
+
+def _items(value: object) -> list[Any]:
+    if value is None or value is False:
+        return []
+    return list(value) if isinstance(value, list) else [value]
+
+
+def _opt_duration(value: object, where: str) -> float | None:
+    return None if value is None else parse_duration(value, where)

@@ -1,0 +1,371 @@
+"""The lab server process: builds the fleet, serves SSH on every node address, answers tools.
+
+One asyncio process holds all node state. It listens on each node's loopback address (same
+port for all), runs the control port the tool shims and `fleetfix lab` talk to, starts real
+placeholder processes for GPU processes, and performs reboots (drop connections and listener,
+wait the reboot time, come back with a new boot id). Started by `python -m fleetfix.lab serve`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import os
+import resource
+import secrets
+import signal
+import socket
+import time
+from pathlib import Path
+from typing import Any
+
+import asyncssh
+
+from fleetfix.errors import LabError
+from fleetfix.lab import transitions
+from fleetfix.lab.build import build_fleet
+from fleetfix.lab.info import LabInfo, remove_info, write_info
+from fleetfix.lab.inventory import Connection, render_inventory
+from fleetfix.lab.keys import LabKeys, ensure_keys, write_known_hosts
+from fleetfix.lab.sandbox import SYSTEM_PATH, Launch, SandboxMode, detect_sandbox, launch
+from fleetfix.lab.scenario import Scenario
+from fleetfix.lab.shims import write_shims
+from fleetfix.lab.sshserver import NodeSession, open_listener, server_options
+from fleetfix.lab.state import FleetState, GpuProcess, NodeState
+from fleetfix.lab.tools.base import Handler, ToolContext, ToolReply, fail
+from fleetfix.lab.tools.slurm import end_job
+from fleetfix.lab.tools.table import FALLBACK_ONLY_TOOLS, tool_table
+from fleetfix.lab.toolserver import client_handler
+
+LOG = logging.getLogger("fleetfix.lab")
+REBOOT_GRACE = 0.3
+"""Seconds between a `reboot` command answering and the node going down (like systemd)."""
+
+
+def raise_open_file_limit() -> int:
+    """1,000 listeners plus their connections need more than the default 1,024 descriptors."""
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if hard != resource.RLIM_INFINITY and soft < hard:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
+        return hard
+    return soft
+
+
+class LabRuntime:
+    """The running lab: fleet state plus every listener, connection, session and process."""
+
+    def __init__(
+        self, scenario: Scenario, state_dir: Path, port: int | None = None, launch_id: str = ""
+    ) -> None:
+        self.launch_id = launch_id
+        self.scenario = scenario
+        self.state_dir = state_dir
+        self.port = scenario.ssh_port if port is None else port
+        self.token = secrets.token_hex(16)
+        self.mode = SandboxMode.FALLBACK
+        self.tools_dir = state_dir / "tools"
+        self.fleet: FleetState | None = None
+        self.keys: LabKeys | None = None
+        self.client_key: asyncssh.SSHKey
+        self._tools: dict[str, Handler] = tool_table()
+        self._listeners: dict[str, asyncssh.SSHAcceptor] = {}
+        self._connections: dict[str, set[asyncssh.SSHServerConnection]] = {}
+        self._sessions: dict[str, set[NodeSession]] = {}
+        self._holders: dict[int, asyncio.subprocess.Process] = {}
+        self._tasks: set[asyncio.Task[Any]] = set()
+        self._control_server: asyncio.Server | None = None
+        self._control_clients: set[asyncio.StreamWriter] = set()
+        self._options: asyncssh.SSHServerConnectionOptions | None = None
+        self._stopped = asyncio.Event()
+        self.control_port = 0
+
+    # -- lifecycle -------------------------------------------------------------------------
+
+    async def start(self) -> LabInfo:
+        raise_open_file_limit()
+        self.state_dir.mkdir(parents=True, exist_ok=True)
+        self.mode = detect_sandbox()
+        self.keys = ensure_keys(self.state_dir)
+        self.client_key = self.keys.client_public
+        self.fleet = build_fleet(self.scenario, self.state_dir, time.time())
+        self._control_server = await asyncio.start_server(
+            client_handler(self, self._control_clients), "127.0.0.1", 0, limit=1 << 20
+        )
+        self.control_port = self._control_server.sockets[0].getsockname()[1]
+        fallback = self.mode is SandboxMode.FALLBACK
+        names = [t for t in self._tools if fallback or t not in FALLBACK_ONLY_TOOLS]
+        write_shims(self.tools_dir, self.control_port, self.token, names)
+        for node in self.fleet.nodes.values():
+            await self._spawn_holders(node)
+        self._options = server_options(self.keys.host_key)
+        await self._open_listeners()
+        return self._publish()
+
+    def _publish(self) -> LabInfo:
+        assert self.fleet is not None and self.keys is not None
+        hosts = {name: node.spec.address for name, node in self.fleet.nodes.items()}
+        write_known_hosts(self.keys, hosts, self.port)
+        inventory = self.state_dir / "inventory.ini"
+        connection = Connection(
+            self.port, "root", str(self.keys.client_key_path), str(self.keys.known_hosts_path)
+        )
+        inventory.write_text(render_inventory(self.scenario, connection), encoding="utf-8")
+        info = LabInfo(
+            pid=os.getpid(),
+            scenario=self.scenario.name,
+            scenario_path=self.scenario.source,
+            state_dir=str(self.state_dir),
+            ssh_port=self.port,
+            control_port=self.control_port,
+            token=self.token,
+            client_key=str(self.keys.client_key_path),
+            known_hosts=str(self.keys.known_hosts_path),
+            inventory=str(inventory),
+            sandbox=self.mode.value,
+            user="root",
+            started=self.fleet.started,
+            hosts=hosts,
+            nodes=self.scenario.fleet.nodes,
+            launch_id=self.launch_id,
+        )
+        write_info(self.state_dir, info)
+        return info
+
+    async def serve(self) -> None:
+        """Start, then run until SIGTERM/SIGINT or a `stop` control request."""
+        loop = asyncio.get_running_loop()
+        for number in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
+            loop.add_signal_handler(number, self._stopped.set)
+        try:
+            info = await self.start()
+            LOG.info(
+                "lab %s up: %d nodes, port %d, sandbox %s",
+                info.scenario,
+                len(info.hosts),
+                info.ssh_port,
+                info.sandbox,
+            )
+            await self._stopped.wait()
+        finally:
+            await self.shutdown()
+
+    def request_stop(self) -> None:
+        self._stopped.set()
+
+    async def shutdown(self) -> None:
+        for acceptor in self._listeners.values():
+            acceptor.close()
+        self._listeners.clear()
+        for sessions in self._sessions.values():
+            for session in list(sessions):
+                session.kill(signal.SIGKILL)
+        for connections in self._connections.values():
+            for conn in list(connections):
+                conn.abort()
+        for pid in list(self._holders):
+            self._signal_holder(pid, signal.SIGKILL)
+        for task in list(self._tasks):
+            task.cancel()
+        if self._control_server is not None:
+            self._control_server.close()
+        for writer in list(self._control_clients):
+            writer.close()  # a hung tool call's handler sees EOF and returns
+        await asyncio.sleep(0.05)
+        remove_info(self.state_dir, os.getpid())
+
+    # -- listeners -------------------------------------------------------------------------
+
+    async def _open_listeners(self) -> None:
+        assert self.fleet is not None
+        nodes = [n for n in self.fleet.nodes.values() if n.status == "up"]
+        if self.port == 0:
+            self.port = _free_port(nodes[0].spec.address if nodes else "127.0.0.1")
+        results = await asyncio.gather(*(self._listen(n) for n in nodes), return_exceptions=True)
+        failures = [r for r in results if isinstance(r, BaseException)]
+        if failures:
+            raise LabError(
+                f"cannot listen on port {self.port} for {len(failures)} lab nodes: {failures[0]}",
+                hint="is another lab running? stop it with `fleetfix lab down`, or pick --port",
+            )
+
+    async def _listen(self, node: NodeState) -> None:
+        assert self._options is not None
+        try:
+            acceptor = await open_listener(self, node.spec.address, self.port, self._options)
+        except OSError as exc:
+            raise LabError(
+                f"{node.name} ({node.spec.address}:{self.port}): {exc.strerror or exc}"
+            ) from exc
+        self._listeners[node.name] = acceptor
+
+    # -- SessionHost -----------------------------------------------------------------------
+
+    def node_at(self, address: str) -> NodeState | None:
+        return self.fleet.by_address.get(address) if self.fleet else None
+
+    def launch(self, node: NodeState, command: str) -> Launch:
+        return launch(self.mode, node.paths, node.name, command)
+
+    def base_env(self, node: NodeState, user: str) -> dict[str, str]:
+        return {
+            "PATH": f"{self.tools_dir}:{SYSTEM_PATH}",
+            "HOME": str(node.paths.home),
+            "USER": user,
+            "LOGNAME": user,
+            "SHELL": "/bin/bash",
+            "LANG": "C.UTF-8",
+            "TZ": "UTC",
+            "FLEETFIX_LAB_NODE": node.name,
+        }
+
+    def track_connection(
+        self, node: NodeState, conn: asyncssh.SSHServerConnection, add: bool
+    ) -> None:
+        group = self._connections.setdefault(node.name, set())
+        (group.add if add else group.discard)(conn)
+
+    def track_session(self, node: NodeState, session: NodeSession, add: bool) -> None:
+        group = self._sessions.setdefault(node.name, set())
+        (group.add if add else group.discard)(session)
+
+    # -- ToolHost --------------------------------------------------------------------------
+
+    def run_tool(self, node_name: str, user: str, tool: str, argv: list[str]) -> ToolReply:
+        assert self.fleet is not None
+        node = self.fleet.nodes.get(node_name)
+        handler = self._tools.get(tool)
+        if node is None or handler is None:
+            return fail(f"{tool}: not emulated on this lab node", rc=127)
+        context = ToolContext(
+            node=node, fleet=self.fleet, hooks=self, now=time.time(), user=user or "root"
+        )
+        try:
+            return handler(context, argv)
+        except Exception:  # one broken emulator must not take the lab down
+            LOG.exception("tool %s %s failed on %s", tool, argv, node_name)
+            return fail(
+                f"{tool}: internal error in the fleetfix lab emulator (see server.log)", rc=70
+            )
+
+    def after_reply(self, node_name: str, reply: ToolReply) -> None:
+        if reply.effect == "reboot" and self.fleet is not None:
+            node = self.fleet.nodes[node_name]
+            asyncio.get_running_loop().call_later(REBOOT_GRACE, self._begin_reboot, node)
+
+    async def control(self, request: dict[str, Any]) -> dict[str, Any]:
+        assert self.fleet is not None
+        op = request.get("op")
+        if op == "ping":
+            return {"ok": True, "pid": os.getpid(), "scenario": self.scenario.name}
+        if op == "truth":
+            return {"ok": True, "truth": self.fleet.truth()}
+        if op == "status":
+            return {"ok": True, "status": self.status()}
+        if op == "stop":
+            asyncio.get_running_loop().call_soon(self._stopped.set)
+            return {"ok": True}
+        return {"ok": False, "error": f"unknown op {op!r}"}
+
+    def status(self) -> dict[str, Any]:
+        assert self.fleet is not None
+        nodes: dict[str, dict[str, Any]] = {
+            name: {"status": node.status, "address": node.spec.address, "boots": node.boot_number}
+            for name, node in self.fleet.nodes.items()
+        }
+        counts: dict[str, int] = {}
+        for entry in nodes.values():
+            counts[entry["status"]] = counts.get(entry["status"], 0) + 1
+        return {
+            "scenario": self.scenario.name,
+            "pid": os.getpid(),
+            "port": self.port,
+            "sandbox": self.mode.value,
+            "counts": counts,
+            "nodes": nodes,
+        }
+
+    # -- LabHooks: GPU processes -----------------------------------------------------------
+
+    async def _spawn_holders(self, node: NodeState) -> None:
+        for process in node.processes:
+            holder = await asyncio.create_subprocess_exec(
+                "/bin/bash",
+                "-c",
+                'exec -a "$0" sleep infinity',
+                process.name,
+                stdin=asyncio.subprocess.DEVNULL,
+                stdout=asyncio.subprocess.DEVNULL,
+                stderr=asyncio.subprocess.DEVNULL,
+                start_new_session=True,
+            )
+            process.pid = holder.pid
+            self._holders[holder.pid] = holder
+            self._background(self._watch_holder(node, process, holder))
+
+    async def _watch_holder(
+        self, node: NodeState, process: GpuProcess, holder: asyncio.subprocess.Process
+    ) -> None:
+        await holder.wait()
+        self._holders.pop(holder.pid, None)
+        if process not in node.processes:
+            return
+        node.processes.remove(process)
+        job = process.job_id
+        assert self.fleet is not None
+        if job in self.fleet.slurm.jobs and not any(p.job_id == job for p in node.processes):
+            end_job(ToolContext(node, self.fleet, self, time.time(), "root"), job)
+
+    def kill_process(self, node: NodeState, pid: int, signal_number: int) -> bool:
+        if pid not in self._holders or not any(p.pid == pid for p in node.processes):
+            return False
+        self._signal_holder(pid, signal_number)
+        return True
+
+    def _signal_holder(self, pid: int, signal_number: int) -> None:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, signal_number)
+
+    # -- reboots ---------------------------------------------------------------------------
+
+    def _begin_reboot(self, node: NodeState) -> None:
+        if node.status != "up" or self.fleet is None:
+            return
+        reboot_time = node.injected.reboot_time or self.scenario.reboot_time
+        for process in node.processes:
+            self._signal_holder(process.pid, signal.SIGKILL)
+        transitions.slurm_node_rebooted(self.fleet.slurm, node.name)
+        transitions.begin_reboot(node, time.time(), reboot_time)
+        acceptor = self._listeners.pop(node.name, None)
+        if acceptor is not None:
+            acceptor.close()
+        for session in list(self._sessions.get(node.name, ())):
+            session.kill(signal.SIGKILL)
+        for conn in list(self._connections.get(node.name, ())):
+            conn.abort()
+        LOG.info("%s rebooting for %.1fs", node.name, reboot_time)
+        asyncio.get_running_loop().call_later(
+            reboot_time, lambda: self._background(self._finish_reboot(node))
+        )
+
+    async def _finish_reboot(self, node: NodeState) -> None:
+        transitions.finish_reboot(node, time.time(), self.scenario.fleet.driver_version)
+        try:
+            await self._listen(node)
+        except LabError as exc:
+            node.status = "unreachable"
+            LOG.error("%s did not come back: %s", node.name, exc)
+            return
+        LOG.info("%s is back (boot %d)", node.name, node.boot_number)
+
+    def _background(self, coroutine: Any) -> None:
+        task = asyncio.get_running_loop().create_task(coroutine)
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+
+def _free_port(address: str) -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
+        probe.bind((address, 0))
+        port: int = probe.getsockname()[1]
+        return port

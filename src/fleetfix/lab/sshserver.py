@@ -1,0 +1,284 @@
+"""The SSH side of the lab: one asyncssh listener per node address, one real shell per exec.
+
+The node is identified by the local address the client connected to. Key authentication only
+(the lab's client key, any user name). Each exec request starts the node's sandboxed bash
+in its own session; when the channel closes early (client timeout) or a signal request
+arrives, every process of that session is signalled, so a hung tool never outlives its caller.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import os
+import signal
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any, Protocol
+
+import asyncssh
+
+from fleetfix.lab.sandbox import Launch
+from fleetfix.lab.state import NodeState
+
+LOG = logging.getLogger("fleetfix.lab.ssh")
+_READ_CHUNK = 65536
+
+
+class SessionHost(Protocol):
+    """What sessions need from the lab server."""
+
+    client_key: asyncssh.SSHKey
+
+    def node_at(self, address: str) -> NodeState | None: ...
+
+    def launch(self, node: NodeState, command: str) -> Launch: ...
+
+    def base_env(self, node: NodeState, user: str) -> dict[str, str]: ...
+
+    def track_connection(
+        self, node: NodeState, conn: asyncssh.SSHServerConnection, add: bool
+    ) -> None: ...
+
+    def track_session(self, node: NodeState, session: NodeSession, add: bool) -> None: ...
+
+
+class NodeServer(asyncssh.SSHServer):
+    """One SSH connection to one node."""
+
+    def __init__(self, host: SessionHost) -> None:
+        self._host = host
+        self._node: NodeState | None = None
+        self._conn: asyncssh.SSHServerConnection | None = None
+        self.commands = 0
+
+    def connection_made(self, conn: asyncssh.SSHServerConnection) -> None:
+        self._conn = conn
+        sockname = conn.get_extra_info("sockname")
+        self._node = self._host.node_at(str(sockname[0])) if sockname else None
+        if self._node is None or self._node.status != "up":
+            conn.abort()
+            return
+        self._host.track_connection(self._node, conn, add=True)
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        if self._node is not None and self._conn is not None:
+            self._host.track_connection(self._node, self._conn, add=False)
+
+    def begin_auth(self, username: str) -> bool:
+        return True
+
+    def public_key_auth_supported(self) -> bool:
+        return True
+
+    def validate_public_key(self, username: str, key: asyncssh.SSHKey) -> bool:
+        return key.public_data == self._host.client_key.public_data
+
+    def session_requested(self) -> asyncssh.SSHServerSession[bytes] | bool:
+        if self._node is None or self._conn is None:
+            return False
+        return NodeSession(self._host, self._node, self)
+
+
+class NodeSession(asyncssh.SSHServerSession[bytes]):
+    """One exec request: a real bash on the node, output streamed back, exit status reported."""
+
+    def __init__(self, host: SessionHost, node: NodeState, server: NodeServer) -> None:
+        self._host = host
+        self._node = node
+        self._server = server
+        self._chan: asyncssh.SSHServerChannel[bytes] | None = None
+        self._command: str | None = None
+        self._process: asyncio.subprocess.Process | None = None
+        self._pending_input: list[bytes] = []
+        self._input_closed = False
+        self._task: asyncio.Task[None] | None = None
+        self._finished = False
+
+    def connection_made(self, chan: Any) -> None:
+        assert isinstance(chan, asyncssh.SSHServerChannel)
+        self._chan = chan
+
+    def pty_requested(
+        self, term_type: str, term_size: tuple[int, int, int, int], term_modes: Mapping[int, int]
+    ) -> bool:
+        return True  # accepted (ansible -m raw asks for one) but output stays plain pipes
+
+    def shell_requested(self) -> bool:
+        return False
+
+    def subsystem_requested(self, subsystem: str) -> bool:
+        return False
+
+    def exec_requested(self, command: str) -> bool:
+        self._command = command
+        return True
+
+    def session_started(self) -> None:
+        self._task = asyncio.get_running_loop().create_task(self._run())
+
+    def data_received(self, data: bytes, datatype: asyncssh.DataType) -> None:
+        process = self._process
+        if process is None or process.stdin is None:
+            self._pending_input.append(data)
+        else:
+            process.stdin.write(data)
+
+    def eof_received(self) -> bool:
+        self._input_closed = True
+        process = self._process
+        if process is not None and process.stdin is not None:
+            process.stdin.close()
+        return True
+
+    def signal_received(self, signal_name: str) -> None:
+        number = getattr(signal, f"SIG{signal_name}", signal.SIGTERM)
+        self.kill(int(number))
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        if not self._finished:
+            self.kill(signal.SIGKILL)
+        if self._task is not None and not self._task.done():
+            self._task.cancel()
+
+    def kill(self, number: int) -> None:
+        """Signal every process of this command's session (coreutils `timeout` makes its own
+        process group, so the session id is what reliably ties them together)."""
+        process = self._process
+        if process is None or process.returncode is not None:
+            return
+        for pid in session_pids(process.pid):
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.kill(pid, number)
+
+    async def _run(self) -> None:
+        assert self._chan is not None
+        chan = self._chan
+        try:
+            await self._execute(chan)
+        except asyncio.CancelledError:
+            raise
+        except OSError as exc:
+            LOG.warning("%s: cannot run command: %s", self._node.name, exc)
+            self._exit(chan, 127, f"fleetfix lab: cannot run command: {exc}\n")
+
+    async def _execute(self, chan: asyncssh.SSHServerChannel[bytes]) -> None:
+        if self._over_flaky_limit():
+            chan.get_connection().abort()
+            return
+        delay = sum(f.value or 0.0 for f in self._node.faults_of("slow_ssh")) / 1000.0
+        if delay:
+            await asyncio.sleep(delay)
+        command = self._command or ""
+        launch = self._host.launch(self._node, command)
+        if launch.refusal is not None:
+            self._exit(chan, 126, launch.refusal)
+            return
+        user = chan.get_extra_info("username") or "root"
+        env = {**chan.get_environment(), **self._host.base_env(self._node, str(user)), **launch.env}
+        self._host.track_session(self._node, self, add=True)
+        try:
+            await self._spawn_and_wait(chan, launch, env)
+        finally:
+            self._host.track_session(self._node, self, add=False)
+
+    def _over_flaky_limit(self) -> bool:
+        self._server.commands += 1
+        limits = [int(f.value or 0) for f in self._node.faults_of("flaky_ssh")]
+        return bool(limits) and self._server.commands > min(limits)
+
+    async def _spawn_and_wait(
+        self, chan: asyncssh.SSHServerChannel[bytes], launch: Launch, env: dict[str, str]
+    ) -> None:
+        home = Path(env.get("HOME", "/"))
+        process = await asyncio.create_subprocess_exec(
+            *launch.argv,
+            stdin=asyncio.subprocess.PIPE,
+            stdout=asyncio.subprocess.PIPE,
+            stderr=asyncio.subprocess.PIPE,
+            env=env,
+            cwd=home if home.is_dir() else None,
+            start_new_session=True,
+        )
+        self._process = process
+        self._feed_pending(process)
+        assert process.stdout is not None and process.stderr is not None
+        await asyncio.gather(
+            _pump(process.stdout, chan.write),
+            _pump(process.stderr, chan.write_stderr),
+        )
+        returncode = await process.wait()
+        self._finished = True
+        if returncode < 0:
+            name = signal.Signals(-returncode).name.removeprefix("SIG")
+            with contextlib.suppress(OSError, asyncssh.Error):
+                chan.exit_with_signal(name)
+            return
+        self._exit(chan, returncode, "")
+
+    def _feed_pending(self, process: asyncio.subprocess.Process) -> None:
+        assert process.stdin is not None
+        for data in self._pending_input:
+            process.stdin.write(data)
+        self._pending_input.clear()
+        if self._input_closed:
+            process.stdin.close()
+
+    def _exit(self, chan: asyncssh.SSHServerChannel[bytes], code: int, message: str) -> None:
+        self._finished = True
+        with contextlib.suppress(OSError, asyncssh.Error):
+            if message:
+                chan.write_stderr(message.encode())
+            chan.exit(code)
+
+
+async def _pump(stream: asyncio.StreamReader, write: object) -> None:
+    assert callable(write)
+    while True:
+        data = await stream.read(_READ_CHUNK)
+        if not data:
+            return
+        with contextlib.suppress(OSError, asyncssh.Error):
+            write(data)
+
+
+def session_pids(session_id: int) -> list[int]:
+    """Every process whose session id is `session_id` (read from /proc/<pid>/stat)."""
+    found = []
+    for entry in os.scandir("/proc"):
+        if not entry.name.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry.name}/stat", "rb") as handle:
+                stat = handle.read()
+        except OSError:
+            continue
+        fields = stat[stat.rfind(b")") + 2 :].split()
+        if len(fields) > 3 and int(fields[3]) == session_id:
+            found.append(int(entry.name))
+    return found
+
+
+async def open_listener(
+    host: SessionHost, address: str, port: int, options: asyncssh.SSHServerConnectionOptions
+) -> asyncssh.SSHAcceptor:
+    """Listen for one node (SO_REUSEADDR so a rebooted node can bind again at once)."""
+    return await asyncssh.listen(
+        host=address,
+        port=port,
+        options=options,
+        server_factory=lambda: NodeServer(host),
+        reuse_address=True,
+    )
+
+
+def server_options(host_key: asyncssh.SSHKey) -> asyncssh.SSHServerConnectionOptions:
+    return asyncssh.SSHServerConnectionOptions(
+        server_host_keys=[host_key],
+        encoding=None,
+        line_editor=False,
+        allow_scp=False,
+        keepalive_interval=0,
+        login_timeout=30,
+    )

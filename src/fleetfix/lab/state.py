@@ -1,0 +1,332 @@
+"""Mutable state of every lab node and of the fleet's Slurm controller, and the truth read from it.
+
+These records change as remediation runs (a reset clears counters, a reboot a boot's worth of
+state), so they are ordinary mutable dataclasses owned by the one server process; everything
+the emulated tools print is derived from them, and `truth()` reports what is still broken.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import uuid
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from fleetfix.lab.layout import NodeSpec
+from fleetfix.lab.scenario import NVIDIA_MODULES, RECOVERY_LEVELS, NodeFaults, Scenario
+
+HGX_BUS_NUMBERS = (0x1B, 0x43, 0x52, 0x61, 0x9D, 0xC3, 0xD1, 0xDF)
+"""PCI buses of the eight GPUs on an HGX H100 board (as in the real 8x H100 captures)."""
+UNITS = ("nvidia-persistenced", "nvidia-fabricmanager", "nvidia-dcgm", "slurmd")
+"""Installed systemd units; anything else is reported as not found."""
+
+
+def stable_hex(*parts: object) -> str:
+    """A deterministic hex digest of `parts` (serials, UUIDs, GUIDs stay stable across runs)."""
+    return hashlib.sha256("/".join(str(p) for p in parts).encode()).hexdigest()
+
+
+def stable_uuid(*parts: object) -> str:
+    return str(uuid.UUID(stable_hex(*parts)[:32]))
+
+
+@dataclass(slots=True)
+class GpuState:
+    """One GPU: identity plus the counters and flags remediation changes."""
+
+    index: int
+    bus: int
+    uuid: str
+    serial: str
+    persistence: bool
+    volatile_sbe: int = 0
+    volatile_dbe: int = 0
+    aggregate_sbe: int = 0
+    aggregate_dbe: int = 0
+    remap_pending: bool = False
+    remap_failure: bool = False
+    remap_correctable: int = 0
+    remap_uncorrectable: int = 0
+
+    @property
+    def bus_id(self) -> str:
+        """nvidia-smi's form: 00000000:1B:00.0."""
+        return f"00000000:{self.bus:02X}:00.0"
+
+    @property
+    def pci_short(self) -> str:
+        """The kernel's form in NVRM lines: 0000:1b:00."""
+        return f"0000:{self.bus:02x}:00"
+
+
+@dataclass(slots=True)
+class Fault:
+    """An injected fault that stays until remediation at its recovery level (or never)."""
+
+    kind: str
+    recovery: str
+    gpu: int | None = None
+    code: int | None = None
+    value: float | None = None
+    boot: int = 1
+
+    def cleared_by(self, level: str) -> bool:
+        if self.recovery == "never":
+            return False
+        return RECOVERY_LEVELS.index(self.recovery) <= RECOVERY_LEVELS.index(level)
+
+    def to_data(self) -> dict[str, Any]:
+        data: dict[str, Any] = {"kind": self.kind, "recovery": self.recovery}
+        for key in ("gpu", "code", "value"):
+            if getattr(self, key) is not None:
+                data[key] = getattr(self, key)
+        return data
+
+
+@dataclass(frozen=True, slots=True)
+class LogLine:
+    """One kernel message: seconds since boot, syslog level, text."""
+
+    uptime: float
+    level: int
+    text: str
+
+
+@dataclass(slots=True)
+class Boot:
+    """One boot's kernel ring buffer (the journal keeps old boots, dmesg only the current one)."""
+
+    boot_id: str
+    started: float
+    lines: list[LogLine] = field(default_factory=list)
+    dmesg_from: int = 0
+
+
+@dataclass(slots=True)
+class Service:
+    enabled: bool
+    active: bool
+
+
+@dataclass(slots=True)
+class GpuProcess:
+    """A process holding a GPU; `pid` is a real placeholder process the lab started."""
+
+    name: str
+    gpu: int
+    used_mib: int
+    job_id: int | None = None
+    pid: int = 0
+
+
+@dataclass(slots=True)
+class SlurmNode:
+    """The controller's view of one node."""
+
+    base: str = "IDLE"
+    drain: bool = False
+    reason: str | None = None
+    reason_user: str | None = None
+    reason_time: float | None = None
+    job_id: int | None = None
+
+
+@dataclass(slots=True)
+class SlurmJob:
+    job_id: int
+    user: str
+    node: str
+    name: str
+    started: float
+
+
+@dataclass(frozen=True, slots=True)
+class NodePaths:
+    """A node's own files: its /dev/shm, boot id, /proc/driver and home directory."""
+
+    root: Path
+
+    @property
+    def shm(self) -> Path:
+        return self.root / "tmpfs"
+
+    @property
+    def boot_id(self) -> Path:
+        return self.root / "boot_id"
+
+    @property
+    def proc_driver(self) -> Path:
+        return self.root / "proc_driver"
+
+    @property
+    def home(self) -> Path:
+        return self.root / "home"
+
+
+@dataclass(slots=True)
+class NodeState:
+    """Everything one node is right now."""
+
+    spec: NodeSpec
+    injected: NodeFaults
+    paths: NodePaths
+    gpus: list[GpuState]
+    boots: list[Boot]
+    faults: list[Fault] = field(default_factory=list)
+    modules: dict[str, bool] = field(default_factory=dict)
+    services: dict[str, Service] = field(default_factory=dict)
+    processes: list[GpuProcess] = field(default_factory=list)
+    stale_files: list[str] = field(default_factory=list)
+    status: str = "up"
+    reboot_due: float | None = None
+
+    @property
+    def name(self) -> str:
+        return self.spec.name
+
+    @property
+    def boot(self) -> Boot:
+        return self.boots[-1]
+
+    @property
+    def boot_number(self) -> int:
+        return len(self.boots)
+
+    def faults_of(self, kind: str) -> list[Fault]:
+        return [f for f in self.faults if f.kind == kind]
+
+    def has_fault(self, kind: str, gpu: int | None = None) -> bool:
+        return any(f.kind == kind and (gpu is None or f.gpu == gpu) for f in self.faults)
+
+    def gpu_lost(self, gpu: int) -> bool:
+        """Fell off the bus during this boot: enumerated, but every handle call fails."""
+        return any(f.boot == self.boot_number for f in self._xid79(gpu))
+
+    def gpu_visible(self, gpu: int) -> bool:
+        """Enumerated by the driver: not missing and not failed at init after a reboot."""
+        if self.has_fault("missing_gpu", gpu):
+            return False
+        return not any(f.boot != self.boot_number for f in self._xid79(gpu))
+
+    def _xid79(self, gpu: int) -> list[Fault]:
+        return [f for f in self.faults if f.kind == "xid" and f.code == 79 and f.gpu == gpu]
+
+    def visible_gpus(self) -> list[GpuState]:
+        return [g for g in self.gpus if self.gpu_visible(g.index)]
+
+    def links_down(self, gpu: int) -> set[int]:
+        return {int(f.value or 0) for f in self.faults_of("nvlink_down") if f.gpu == gpu}
+
+    def ib_ports_down(self) -> set[int]:
+        return {int(f.value or 0) for f in self.faults_of("ib_port_down")}
+
+    def driver_loaded(self) -> bool:
+        return self.modules.get("nvidia", False)
+
+    def existing_stale_files(self) -> list[str]:
+        return [name for name in self.stale_files if (self.paths.shm / name).exists()]
+
+    def truth(self, degraded_factor: float | None) -> dict[str, Any]:
+        return {
+            "address": self.spec.address,
+            "rack": self.spec.rack,
+            "leaf": self.spec.leaf,
+            "status": self.status,
+            "boot_id": self.boot.boot_id,
+            "boots": self.boot_number,
+            "faults": _node_faults(self, degraded_factor),
+            "gpu_processes": [
+                {"pid": p.pid, "name": p.name, "gpu": p.gpu, "job_id": p.job_id}
+                for p in self.processes
+            ],
+            "persistence": [g.persistence for g in self.visible_gpus()],
+            "modules": [m for m in NVIDIA_MODULES if self.modules.get(m)],
+            "services": {u: s.active for u, s in self.services.items()},
+        }
+
+
+def _node_faults(node: NodeState, degraded_factor: float | None) -> list[dict[str, Any]]:
+    found = [fault.to_data() for fault in node.faults]
+    found.extend(_gpu_faults(node))
+    stale = node.existing_stale_files()
+    if stale:
+        found.append({"kind": "stale_shm", "count": len(stale), "files": stale})
+    off = [g.index for g in node.visible_gpus() if not g.persistence]
+    if off:
+        found.append({"kind": "persistence_off", "gpus": off})
+    unloaded = [m for m in NVIDIA_MODULES if not node.modules.get(m)]
+    if unloaded:
+        found.append({"kind": "modules_unloaded", "modules": unloaded})
+    if degraded_factor is not None:
+        found.append({"kind": "degraded_leaf", "leaf": node.spec.leaf, "recovery": "never"})
+    return found
+
+
+def _gpu_faults(node: NodeState) -> list[dict[str, Any]]:
+    found: list[dict[str, Any]] = []
+    for gpu in node.gpus:
+        counts = (gpu.volatile_sbe, gpu.volatile_dbe, gpu.aggregate_sbe, gpu.aggregate_dbe)
+        if any(counts):
+            volatile = {"sbe": gpu.volatile_sbe, "dbe": gpu.volatile_dbe}
+            aggregate = {"sbe": gpu.aggregate_sbe, "dbe": gpu.aggregate_dbe}
+            found.append(
+                {"kind": "ecc", "gpu": gpu.index, "volatile": volatile, "aggregate": aggregate}
+            )
+        if gpu.remap_pending:
+            found.append({"kind": "row_remap_pending", "gpu": gpu.index, "recovery": "reset"})
+        if gpu.remap_failure:
+            found.append({"kind": "row_remap_failure", "gpu": gpu.index, "recovery": "never"})
+    return found
+
+
+@dataclass(slots=True)
+class SlurmState:
+    """The fleet's Slurm controller: one record per node, and the running jobs."""
+
+    partition: str
+    nodes: dict[str, SlurmNode] = field(default_factory=dict)
+    jobs: dict[int, SlurmJob] = field(default_factory=dict)
+    next_job: int = 1000
+
+
+@dataclass(slots=True)
+class FleetState:
+    """The whole lab: nodes by name and by address, the Slurm controller, the scenario."""
+
+    scenario: Scenario
+    nodes: dict[str, NodeState]
+    slurm: SlurmState
+    started: float
+    by_address: dict[str, NodeState] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        self.by_address = {node.spec.address: node for node in self.nodes.values()}
+
+    def node(self, name_or_address: str) -> NodeState | None:
+        return self.nodes.get(name_or_address) or self.by_address.get(name_or_address)
+
+    def degraded_factor(self, node: NodeState) -> float | None:
+        return self.scenario.degraded_leaves.get(node.spec.leaf)
+
+    def truth(self) -> dict[str, Any]:
+        nodes = {}
+        for name, node in self.nodes.items():
+            entry = node.truth(self.degraded_factor(node))
+            entry["slurm"] = slurm_truth(self.slurm.nodes[name])
+            nodes[name] = entry
+        return {
+            "scenario": self.scenario.name,
+            "degraded_leaves": dict(self.scenario.degraded_leaves),
+            "nodes": nodes,
+        }
+
+
+def slurm_truth(record: SlurmNode) -> dict[str, Any]:
+    return {
+        "state": record.base,
+        "drain": record.drain,
+        "reason": record.reason,
+        "reason_user": record.reason_user,
+        "job_id": record.job_id,
+    }

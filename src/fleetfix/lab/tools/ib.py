@@ -1,0 +1,116 @@
+"""Emulated `ibstat` and `ibstatus`: eight ConnectX-7 NDR InfiniBand HCAs per node.
+
+Layout and tabs follow shared/samples/ibstat/gpud-ibstat-h100-cx7-ndr-some-down.txt; a port
+injected as down reads `State: Down`, `Physical state: Polling` (no link partner).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from fleetfix.lab.scenario import IB_PORTS_PER_NODE
+from fleetfix.lab.state import NodeState
+from fleetfix.lab.tools.base import ToolContext, ToolReply, lines
+
+FIRMWARE = "28.39.1002"
+SM_LID = 1
+
+
+@dataclass(frozen=True, slots=True)
+class Port:
+    ca: str
+    node_guid: str
+    lid: int
+    up: bool
+
+
+def ports(node: NodeState) -> list[Port]:
+    down = node.ib_ports_down()
+    base = 0x946DAE0300000000 + node.spec.index * 0x100
+    return [
+        Port(
+            ca=f"mlx5_{i}",
+            node_guid=f"0x{base + i:016x}",
+            lid=node.spec.index * IB_PORTS_PER_NODE + i + 2,
+            up=i not in down,
+        )
+        for i in range(IB_PORTS_PER_NODE)
+    ]
+
+
+def _port_block(port: Port) -> list[str]:
+    return [
+        f"State: {'Active' if port.up else 'Down'}",
+        f"Physical state: {'LinkUp' if port.up else 'Polling'}",
+        f"Rate: {400 if port.up else 10}",
+        f"Base lid: {port.lid if port.up else 65535}",
+        "LMC: 0",
+        f"SM lid: {SM_LID if port.up else 0}",
+        "Capability mask: 0xa751e848",
+        f"Port GUID: {port.node_guid}",
+        "Link layer: InfiniBand",
+    ]
+
+
+def _ca_block(port: Port) -> list[str]:
+    head = [
+        f"CA '{port.ca}'",
+        "\tCA type: MT4129",
+        "\tNumber of ports: 1",
+        f"\tFirmware version: {FIRMWARE}",
+        "\tHardware version: 0",
+        f"\tNode GUID: {port.node_guid}",
+        f"\tSystem image GUID: {port.node_guid}",
+        "\tPort 1:",
+    ]
+    return head + ["\t\t" + row for row in _port_block(port)]
+
+
+def ibstat(ctx: ToolContext, argv: Sequence[str]) -> ToolReply:
+    node_ports = ports(ctx.node)
+    names = [p.ca for p in node_ports]
+    args = [a for a in argv if not a.startswith("-")]
+    if "-l" in argv or "--list_of_cas" in argv:
+        return ToolReply(stdout=lines(*names))
+    if args and args[0] not in names:
+        pid = 40000 + ctx.node.spec.index
+        message = (
+            f"ibpanic: [{pid}] main: stat of IB device '{args[0]}' failed: "
+            "No such file or directory"
+        )
+        return ToolReply(stderr=lines(message), rc=255)
+    chosen = [p for p in node_ports if not args or p.ca == args[0]]
+    if len(args) > 1:
+        if args[1] != "1":
+            return ToolReply(
+                stderr=lines(f"ibpanic: [0] main: {args[0]}: port {args[1]} not found"), rc=255
+            )
+        return ToolReply(stdout=lines(*_port_block(chosen[0])))
+    return ToolReply(stdout=lines(*[row for p in chosen for row in _ca_block(p)]))
+
+
+def ibstatus(ctx: ToolContext, argv: Sequence[str]) -> ToolReply:
+    blocks = []
+    for port in ports(ctx.node):
+        if argv and port.ca not in argv:
+            continue
+        guid = port.node_guid[2:]
+        gid = "fe80:0000:0000:0000:" + ":".join(guid[i : i + 4] for i in range(0, 16, 4))
+        state = "4: ACTIVE" if port.up else "1: DOWN"
+        phys = "5: LinkUp" if port.up else "2: Polling"
+        rate = "400 Gb/sec (4X NDR)" if port.up else "10 Gb/sec (4X SDR)"
+        blocks.append(
+            lines(
+                f"Infiniband device '{port.ca}' port 1 status:",
+                f"\tdefault gid:\t {gid}",
+                f"\tbase lid:\t 0x{port.lid if port.up else 0xFFFF:x}",
+                f"\tsm lid:\t\t 0x{SM_LID if port.up else 0:x}",
+                f"\tstate:\t\t {state}",
+                f"\tphys state:\t {phys}",
+                f"\trate:\t\t {rate}",
+                "\tlink_layer:\t InfiniBand",
+                "",
+            )
+        )
+    return ToolReply(stdout="".join(blocks))

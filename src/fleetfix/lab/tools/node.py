@@ -1,0 +1,228 @@
+"""Emulated node-level tools: `reboot`/`shutdown -r`, `fuser` on GPU devices, `lspci`,
+`nvidia-bug-report.sh`, and `hostname` (only used where the sandbox cannot set it).
+
+`fuser` answers for the GPU device files from lab state: CUDA processes (real placeholder
+PIDs), plus nvidia-persistenced, nv-hostengine and nv-fabricmanager while their units run.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import signal
+from collections.abc import Sequence
+from dataclasses import dataclass
+from types import MappingProxyType
+
+from fleetfix.lab.shims import quote
+from fleetfix.lab.state import NodeState
+from fleetfix.lab.tools import nvidia_smi
+from fleetfix.lab.tools.base import ToolContext, ToolReply, fail, lines
+from fleetfix.lab.tools.kernel_log import dmesg
+
+_DAEMONS = (
+    ("nvidia-persistenced", "nvidia-persistenced", 1913),
+    ("nvidia-dcgm", "nv-hostengine", 2207),
+    ("nvidia-fabricmanager", "nv-fabricmanager", 2188),
+)
+_NIC_BUSES = (0x18, 0x40, 0x4F, 0x5D, 0x9A, 0xC0, 0xCE, 0xDC)
+_SIGNALS = MappingProxyType(
+    {
+        f"-{s.name[3:]}": int(s)
+        for s in signal.Signals
+        if s.name.startswith("SIG") and "_" not in s.name
+    }
+)
+
+
+def reboot(ctx: ToolContext, argv: Sequence[str]) -> ToolReply:
+    return ToolReply(effect="reboot")
+
+
+def shutdown(ctx: ToolContext, argv: Sequence[str]) -> ToolReply:
+    if "-r" in argv or "--reboot" in argv:
+        return ToolReply(
+            stdout="Shutdown scheduled, use 'shutdown -c' to cancel.\n", effect="reboot"
+        )
+    return fail("shutdown: the lab only emulates reboots (shutdown -r now)")
+
+
+def hostname(ctx: ToolContext, argv: Sequence[str]) -> ToolReply:
+    return ToolReply(stdout=ctx.node.name + "\n")
+
+
+@dataclass(frozen=True, slots=True)
+class Holder:
+    pid: int
+    command: str
+    service: str | None = None
+
+
+def devices(node: NodeState) -> list[str]:
+    if not node.driver_loaded():
+        return []
+    gpus = [f"/dev/nvidia{i}" for i in range(len(node.visible_gpus()))]
+    return [
+        *gpus,
+        "/dev/nvidiactl",
+        "/dev/nvidia-uvm",
+        "/dev/nvidia-uvm-tools",
+        "/dev/nvidia-modeset",
+    ]
+
+
+def holders(node: NodeState, device: str) -> list[Holder]:
+    found: list[Holder] = []
+    for unit, command, pid in _DAEMONS:
+        if node.services[unit].active and device not in (
+            "/dev/nvidia-uvm",
+            "/dev/nvidia-uvm-tools",
+        ):
+            found.append(Holder(pid + node.spec.index % 97, command, unit))
+    index = device.removeprefix("/dev/nvidia")
+    for process in node.processes:
+        if not index.isdigit() or int(index) == _visible_index(node, process.gpu):
+            found.append(Holder(process.pid, process.name))
+    return found
+
+
+def _visible_index(node: NodeState, gpu: int) -> int:
+    visible = [g.index for g in node.visible_gpus()]
+    return visible.index(gpu) if gpu in visible else -1
+
+
+def fuser(ctx: ToolContext, argv: Sequence[str]) -> ToolReply:
+    """psmisc fuser: PIDs on stdout, file names (and the -v table) on stderr; rc 1 if unused."""
+    verbose = any(a in ("-v", "--verbose") for a in argv)
+    kill = any(a in ("-k", "--kill") for a in argv)
+    number = next((_SIGNALS[a] for a in argv if a in _SIGNALS), signal.SIGKILL)
+    paths = _expand(ctx.node, [a for a in argv if not a.startswith("-")])
+    if not paths:
+        return fail("No process specification given")
+    out: list[str] = []
+    err: list[str] = [_VERBOSE_HEADER] if verbose else []
+    for path in paths:
+        if path.startswith("/dev/nvidia") and path not in devices(ctx.node):
+            err.append(f"Specified filename {path} does not exist.")
+            continue
+        users = holders(ctx.node, path) if path.startswith("/dev/nvidia") else []
+        if users:
+            err.extend(_verbose(path, users) if verbose else [f"{path}:"])
+            out.append("".join(f"{u.pid:6d}" for u in users))
+        if kill:
+            _kill(ctx, users, number)
+    used = bool(out)
+    if verbose and not used:
+        err = err[1:]
+    return ToolReply(
+        stdout=lines(*out) if out else "", stderr=lines(*err) if err else "", rc=0 if used else 1
+    )
+
+
+def _expand(node: NodeState, patterns: list[str]) -> list[str]:
+    """The shell leaves `/dev/nvidia*` unexpanded on the lab host; expand it here."""
+    out: list[str] = []
+    for pattern in patterns:
+        if "*" in pattern or "?" in pattern:
+            out.extend([d for d in devices(node) if fnmatch.fnmatch(d, pattern)] or [pattern])
+        else:
+            out.append(pattern)
+    return out
+
+
+_VERBOSE_HEADER = "                     USER        PID ACCESS COMMAND"
+
+
+def _verbose(path: str, users: list[Holder]) -> list[str]:
+    """Rows of `fuser -v`; a name too long for its 20-column field gets a line of its own."""
+    label = f"{path}:"
+    rows = [label] if len(label) > 20 else []
+    for number, user in enumerate(users):
+        shown = label if number == 0 and len(label) <= 20 else ""
+        rows.append(f"{shown:<20} root     {user.pid:6d} F...m {user.command}")
+    return rows
+
+
+def _kill(ctx: ToolContext, users: list[Holder], number: int) -> None:
+    for user in users:
+        if user.service is not None:
+            ctx.node.services[user.service].active = False
+            if user.service == "nvidia-persistenced":
+                for gpu in ctx.node.gpus:
+                    gpu.persistence = False
+        else:
+            ctx.hooks.kill_process(ctx.node, user.pid, number)
+
+
+def lspci(ctx: ToolContext, argv: Sequence[str]) -> ToolReply:
+    numeric = "-nn" in argv
+    domain = "-D" in argv
+    vendor = _option(argv, "-d")
+    rows = []
+    for bus, kind, name, ids, lost in _pci_devices(ctx.node):
+        if vendor and not ids.startswith(vendor.rstrip(":").lower()):
+            continue
+        slot = f"{'0000:' if domain else ''}{bus:02x}:00.0"
+        label = f"{kind} [{_CLASS_CODES[kind]}]" if numeric else kind
+        idtext = f" [{ids}]" if numeric else ""
+        rev = " (rev ff)" if lost else (" (rev a1)" if ids.startswith("10de") else "")
+        rows.append(f"{slot} {label}: {name}{idtext}{rev}")
+    return ToolReply(stdout=lines(*rows))
+
+
+_CLASS_CODES = MappingProxyType(
+    {"3D controller": "0302", "Bridge": "0680", "Infiniband controller": "0207"}
+)
+
+
+def _pci_devices(node: NodeState) -> list[tuple[int, str, str, str, bool]]:
+    found = [
+        (bus, "Bridge", "NVIDIA Corporation Device 22a3", "10de:22a3", False)
+        for bus in (0x05, 0x06, 0x07, 0x08)
+    ]
+    for gpu in node.gpus:
+        if node.has_fault("missing_gpu", gpu.index):
+            continue
+        name = "NVIDIA Corporation GH100 [H100 SXM5 80GB]"
+        found.append((gpu.bus, "3D controller", name, "10de:2330", node.gpu_lost(gpu.index)))
+    for bus in _NIC_BUSES:
+        found.append(
+            (
+                bus,
+                "Infiniband controller",
+                "Mellanox Technologies MT2910 Family [ConnectX-7]",
+                "15b3:1021",
+                False,
+            )
+        )
+    return sorted(found)
+
+
+def _option(argv: Sequence[str], name: str) -> str | None:
+    items = list(argv)
+    for index, arg in enumerate(items):
+        if arg == name and index + 1 < len(items):
+            return items[index + 1]
+        if arg.startswith(name) and len(arg) > len(name):
+            return arg[len(name) :]
+    return None
+
+
+def nvidia_bug_report(ctx: ToolContext, argv: Sequence[str]) -> ToolReply:
+    """Writes nvidia-bug-report.log.gz in the working directory, as the real script does."""
+    smi = nvidia_smi.nvidia_smi(ctx, ["-q"])
+    kernel = dmesg(ctx, ["-T"])
+    rule = "_" * 70
+    report = f"{rule}\n\nnvidia-smi -q\n\n{smi.stdout}{smi.stderr}\n"
+    report += f"{rule}\n\ndmesg -T\n\n{kernel.stdout}"
+    script = f"printf %s {quote(report)} | gzip -c > nvidia-bug-report.log.gz"
+    banner = lines(
+        "",
+        "nvidia-bug-report.sh will now collect information about your",
+        "system and create the file 'nvidia-bug-report.log.gz' in the current",
+        "directory.  It may take several seconds to run.",
+        "",
+        "Running nvidia-bug-report.sh... complete.",
+    )
+    if smi.hang:
+        return ToolReply(hang=True)
+    return ToolReply(stdout=banner, script=script, delay=ctx.fleet.scenario.timing.nccl)

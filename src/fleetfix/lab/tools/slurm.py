@@ -1,0 +1,421 @@
+"""Emulated Slurm client tools: `scontrol show/update node`, `sinfo`, `squeue`, `scancel`.
+
+All nodes share one controller (FleetState.slurm), so a drain issued on any node is seen from
+every node. `scontrol show node` follows the Slurm 24.05 layout in shared/samples/slurm/;
+reasons carry `[user@timestamp]` as Slurm records them, and a drain reason stays until someone
+resumes the node or overwrites it.
+"""
+
+from __future__ import annotations
+
+import re
+import signal
+from collections.abc import Callable, Sequence
+from datetime import UTC, datetime
+from types import MappingProxyType
+
+from fleetfix.lab.kmsg import KERNEL_RELEASE, KERNEL_VERSION
+from fleetfix.lab.state import FleetState, SlurmJob, SlurmNode
+from fleetfix.lab.tools.base import ToolContext, ToolReply, fail, lines
+
+CPUS = 224
+MEMORY_MB = 2063000
+_FORMAT_ITEM = re.compile(r"%(#|\.)?(-)?(\d+)?([A-Za-z])")
+
+
+def expand_hostlist(text: str) -> list[str]:
+    """`gpu[001-003,007],gpu010` -> gpu001 gpu002 gpu003 gpu007 gpu010."""
+    names: list[str] = []
+    for item in _split_top(text):
+        match = re.fullmatch(r"([^\[]*)\[([^\]]+)\](.*)", item)
+        if match is None:
+            names.append(item)
+            continue
+        head, body, tail = match.groups()
+        for part in body.split(","):
+            first, _, last = part.partition("-")
+            width = len(first)
+            for number in range(int(first), int(last or first) + 1):
+                names.extend(expand_hostlist(f"{head}{number:0{width}d}{tail}"))
+    return names
+
+
+def _split_top(text: str) -> list[str]:
+    parts, depth, current = [], 0, ""
+    for char in text:
+        depth += char == "["
+        depth -= char == "]"
+        if char == "," and depth == 0:
+            parts.append(current)
+            current = ""
+        else:
+            current += char
+    return [p for p in [*parts, current] if p]
+
+
+def compress_hostlist(names: Sequence[str]) -> str:
+    """The inverse: gpu001 gpu002 gpu003 gpu007 -> gpu[001-003,007]."""
+    groups: dict[tuple[str, int], list[int]] = {}
+    plain: list[str] = []
+    for name in names:
+        match = re.fullmatch(r"(.*?)(\d+)", name)
+        if match is None:
+            plain.append(name)
+            continue
+        groups.setdefault((match.group(1), len(match.group(2))), []).append(int(match.group(2)))
+    out = [_compress_group(prefix, width, sorted(nums)) for (prefix, width), nums in groups.items()]
+    return ",".join(out + plain)
+
+
+def _compress_group(prefix: str, width: int, numbers: list[int]) -> str:
+    if len(numbers) == 1:
+        return f"{prefix}{numbers[0]:0{width}d}"
+    ranges: list[str] = []
+    start = prev = numbers[0]
+    for number in [*numbers[1:], None]:
+        if number is not None and number == prev + 1:
+            prev = number
+            continue
+        ranges.append(f"{start:0{width}d}" + (f"-{prev:0{width}d}" if prev != start else ""))
+        if number is not None:
+            start = prev = number
+    return f"{prefix}[{','.join(ranges)}]"
+
+
+def _stamp(seconds: float | None) -> str:
+    if seconds is None:
+        return "Unknown"
+    return datetime.fromtimestamp(seconds, tz=UTC).strftime("%Y-%m-%dT%H:%M:%S")
+
+
+def state_long(fleet: FleetState, name: str) -> str:
+    """scontrol's State=: base state plus flags, e.g. IDLE+DRAIN, ALLOCATED+DRAIN."""
+    record = fleet.slurm.nodes[name]
+    flags = [record.base]
+    if record.drain:
+        flags.append("DRAIN")
+    if fleet.nodes[name].status != "up":
+        flags.append("NOT_RESPONDING")
+    return "+".join(flags)
+
+
+def state_sinfo(fleet: FleetState, name: str, short: bool) -> str:
+    """sinfo's %t / %T words: idle, alloc, drain, drng, down; `*` when not responding."""
+    record = fleet.slurm.nodes[name]
+    allocated = record.base == "ALLOCATED"
+    if record.base == "DOWN":
+        word = "down"
+    elif record.drain:
+        word = ("drng" if short else "draining") if allocated else ("drain" if short else "drained")
+    else:
+        word = ("alloc" if short else "allocated") if allocated else "idle"
+    return word + ("*" if fleet.nodes[name].status != "up" else "")
+
+
+def _node_record(fleet: FleetState, name: str) -> list[str]:
+    record = fleet.slurm.nodes[name]
+    node = fleet.nodes[name]
+    busy = record.base == "ALLOCATED"
+    alloc_tres = f"cpu={CPUS},mem={MEMORY_MB}M,gres/gpu={node.spec.gpus}" if busy else ""
+    rows = [
+        f"NodeName={name} Arch=x86_64 CoresPerSocket=56 ",
+        f"   CPUAlloc={CPUS if busy else 0} CPUEfctv={CPUS} CPUTot={CPUS} "
+        f"CPULoad={'112.40' if busy else '0.52'}",
+        "   AvailableFeatures=h100,ib",
+        "   ActiveFeatures=h100,ib",
+        f"   Gres=gpu:h100:{node.spec.gpus}(S:0-1)",
+        f"   NodeAddr={name} NodeHostName={name} Version=24.05.0",
+        f"   OS=Linux {KERNEL_RELEASE} {KERNEL_VERSION} ",
+        f"   RealMemory={MEMORY_MB} AllocMem={MEMORY_MB if busy else 0} FreeMem=1981234 "
+        "Sockets=2 Boards=1",
+        f"   State={state_long(fleet, name)} ThreadsPerCore=2 TmpDisk=0 Weight=1 "
+        "Owner=N/A MCS_label=N/A",
+        f"   Partitions={fleet.slurm.partition} ",
+        f"   BootTime={_stamp(node.boot.started)} SlurmdStartTime={_stamp(node.boot.started + 40)}",
+        f"   LastBusyTime={_stamp(fleet.started)} ResumeAfterTime=None",
+        f"   CfgTRES=cpu={CPUS},mem={MEMORY_MB}M,billing={CPUS},gres/gpu={node.spec.gpus}",
+        f"   AllocTRES={alloc_tres}",
+        "   CurrentWatts=0 AveWatts=0",
+        "   ",
+    ]
+    if record.reason:
+        rows.append(
+            f"   Reason={record.reason} [{record.reason_user}@{_stamp(record.reason_time)}]"
+        )
+    return rows
+
+
+def scontrol(ctx: ToolContext, argv: Sequence[str]) -> ToolReply:
+    args = list(argv)
+    oneliner = any(a in ("-o", "--oneliner") for a in args)
+    args = [a for a in args if a not in ("-o", "--oneliner", "-d", "--details")]
+    if len(args) >= 2 and args[0] == "show" and args[1] in ("node", "nodes", "NodeName"):
+        return _show_nodes(ctx, args[2:], oneliner)
+    if args and args[0] == "update":
+        return _update(ctx, args[1:])
+    if args and args[0] in ("ping", "version"):
+        return ToolReply(
+            stdout="slurm 24.05.0\n"
+            if args[0] == "version"
+            else "Slurmctld(primary) at head01 is UP\n"
+        )
+    return fail(f"invalid keyword: {' '.join(args) or '(none)'}")
+
+
+def _show_nodes(ctx: ToolContext, names: list[str], oneliner: bool) -> ToolReply:
+    wanted = [n for arg in names for n in expand_hostlist(arg)] or list(ctx.fleet.nodes)
+    missing = [n for n in wanted if n not in ctx.fleet.nodes]
+    if missing:
+        return fail(f"Node {missing[0]} not found")
+    records = []
+    for name in wanted:
+        rows = _node_record(ctx.fleet, name)
+        if oneliner:
+            records.append(" ".join(row.strip() for row in rows if row.strip()) + "\n")
+        else:
+            records.append(lines(*rows, ""))
+    return ToolReply(stdout="".join(records))
+
+
+def _update(ctx: ToolContext, args: list[str]) -> ToolReply:
+    fields: dict[str, str] = {}
+    for token in args:
+        key, eq, value = token.partition("=")
+        if not eq:
+            return fail(f"Invalid input: {token}\nRequest aborted")
+        fields[key.lower()] = value
+    names = expand_hostlist(fields.get("nodename", ""))
+    if not names or any(n not in ctx.fleet.nodes for n in names):
+        return fail("slurm_update error: Invalid node name specified")
+    state = fields.get("state", "").upper()
+    for name in names:
+        problem = _apply_state(ctx, ctx.fleet.slurm.nodes[name], state, fields.get("reason"))
+        if problem:
+            return fail(problem)
+    return ToolReply()
+
+
+def _apply_state(ctx: ToolContext, record: SlurmNode, state: str, reason: str | None) -> str | None:
+    if state in ("DRAIN", "DOWN"):
+        if not reason:
+            return "You must specify a reason when DOWNING or DRAINING a node. Request denied"
+        record.drain = record.drain or state == "DRAIN"
+        record.base = "DOWN" if state == "DOWN" else record.base
+        record.reason, record.reason_user, record.reason_time = reason, ctx.user, ctx.now
+        return None
+    if state in ("RESUME", "UNDRAIN"):
+        if not record.drain and record.base != "DOWN":
+            return "slurm_update error: Invalid node state specified"
+        record.drain = False
+        if state == "RESUME" and record.base == "DOWN":
+            record.base = "IDLE"
+        record.reason = record.reason_user = None
+        record.reason_time = None
+        return None
+    if reason is not None and not state:
+        record.reason, record.reason_user, record.reason_time = reason, ctx.user, ctx.now
+        return None
+    return "slurm_update error: Invalid node state specified"
+
+
+def _sinfo_value(fleet: FleetState, names: list[str], spec: str) -> str:
+    name = names[0]
+    record = fleet.slurm.nodes[name]
+    used = CPUS if record.base == "ALLOCATED" else 0
+    values: dict[str, Callable[[], str]] = {
+        "N": lambda: compress_hostlist(names),
+        "n": lambda: name,
+        "T": lambda: state_sinfo(fleet, name, short=False),
+        "t": lambda: state_sinfo(fleet, name, short=True),
+        "E": lambda: record.reason or "none",
+        "H": lambda: _stamp(record.reason_time) if record.reason else "Unknown",
+        "u": lambda: record.reason_user or "Unknown",
+        "P": lambda: fleet.slurm.partition + "*",
+        "R": lambda: fleet.slurm.partition,
+        "D": lambda: str(len(names)),
+        "c": lambda: str(CPUS),
+        "C": lambda: f"{used}/{CPUS - used}/0/{CPUS}",
+        "G": lambda: f"gpu:h100:{fleet.nodes[name].spec.gpus}(S:0-1)",
+        "a": lambda: "up",
+        "l": lambda: "infinite",
+        "m": lambda: str(MEMORY_MB),
+        "e": lambda: "1981234",
+        "O": lambda: "0.52",
+        "f": lambda: "h100,ib",
+    }
+    getter = values.get(spec)
+    return getter() if getter else ""
+
+
+def _format_row(fleet: FleetState, names: list[str], fmt: str, header: bool) -> str:
+    def one(match: re.Match[str]) -> str:
+        flag, _minus, width, spec = match.groups()
+        text = (
+            _SINFO_HEADERS.get(spec, spec.upper()) if header else _sinfo_value(fleet, names, spec)
+        )
+        if width is None:
+            return text
+        return text[: int(width)].rjust(int(width)) if flag == "." else text.ljust(int(width))
+
+    return _FORMAT_ITEM.sub(one, fmt)
+
+
+_SINFO_HEADERS = MappingProxyType(
+    {
+        "N": "NODELIST",
+        "n": "HOSTNAMES",
+        "T": "STATE",
+        "t": "STATE",
+        "E": "REASON",
+        "H": "TIMESTAMP",
+        "u": "USER",
+        "P": "PARTITION",
+        "R": "PARTITION",
+        "D": "NODES",
+        "c": "CPUS",
+        "C": "CPUS(A/I/O/T)",
+        "G": "GRES",
+        "a": "AVAIL",
+        "l": "TIMELIMIT",
+        "m": "MEMORY",
+        "e": "FREE_MEM",
+        "O": "CPU_LOAD",
+        "f": "AVAIL_FEATURES",
+    }
+)
+
+
+def sinfo(ctx: ToolContext, argv: Sequence[str]) -> ToolReply:
+    options = _sinfo_options(list(argv))
+    if isinstance(options, str):
+        return fail(options)
+    per_node, header, fmt, nodes = options
+    names = [n for n in ctx.fleet.nodes if nodes is None or n in nodes]
+    if per_node:
+        groups = [[name] for name in names]
+        fmt = fmt or "%#N %.6D %#P %6t"
+    else:
+        fmt = fmt or "%9P %.5a %.10l %.6D %.6t %N"
+        groups = _group(ctx.fleet, names, fmt)
+    fmt = fmt.replace("%#N", f"%{max([len(n) for n in names] + [8])}N").replace("%#P", "%.9P")
+    rows = [_format_row(ctx.fleet, [], fmt, header=True)] if header else []
+    rows += [_format_row(ctx.fleet, group, fmt, header=False) for group in groups]
+    return ToolReply(stdout=lines(*rows))
+
+
+def _group(fleet: FleetState, names: list[str], fmt: str) -> list[list[str]]:
+    key_fmt = fmt.replace("%N", "").replace("%D", "")
+    groups: dict[str, list[str]] = {}
+    for name in names:
+        groups.setdefault(_format_row(fleet, [name], key_fmt, header=False), []).append(name)
+    return list(groups.values())
+
+
+def _sinfo_options(args: list[str]) -> tuple[bool, bool, str | None, set[str] | None] | str:
+    per_node, header, fmt, nodes = False, True, None, None
+    while args:
+        arg = args.pop(0)
+        name, eq, inline = arg.partition("=")
+        if arg in ("-N", "--Node"):
+            per_node = True
+        elif arg in ("-h", "--noheader"):
+            header = False
+        elif arg in ("-R", "--list-reasons"):
+            fmt = "%20E %9u %19H %N"
+        elif arg in ("-l", "--long", "-r", "--responding", "-a", "--all"):
+            continue
+        elif name in ("-o", "--format", "-n", "--nodes", "-p", "--partition", "-t", "--states"):
+            value = inline if eq else (args.pop(0) if args else "")
+            if name in ("-o", "--format"):
+                fmt = value
+            elif name in ("-n", "--nodes"):
+                nodes = set(expand_hostlist(value))
+        else:
+            return f"sinfo: unrecognized option '{arg}'\nTry \"sinfo --help\" for more information"
+    return per_node, header, fmt, nodes
+
+
+def squeue(ctx: ToolContext, argv: Sequence[str]) -> ToolReply:
+    args = list(argv)
+    header = not any(a in ("-h", "--noheader") for a in args)
+    nodes = _option(args, ("-w", "--nodelist"))
+    fmt = _option(args, ("-o", "--format")) or "%.18i %.9P %.8j %.8u %.2t %.10M %.6D %R"
+    wanted = set(expand_hostlist(nodes)) if nodes else None
+    jobs = [j for j in ctx.fleet.slurm.jobs.values() if wanted is None or j.node in wanted]
+    rows = [_job_row(fmt, None, ctx.now)] if header else []
+    rows += [_job_row(fmt, job, ctx.now) for job in jobs]
+    return ToolReply(stdout=lines(*rows))
+
+
+def _option(args: list[str], names: tuple[str, ...]) -> str | None:
+    for index, arg in enumerate(args):
+        key, eq, value = arg.partition("=")
+        if key in names:
+            return value if eq else (args[index + 1] if index + 1 < len(args) else "")
+    return None
+
+
+def _job_row(fmt: str, job: SlurmJob | None, now: float) -> str:
+    headers = {
+        "i": "JOBID",
+        "P": "PARTITION",
+        "j": "NAME",
+        "u": "USER",
+        "t": "ST",
+        "T": "STATE",
+        "M": "TIME",
+        "D": "NODES",
+        "R": "NODELIST(REASON)",
+        "N": "NODELIST",
+    }
+
+    def one(match: re.Match[str]) -> str:
+        flag, _minus, width, spec = match.groups()
+        if job is not None:
+            elapsed = int(now - job.started)
+            values = {
+                "i": str(job.job_id),
+                "P": "gpu",
+                "j": job.name,
+                "u": job.user,
+                "t": "R",
+                "T": "RUNNING",
+                "M": f"{elapsed // 3600}:{elapsed % 3600 // 60:02d}:{elapsed % 60:02d}",
+                "D": "1",
+                "R": job.node,
+                "N": job.node,
+            }
+            text = values.get(spec, "")
+        else:
+            text = headers.get(spec, spec.upper())
+        if width is None:
+            return text
+        return text[: int(width)].rjust(int(width)) if flag == "." else text.ljust(int(width))
+
+    return _FORMAT_ITEM.sub(one, fmt)
+
+
+def scancel(ctx: ToolContext, argv: Sequence[str]) -> ToolReply:
+    ids = [a for a in argv if not a.startswith("-")]
+    if not ids:
+        return fail("scancel: error: No job identification provided")
+    for text in ids:
+        job = ctx.fleet.slurm.jobs.get(int(text)) if text.isdigit() else None
+        if job is None:
+            return fail(
+                f"scancel: error: Kill job error on job id {text}: Invalid job id specified"
+            )
+        end_job(ctx, job.job_id)
+    return ToolReply()
+
+
+def end_job(ctx: ToolContext, job_id: int) -> None:
+    """The job's processes die and its node goes back to idle (keeping any drain)."""
+    job = ctx.fleet.slurm.jobs.pop(job_id)
+    node = ctx.fleet.nodes[job.node]
+    for process in [p for p in node.processes if p.job_id == job_id]:
+        ctx.hooks.kill_process(node, process.pid, signal.SIGKILL)
+    record = ctx.fleet.slurm.nodes[job.node]
+    record.job_id = None
+    if record.base == "ALLOCATED":
+        record.base = "IDLE"

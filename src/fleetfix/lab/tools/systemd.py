@@ -1,0 +1,178 @@
+"""Emulated `systemctl` for the GPU node's units (persistenced, fabric manager, DCGM, slurmd).
+
+Starting nvidia-persistenced turns persistence mode on for every GPU and stopping it turns it
+off, as the daemon does; GPU services cannot start while the nvidia module is unloaded.
+`systemctl reboot` reboots the node.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from types import MappingProxyType
+
+from fleetfix.lab.state import NodeState
+from fleetfix.lab.tools.base import ToolContext, ToolReply, fail, lines
+
+_NEEDS_DRIVER = frozenset({"nvidia-persistenced", "nvidia-fabricmanager"})
+_DESCRIPTIONS = MappingProxyType(
+    {
+        "nvidia-persistenced": "NVIDIA Persistence Daemon",
+        "nvidia-fabricmanager": "NVIDIA fabric manager service",
+        "nvidia-dcgm": "NVIDIA DCGM service",
+        "slurmd": "Slurm node daemon",
+    }
+)
+
+
+def _unit(name: str) -> str:
+    return name.removesuffix(".service")
+
+
+def systemctl(ctx: ToolContext, argv: Sequence[str]) -> ToolReply:
+    args = [a for a in argv if not a.startswith("-")]
+    flags = {a for a in argv if a.startswith("-")}
+    if not args:
+        return fail("systemctl: listing units is not emulated in the lab; name a unit")
+    verb, units = args[0], [_unit(u) for u in args[1:]]
+    if verb in ("reboot", "kexec"):
+        return ToolReply(effect="reboot")
+    if verb in ("daemon-reload", "reset-failed"):
+        return ToolReply()
+    handler = _VERBS.get(verb)
+    if handler is None:
+        return fail(f"Unknown command verb {verb}.")
+    if not units:
+        return fail("Too few arguments.")
+    return handler(ctx, units, flags)
+
+
+def _is_active(ctx: ToolContext, units: list[str], flags: set[str]) -> ToolReply:
+    states = [_state(ctx.node, u) for u in units]
+    quiet = "-q" in flags or "--quiet" in flags
+    rc = 0 if all(s == "active" for s in states) else 3
+    return ToolReply(stdout="" if quiet else lines(*states), rc=rc)
+
+
+def _state(node: NodeState, unit: str) -> str:
+    service = node.services.get(unit)
+    if service is None:
+        return "inactive"
+    return "active" if service.active else "inactive"
+
+
+def _is_enabled(ctx: ToolContext, units: list[str], flags: set[str]) -> ToolReply:
+    out, err = [], []
+    for unit in units:
+        service = ctx.node.services.get(unit)
+        if service is None:
+            err.append(
+                f"Failed to get unit file state for {unit}.service: No such file or directory"
+            )
+        else:
+            out.append("enabled" if service.enabled else "disabled")
+    rc = 0 if not err and all(o == "enabled" for o in out) else 1
+    return ToolReply(stdout=lines(*out) if out else "", stderr=lines(*err) if err else "", rc=rc)
+
+
+def _start(ctx: ToolContext, units: list[str], flags: set[str]) -> ToolReply:
+    return _change(ctx, units, active=True, verb="start")
+
+
+def _stop(ctx: ToolContext, units: list[str], flags: set[str]) -> ToolReply:
+    return _change(ctx, units, active=False, verb="stop")
+
+
+def _restart(ctx: ToolContext, units: list[str], flags: set[str]) -> ToolReply:
+    return _change(ctx, units, active=True, verb="restart")
+
+
+def _change(ctx: ToolContext, units: list[str], active: bool, verb: str) -> ToolReply:
+    for unit in units:
+        problem = _set_active(ctx.node, unit, active, verb)
+        if problem is not None:
+            return fail(problem, rc=5 if "not found" in problem else 1)
+    return ToolReply(delay=ctx.fleet.scenario.timing.service)
+
+
+def _set_active(node: NodeState, unit: str, active: bool, verb: str) -> str | None:
+    service = node.services.get(unit)
+    if service is None:
+        return f"Failed to {verb} {unit}.service: Unit {unit}.service not found."
+    if active and unit in _NEEDS_DRIVER and not node.driver_loaded():
+        return (
+            f"Job for {unit}.service failed because the control process exited with error code.\n"
+            f'See "systemctl status {unit}.service" and "journalctl -xeu {unit}.service" '
+            "for details."
+        )
+    service.active = active
+    if unit == "nvidia-persistenced":
+        for gpu in node.gpus:
+            gpu.persistence = active
+    return None
+
+
+def _enable(ctx: ToolContext, units: list[str], flags: set[str]) -> ToolReply:
+    return _set_enabled(ctx, units, flags, enabled=True)
+
+
+def _disable(ctx: ToolContext, units: list[str], flags: set[str]) -> ToolReply:
+    return _set_enabled(ctx, units, flags, enabled=False)
+
+
+def _set_enabled(ctx: ToolContext, units: list[str], flags: set[str], enabled: bool) -> ToolReply:
+    out = []
+    for unit in units:
+        service = ctx.node.services.get(unit)
+        if service is None:
+            return fail(
+                f"Failed to {'enable' if enabled else 'disable'} unit: "
+                f"Unit file {unit}.service does not exist."
+            )
+        link = f"/etc/systemd/system/multi-user.target.wants/{unit}.service"
+        if service.enabled != enabled:
+            out.append(
+                f"Created symlink {link} → /lib/systemd/system/{unit}.service."
+                if enabled
+                else f"Removed {link}."
+            )
+        service.enabled = enabled
+        if "--now" in flags:
+            problem = _set_active(ctx.node, unit, enabled, "start" if enabled else "stop")
+            if problem is not None:
+                return fail(problem)
+    return ToolReply(stderr=lines(*out) if out else "")
+
+
+def _status(ctx: ToolContext, units: list[str], flags: set[str]) -> ToolReply:
+    blocks, rc = [], 0
+    for unit in units:
+        service = ctx.node.services.get(unit)
+        if service is None:
+            return fail(f"Unit {unit}.service could not be found.", rc=4)
+        state = "active (running)" if service.active else "inactive (dead)"
+        rc = rc or (0 if service.active else 3)
+        blocks.append(
+            lines(
+                f"{'●' if service.active else '○'} {unit}.service - "
+                + _DESCRIPTIONS.get(unit, unit),
+                f"     Loaded: loaded (/lib/systemd/system/{unit}.service; "
+                f"{'enabled' if service.enabled else 'disabled'}; vendor preset: enabled)",
+                f"     Active: {state}",
+            )
+        )
+    return ToolReply(stdout="\n".join(blocks), rc=rc)
+
+
+_VERBS = MappingProxyType(
+    {
+        "is-active": _is_active,
+        "is-enabled": _is_enabled,
+        "start": _start,
+        "stop": _stop,
+        "restart": _restart,
+        "try-restart": _restart,
+        "enable": _enable,
+        "disable": _disable,
+        "status": _status,
+    }
+)

@@ -1,0 +1,121 @@
+"""How remediation changes a node: GPU reset, driver unload/load, reboot.
+
+Each fault carries the weakest remediation that clears it (reset < reload < reboot; never).
+A reset clears `reset` faults of the GPUs it reset; loading the driver after it was unloaded
+clears `reset` and `reload` faults; a reboot clears all but `never` and every volatile thing.
+"""
+
+from __future__ import annotations
+
+import uuid
+
+from fleetfix.lab import kmsg
+from fleetfix.lab.build import boot_services, wipe_shm, write_boot_id, write_driver_files
+from fleetfix.lab.scenario import NVIDIA_MODULES
+from fleetfix.lab.state import Boot, Fault, GpuState, LogLine, NodeState, SlurmState
+
+_NEVER_RELOG_CODES = frozenset({79})
+
+
+def uptime(node: NodeState, now: float) -> float:
+    return max(now - node.boot.started, 0.0)
+
+
+def log(node: NodeState, lines: list[LogLine]) -> None:
+    node.boot.lines.extend(lines)
+
+
+def recover(node: NodeState, level: str, gpus: set[int] | None = None) -> list[Fault]:
+    """Drop the faults that `level` clears (only those on `gpus` when given); return them."""
+    cleared = [
+        fault
+        for fault in node.faults
+        if fault.cleared_by(level) and (gpus is None or fault.gpu in gpus)
+    ]
+    node.faults = [fault for fault in node.faults if fault not in cleared]
+    return cleared
+
+
+def _reinitialise(gpu: GpuState) -> None:
+    """What any GPU re-initialisation does: volatile counters zeroed, pending remaps applied."""
+    gpu.volatile_sbe = 0
+    gpu.volatile_dbe = 0
+    gpu.remap_pending = False
+
+
+def reset_gpus(node: NodeState, indexes: list[int]) -> None:
+    recover(node, "reset", set(indexes))
+    for index in indexes:
+        _reinitialise(node.gpus[index])
+
+
+def unload_module(node: NodeState, name: str, now: float) -> None:
+    node.modules[name] = False
+    if name == "nvidia":
+        for gpu in node.gpus:
+            gpu.persistence = False
+        log(node, kmsg.driver_unload_lines(uptime(node, now)))
+
+
+def load_module(node: NodeState, name: str, now: float, driver: str) -> None:
+    """Load one module (its dependencies must already be loaded)."""
+    if node.modules.get(name):
+        return
+    node.modules[name] = True
+    if name == "nvidia":
+        recover(node, "reload")
+        for gpu in node.gpus:
+            _reinitialise(gpu)
+        log(node, kmsg.driver_load_lines(driver, uptime(node, now))[:2])
+        write_driver_files(node, driver)
+
+
+def finish_unload(node: NodeState, driver: str) -> None:
+    write_driver_files(node, driver)
+
+
+def begin_reboot(node: NodeState, now: float, reboot_time: float) -> None:
+    node.status = "rebooting"
+    node.reboot_due = now + reboot_time
+    node.processes = []
+
+
+def finish_reboot(node: NodeState, now: float, driver: str) -> None:
+    """The node comes back: new boot id, fresh volatile state, hardware faults unchanged."""
+    recover(node, "reboot")
+    node.boots.append(Boot(boot_id=str(uuid.uuid4()), started=now))
+    node.modules = {name: True for name in NVIDIA_MODULES}
+    boot_services(node)
+    for gpu in node.gpus:
+        _reinitialise(gpu)
+    wipe_shm(node)
+    write_boot_id(node)
+    write_driver_files(node, driver)
+    node.boot.lines = kmsg.boot_lines(driver, node.gpus) + _recurring_lines(node)
+    node.status = "up"
+    node.reboot_due = None
+
+
+def _recurring_lines(node: NodeState) -> list[LogLine]:
+    """Faults a reboot cannot fix show up again in the new boot's log."""
+    lines: list[LogLine] = []
+    for fault in node.faults:
+        if fault.kind != "xid" or fault.gpu is None or fault.code is None:
+            continue
+        gpu = node.gpus[fault.gpu]
+        if fault.code in _NEVER_RELOG_CODES:
+            lines.extend(kmsg.init_failed_lines(gpu, 11.2))
+        else:
+            fault.boot = node.boot_number
+            lines.extend(kmsg.xid_lines(fault.code, gpu, 95.5, 0, "python3"))
+    return lines
+
+
+def slurm_node_rebooted(slurm: SlurmState, name: str) -> None:
+    """Jobs on a rebooted node die; the node returns idle, keeping any drain and reason."""
+    record = slurm.nodes[name]
+    if record.job_id is not None:
+        slurm.jobs.pop(record.job_id, None)
+        record.job_id = None
+    if record.base == "ALLOCATED":
+        record.base = "IDLE"
