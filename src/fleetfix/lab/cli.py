@@ -248,4 +248,7 @@ def standalone_main(argv: Sequence[str]) -> int:
     parser = argparse.ArgumentParser(prog="python -m fleetfix.lab")
     _add_commands(parser)
     args = parser.parse_args(list(argv))
-    return run_lab(args)
+    try:
+        return run_lab(args)
+    except BrokenPipeError:  # `fleetfix lab truth | head`
+        return 0

@@ -14,6 +14,8 @@ from fleetfix.events import (
     BatchStarted,
     CommandRan,
     Event,
+    FindingRaised,
+    HostOutOfService,
     HostStepFinished,
     PlayStarted,
     RunFinished,
@@ -126,8 +128,19 @@ class ConsoleView:
             CommandRan: self._command,
             StepRetry: self._retry,
             SafetyStop: lambda e: self._say(f"\nSAFETY STOP: {e.reason}", "bold red"),
+            FindingRaised: self._finding,
+            HostOutOfService: self._out_of_service,
             RunFinished: lambda e: self._finish(e.result),
         }
+
+    def _finding(self, event: FindingRaised) -> None:
+        hold = " Disruptive actions there are held." if event.hold else ""
+        self._say(f"\nFINDING: {event.message}.{hold}", "bold magenta")
+
+    def _out_of_service(self, event: HostOutOfService) -> None:
+        if self.verbosity > 0:
+            where = f" ({', '.join(event.domains)})" if event.domains else ""
+            self._say(f"  [{event.host}] out of service{where}", "dim")
 
     def _run_started(self, event: RunStarted) -> None:
         if event.check:

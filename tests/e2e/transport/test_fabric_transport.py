@@ -16,6 +16,8 @@ from fleetfix.errors import HostKeyError, UnreachableError
 from fleetfix.transport.base import Connection
 from fleetfix.transport.fabric import FabricTransport
 
+pytestmark = pytest.mark.sshd
+
 
 @pytest.fixture
 async def transport() -> AsyncIterator[FabricTransport]:
@@ -106,8 +108,12 @@ async def test_changed_host_key_is_refused(
     )
     spec = spec_for(openssh_server, "gpu002", known_hosts=str(known_hosts))
 
-    with pytest.raises(HostKeyError, match=r"gpu002 \(127\.0\.0\.1:\d+\) does not match"):
-        await FabricTransport(accept_new_host_keys=True).connect(spec)
+    accepting = FabricTransport(accept_new_host_keys=True)
+    try:
+        with pytest.raises(HostKeyError, match=r"gpu002 \(127\.0\.0\.1:\d+\) does not match"):
+            await accepting.connect(spec)
+    finally:
+        await accepting.aclose()
 
 
 async def test_unknown_host_key_refused_then_accepted_with_accept_new(

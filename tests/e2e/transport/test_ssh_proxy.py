@@ -17,6 +17,8 @@ from fleetfix.errors import HostKeyError, UnreachableError
 from fleetfix.transport.base import ConnectionSpec
 from fleetfix.transport.ssh import SSHTransport
 
+pytestmark = pytest.mark.sshd
+
 
 @pytest.fixture
 async def transport() -> AsyncIterator[SSHTransport]:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 
+import pytest
 from tests.support import spec_for
 from tests.support.asyncssh_server import AsyncSSHServer
 from tests.support.sshd import OpenSSHServer
@@ -23,6 +24,8 @@ async def _fan_out(transport: SSHTransport, server: AsyncSSHServer | OpenSSHServ
     return list(await asyncio.gather(*(one(name) for name in HOSTS)))
 
 
+@pytest.mark.sshd
+@pytest.mark.slow
 async def test_200_hosts_through_default_max_startups_of_sshd(
     openssh_server: OpenSSHServer,
 ) -> None:
@@ -37,6 +40,7 @@ async def test_200_hosts_through_default_max_startups_of_sshd(
     assert answers == HOSTS
 
 
+@pytest.mark.slow
 async def test_200_hosts_never_exceed_the_handshake_limit(
     asyncssh_server: AsyncSSHServer,
 ) -> None:

@@ -111,6 +111,7 @@ async def test_asyncssh_server_stops_listening_and_cleans_up(tmp_path: Path) -> 
     assert not workdir.exists()
 
 
+@pytest.mark.sshd
 def test_openssh_server_is_stopped_by_pid(tmp_path: Path) -> None:
     with OpenSSHServer(tmp_path / "sshd") as server:
         pid = server.pid
@@ -124,6 +125,7 @@ def test_openssh_server_is_stopped_by_pid(tmp_path: Path) -> None:
     assert not _port_open(server.port)
 
 
+@pytest.mark.sshd
 def test_openssh_server_takes_max_startups(tmp_path: Path) -> None:
     with OpenSSHServer(tmp_path / "sshd", max_startups="200") as server:
         config = (tmp_path / "sshd" / "sshd_config").read_text()
@@ -131,6 +133,7 @@ def test_openssh_server_takes_max_startups(tmp_path: Path) -> None:
         assert _port_open(server.port)
 
 
+@pytest.mark.sshd
 async def test_shell_start_up_noise_stays_out_of_the_way(
     openssh_server: OpenSSHServer, tmp_path: Path
 ) -> None:
