@@ -62,7 +62,10 @@ def test_three_processes_with_header_and_units() -> None:
 
 def test_combined_output_merges_fuser_holders() -> None:
     facts = _parse("synthetic-probe-output-2procs-fuser-persistenced.txt")
-    assert facts.pids == (1503, 11327, 11345)
+    # nvidia-persistenced holds the device files on every healthy node: a service, not a job.
+    assert facts.pids == (11327, 11345)
+    assert facts.count == 2
+    assert facts.service_pids == (1503,)
     assert facts.compute_pids == (11327, 11345)
     assert facts.holder_pids == (1503, 11327)
     assert facts.holder_commands == ("memhog", "nvidia-persiste")

@@ -51,7 +51,9 @@ def busy_reason(ctx: ActionContext) -> str | None:
     if processes is not None and processes.count:
         pids = ", ".join(str(p) for p in processes.pids[:8])
         return f"GPU processes are running (pids {pids})"
-    if processes is not None and not processes.complete:
+    if processes is not None and not processes.complete and not processes.fuser_ok:
+        # On a node whose GPU fell off the bus nvidia-smi cannot list compute apps, but every
+        # CUDA process holds /dev/nvidia*: a clean fuser scan alone is enough to say "idle".
         return "cannot tell whether GPU processes are running (process listing incomplete)"
     slurm = ctx.facts.get("slurm_node")
     if slurm is not None and (slurm.allocated or slurm.has_jobs):

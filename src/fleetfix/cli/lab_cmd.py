@@ -1,9 +1,11 @@
-"""`fleetfix lab ...`: delegates to the lab's own command module."""
+"""`fleetfix lab ...`: the simulated GPU cluster's own commands (up, down, status, truth, ...)."""
 
 from __future__ import annotations
 
 from typing import Any
 
+from fleetfix.lab.cli import add_lab_parser
+
 
 def add_parser(sub: Any) -> None:
-    return None
+    add_lab_parser(sub)

@@ -93,6 +93,7 @@ async def _meta(hs: HostStep) -> Outcome:
     # flush_handlers and end_play act on the batch and are consumed by the play runner.
     if hs.step.args.get("name") == "end_host":
         hs.state.ended = True
+        return Outcome(message="ending the play for this host")
     return Outcome(skipped=True, message=f"meta: {hs.step.args.get('name')}")
 
 

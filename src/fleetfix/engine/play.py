@@ -69,7 +69,8 @@ async def run_play(
         failed = {s.name for s in run.states() if s.failed or s.unreachable}
         ctx.safety.end_batch(batch, failed)
         ctx.safety.correlate(ctx.result)
-        if run.stop_play or not run.active():
+        if run.stop_play or (batch and failed.issuperset(batch)):
+            # Ansible's rule: a batch in which every host failed ends the play.
             keep_going = not run.stop_play
             break
     ctx.bus.emit(PlayFinished(name=play.name))

@@ -17,6 +17,7 @@ import secrets
 import signal
 import socket
 import time
+from collections.abc import Coroutine
 from pathlib import Path
 from typing import Any
 
@@ -358,7 +359,7 @@ class LabRuntime:
             return
         LOG.info("%s is back (boot %d)", node.name, node.boot_number)
 
-    def _background(self, coroutine: Any) -> None:
+    def _background(self, coroutine: Coroutine[Any, Any, None]) -> None:
         task = asyncio.get_running_loop().create_task(coroutine)
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)

@@ -13,7 +13,7 @@ import contextlib
 import logging
 import os
 import signal
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -233,8 +233,7 @@ class NodeSession(asyncssh.SSHServerSession[bytes]):
             chan.exit(code)
 
 
-async def _pump(stream: asyncio.StreamReader, write: object) -> None:
-    assert callable(write)
+async def _pump(stream: asyncio.StreamReader, write: Callable[[bytes], object]) -> None:
     while True:
         data = await stream.read(_READ_CHUNK)
         if not data:

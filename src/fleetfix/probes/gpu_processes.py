@@ -73,6 +73,8 @@ class GpuProcessesFacts:
 
     processes: tuple[HeldProcess, ...]
     count: int
+    """User processes on the GPUs (what gates a reset or reboot); NVIDIA's own daemons
+    (persistenced, DCGM's hostengine, the fabric manager, IMEX) are not counted here."""
     pids: tuple[int, ...]
     compute_pids: tuple[int, ...]
     holder_pids: tuple[int, ...]
@@ -81,6 +83,23 @@ class GpuProcessesFacts:
     query_ok: bool | None = None
     fuser_ok: bool | None = None
     errors: tuple[str, ...] = ()
+    service_pids: tuple[int, ...] = ()
+    """Device holders that are NVIDIA service daemons: actions stop and restore those units."""
+
+
+SERVICE_DAEMONS = (
+    "nvidia-persistenced",
+    "nv-hostengine",
+    "nv-fabricmanager",
+    "nvidia-fabricmanager",
+    "nvidia-imex",
+    "nvidia-dcgm",
+)
+"""Daemons that hold /dev/nvidia* on every healthy node; fuser shows their names cut to 15."""
+
+
+def is_service_daemon(name: str | None) -> bool:
+    return name is not None and any(name[:15] == d[:15] for d in SERVICE_DAEMONS)
 
 
 def command(params: Mapping[str, Any]) -> str:
@@ -258,10 +277,13 @@ def parse(text: str) -> GpuProcessesFacts:
 def _facts(sources: dict[str, _Source]) -> GpuProcessesFacts:
     query, fuser = sources.get("query"), sources.get("fuser")
     processes = _merge(query.processes if query else (), fuser.processes if fuser else ())
+    services = {p.pid for p in processes if is_service_daemon(p.name)}
+    users = {p.pid for p in processes} - services
     return GpuProcessesFacts(
         processes=processes,
-        count=len({process.pid for process in processes}),
-        pids=tuple(sorted({process.pid for process in processes})),
+        count=len(users),
+        pids=tuple(sorted(users)),
+        service_pids=tuple(sorted(services)),
         compute_pids=tuple(sorted({p.pid for p in query.processes})) if query else (),
         holder_pids=tuple(sorted({p.pid for p in fuser.processes})) if fuser else (),
         holder_commands=tuple(sorted({p.name for p in fuser.processes if p.name})) if fuser else (),

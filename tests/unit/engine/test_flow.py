@@ -505,3 +505,38 @@ async def test_cancel_stops_cleanly_and_marks_interrupted(
     assert run.result.outcome() is Outcome.INTERRUPTED
     assert run.recap("gpu001")["changed"] == 1  # the finished step is kept
     assert fake.closed
+
+
+async def test_end_host_does_not_stop_later_batches(
+    run_playbook: Runner, fake: FakeTransport
+) -> None:
+    run = await run_playbook(
+        """
+        - hosts: gpu
+          serial: 1
+          tasks:
+            - meta: end_host
+              when: inventory_hostname != 'gpu003'
+            - shell: only_on_three
+        """,
+        hosts=["gpu001", "gpu002", "gpu003"],
+    )
+    assert fake.commands_on("gpu003") == ["only_on_three"]
+    assert fake.commands_on("gpu001") == []
+    assert run.result.outcome() is Outcome.OK
+
+
+async def test_a_batch_that_fails_entirely_ends_the_play(
+    run_playbook: Runner, fake: FakeTransport
+) -> None:
+    fake.host("gpu001").on("work", Reply(rc=1))
+    await run_playbook(
+        """
+        - hosts: gpu
+          serial: 1
+          tasks:
+            - shell: work
+        """,
+        hosts=["gpu001", "gpu002"],
+    )
+    assert fake.commands_on("gpu002") == []

@@ -17,7 +17,7 @@ from fleetfix.lab.shims import quote
 from fleetfix.lab.state import NodeState
 from fleetfix.lab.tools import nvidia_smi
 from fleetfix.lab.tools.base import ToolContext, ToolReply, fail, lines
-from fleetfix.lab.tools.kernel_log import dmesg
+from fleetfix.lab.tools.dmesg import dmesg
 
 _DAEMONS = (
     ("nvidia-persistenced", "nvidia-persistenced", 1913),

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from fleetfix.lab.tools import (
     dcgm,
+    dmesg,
     ib,
-    kernel_log,
     modules,
     nccl,
     node,
@@ -23,8 +23,8 @@ def tool_table() -> dict[str, Handler]:
     """Command name -> handler, for every command the lab puts on a node's PATH."""
     table: dict[str, Handler] = {
         "nvidia-smi": nvidia_smi.nvidia_smi,
-        "dmesg": kernel_log.dmesg,
-        "journalctl": kernel_log.journalctl,
+        "dmesg": dmesg.dmesg,
+        "journalctl": dmesg.journalctl,
         "lsmod": modules.lsmod,
         "modprobe": modules.modprobe,
         "rmmod": modules.rmmod,
