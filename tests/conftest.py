@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gc
 from collections.abc import AsyncIterator, Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -50,3 +51,11 @@ def make_spec() -> SpecFactory:
         return spec_for(server, name, **changes)
 
     return make
+
+
+@pytest.fixture(autouse=True)
+def _collect_garbage_per_test() -> Iterator[None]:
+    """Collect garbage after each test so a leaked transport or socket is reported against the
+    test that leaked it (pytest turns the unraisable warning into an error), not a later one."""
+    yield
+    gc.collect()

@@ -1,0 +1,1 @@
+"""Tests of fleetfix.inventory; oracle.py runs ansible-core as the reference."""
