@@ -7,14 +7,14 @@ from collections.abc import AsyncIterator
 from pathlib import Path
 
 import pytest
-from tests.support import eventually, free_port, process_alive, read_pid, spec_for
-from tests.support.asyncssh_server import AsyncSSHServer
-from tests.support.keys import generate_keypair, known_hosts_line, write_known_hosts
-from tests.support.sshd import OpenSSHServer
 
 from fleetfix.errors import HostKeyError, UnreachableError
 from fleetfix.transport.base import Connection
 from fleetfix.transport.fabric import FabricTransport
+from tests.support import eventually, free_port, process_alive, read_pid, spec_for
+from tests.support.asyncssh_server import AsyncSSHServer
+from tests.support.keys import generate_keypair, known_hosts_line, write_known_hosts
+from tests.support.sshd import OpenSSHServer
 
 pytestmark = pytest.mark.sshd
 

@@ -8,11 +8,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from tests.support import spec_for
-from tests.support.keys import generate_keypair, known_hosts_line, write_known_hosts
 
 from fleetfix.errors import HostKeyError
 from fleetfix.transport.ssh import SSHTransport
+from tests.support import spec_for
+from tests.support.keys import generate_keypair, known_hosts_line, write_known_hosts
 
 
 @pytest.fixture

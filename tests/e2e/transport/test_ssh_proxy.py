@@ -8,14 +8,14 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from tests.support import free_port, spec_for
-from tests.support.asyncssh_server import AsyncSSHServer
-from tests.support.keys import write_known_hosts
-from tests.support.sshd import OpenSSHServer
 
 from fleetfix.errors import HostKeyError, UnreachableError
 from fleetfix.transport.base import ConnectionSpec
 from fleetfix.transport.ssh import SSHTransport
+from tests.support import free_port, spec_for
+from tests.support.asyncssh_server import AsyncSSHServer
+from tests.support.keys import write_known_hosts
+from tests.support.sshd import OpenSSHServer
 
 pytestmark = pytest.mark.sshd
 

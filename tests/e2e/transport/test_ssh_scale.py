@@ -5,11 +5,11 @@ from __future__ import annotations
 import asyncio
 
 import pytest
+
+from fleetfix.transport.ssh import SSHTransport
 from tests.support import spec_for
 from tests.support.asyncssh_server import AsyncSSHServer
 from tests.support.sshd import OpenSSHServer
-
-from fleetfix.transport.ssh import SSHTransport
 
 HOSTS = [f"h{i:03}" for i in range(1, 201)]
 

@@ -10,11 +10,11 @@ from pathlib import Path
 
 import asyncssh
 import pytest
+
+from fleetfix.transport.ssh import SSHTransport
 from tests.support import eventually, process_alive, read_pid, spec_for, wait_until
 from tests.support.asyncssh_server import AsyncSSHServer
 from tests.support.sshd import OpenSSHServer
-
-from fleetfix.transport.ssh import SSHTransport
 
 
 def _port_open(port: int) -> bool:

@@ -14,13 +14,13 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from tests.support import eventually, free_port, process_alive, read_pid, spec_for
-from tests.support.keys import generate_keypair
-from tests.support.sshd import OpenSSHServer
 
 from fleetfix.errors import HostKeyError, TransportError, UnreachableError
 from fleetfix.transport.remote import CLIENT_GRACE
 from fleetfix.transport.ssh import SSHConnection, SSHTransport
+from tests.support import eventually, free_port, process_alive, read_pid, spec_for
+from tests.support.keys import generate_keypair
+from tests.support.sshd import OpenSSHServer
 
 MEBIBYTE = 1024 * 1024
 

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import textwrap
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable, Coroutine
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -36,7 +36,7 @@ class Run:
         return [(r.step, r.status.value) for r in self.result.results if r.host == host]
 
 
-Runner = Callable[..., Awaitable[Run]]
+Runner = Callable[..., Coroutine[Any, Any, Run]]
 
 
 @pytest.fixture
