@@ -51,6 +51,8 @@ async def run_play(
     groups: dict[str, list[str]],
 ) -> bool:
     """Run `play` on `hosts`; False when a gate says the whole run must stop."""
+    for host in hosts:
+        ctx.host_state(host).ended = False  # meta: end_host ends one play, not the run
     hosts = [h for h in order_hosts(hosts, play.order) if ctx.host_state(h).active]
     ctx.bus.emit(PlayStarted(name=play.name, hosts=tuple(hosts), position=play.position))
     scope = PlayScope({}, tuple(hosts), (), groups, playbook_dir)
