@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 
 from fleetfix.actions.pairs import pick_peer
 from fleetfix.knowledge.nccl import floor_for
 
 HOSTS = ["a1", "a2", "a3", "b1", "b2", "c1"]
-VARS = {
+VARS: dict[str, dict[str, Any]] = {
     "a1": {"leaf": "L1", "spine": "S1"},
     "a2": {"leaf": "L1", "spine": "S1"},
     "a3": {"leaf": "L1", "spine": "S1"},
@@ -27,7 +29,7 @@ def test_same_leaf_is_a_ring() -> None:
 def test_other_leaf_and_spine_avoid_failed_peers() -> None:
     assert VARS[pick_peer("a1", HOSTS, VARS, "other_leaf") or ""]["leaf"] != "L1"
     assert pick_peer("a1", HOSTS, VARS, "other_spine") == "c1"
-    assert pick_peer("a1", HOSTS, {**VARS}, "other_leaf", prefer_passed="t") == "c1"
+    assert pick_peer("a1", HOSTS, VARS, "other_leaf", prefer_passed="t") == "c1"
     with pytest.raises(ValueError, match="pair must be one of"):
         pick_peer("a1", HOSTS, VARS, "diagonal")
 
