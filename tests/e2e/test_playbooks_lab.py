@@ -1,0 +1,176 @@
+"""The shipped xid79 and nccl-health playbooks on the lab, judged by the lab's truth."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+import sys
+import xml.etree.ElementTree as ET
+from collections import Counter
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from fleetfix.events import HostBackInService, HostOutOfService
+from fleetfix.journal import Journal
+from fleetfix.lab.control import LabHandle
+from fleetfix.lab.embedded import connection_vars
+from tests.lab.support import running_lab
+
+ROOT = Path(__file__).resolve().parents[2]
+RECAP = re.compile(r"^(\S+)\s+: ok=(\d+)\s+changed=(\d+)\s+unreachable=(\d+)\s+failed=(\d+)", re.M)
+
+
+@dataclass
+class Lab:
+    handle: LabHandle
+    inventory: Path
+    journal: Path
+
+    def run(self, playbook: str, *extra: str) -> subprocess.CompletedProcess[str]:
+        argv = [
+            sys.executable,
+            "-m",
+            "fleetfix",
+            "run",
+            str(ROOT / "playbooks" / playbook),
+            "-i",
+            str(self.inventory),
+            "--yes",
+            "--journal",
+            str(self.journal),
+            *extra,
+        ]
+        env = {**os.environ, "NO_COLOR": "1"}
+        return subprocess.run(
+            argv, capture_output=True, text=True, env=env, timeout=400, check=False, cwd=ROOT
+        )
+
+    def truth(self) -> dict[str, Any]:
+        return self.handle.truth()["nodes"]  # type: ignore[no-any-return]
+
+
+def lab_inventory(handle: LabHandle, path: Path) -> Path:
+    """The lab's own inventory, reaching this lab (not an embedded one) on its port and key."""
+    text = handle.inventory_path.read_text()
+    lines = [line for line in text.splitlines() if not line.startswith("fleetfix_lab_scenario")]
+    common = next(iter(connection_vars(handle).values()))
+    lines += [f"{k}={v}" for k, v in common.items() if k != "ansible_host"]
+    path.write_text("\n".join(lines) + "\n")
+    return path
+
+
+@pytest.fixture
+def xid79_lab(tmp_path: Path) -> Iterator[Lab]:
+    with running_lab("xid79", tmp_path / "lab", reboot_time=0.5) as handle:
+        yield Lab(handle, lab_inventory(handle, tmp_path / "lab.ini"), tmp_path / "j.sqlite")
+
+
+@pytest.fixture
+def bad_leaf_lab(tmp_path: Path) -> Iterator[Lab]:
+    with running_lab("bad-leaf", tmp_path / "lab") as handle:
+        yield Lab(handle, lab_inventory(handle, tmp_path / "lab.ini"), tmp_path / "j.sqlite")
+
+
+def kinds(node: dict[str, Any]) -> list[str]:
+    return sorted(f["kind"] for f in node["faults"])
+
+
+def changed_hosts(stdout: str) -> dict[str, int]:
+    return {m[1]: int(m[3]) for m in RECAP.finditer(stdout)}
+
+
+def test_xid79_check_mode_changes_nothing_and_shows_the_plan(xid79_lab: Lab) -> None:
+    before = xid79_lab.truth()
+    done = xid79_lab.run("xid79.yml", "--check")
+    assert done.returncode == 0, done.stdout[-2000:] + done.stderr
+    assert xid79_lab.truth() == before
+    assert "[gpu003] would run: scontrol update NodeName=gpu003 State=DRAIN" in done.stdout
+    assert re.search(r"\[gpu011\] would run: .*reboot", done.stdout)
+    assert "[gpu005] would run" not in done.stdout  # busy: no Xid, never touched
+
+
+def test_xid79_fixes_what_a_reboot_fixes_and_leaves_the_rest_drained(xid79_lab: Lab) -> None:
+    done = xid79_lab.run("xid79.yml")
+    assert done.returncode == 2, done.stdout[-3000:] + done.stderr
+    nodes = xid79_lab.truth()
+    for fixed in ("gpu003", "gpu011"):
+        assert "xid" not in kinds(nodes[fixed]), nodes[fixed]
+        assert nodes[fixed]["boots"] == 2
+        assert not nodes[fixed]["slurm"]["drain"]
+    rma = nodes["gpu007"]
+    assert "xid" in kinds(rma)
+    assert rma["slurm"]["drain"]
+    assert rma["slurm"]["reason"].startswith("fleetfix:") and "needs RMA" in rma["slurm"]["reason"]
+    busy, human = nodes["gpu005"], nodes["gpu014"]
+    assert busy["boots"] == 1 and busy["slurm"]["job_id"] is not None and busy["gpu_processes"]
+    assert human["boots"] == 1 and human["slurm"]["reason"] == "bad DIMM B2, ticket OPS-1187"
+    healthy = [n for name, n in nodes.items() if name not in ("gpu003", "gpu007", "gpu011")]
+    assert all(n["boots"] == 1 for n in healthy)
+
+    again = xid79_lab.run("xid79.yml")
+    assert again.returncode == 0, again.stdout[-3000:]
+    assert set(changed_hosts(again.stdout).values()) == {0}
+    assert {name: n["boots"] for name, n in xid79_lab.truth().items()} == {
+        name: n["boots"] for name, n in nodes.items()
+    }
+
+
+def test_rack_cap_holds_at_every_instant(xid79_lab: Lab) -> None:
+    done = xid79_lab.run("xid79.yml")
+    assert done.returncode == 2
+    run_id = re.search(r"run id: (\S+)", done.stdout)
+    assert run_id is not None
+    rack = {name: n["rack"] for name, n in xid79_lab.truth().items()}
+    journal = Journal(xid79_lab.journal)
+    try:
+        events = list(journal.events(run_id[1]))
+    finally:
+        journal.close()
+    out: set[str] = set()
+    worst = 0
+    taken = 0
+    for event in events:
+        if isinstance(event, HostOutOfService):
+            out.add(event.host)
+            taken += 1
+        elif isinstance(event, HostBackInService):
+            out.discard(event.host)
+        worst = max([worst, *Counter(rack[h] for h in out).values()])
+    assert taken == 3  # gpu003, gpu011 and gpu007 were taken out of service
+    assert worst == 1  # max_unavailable_per: {rack: 1}, at every event of the run
+
+
+def test_bad_leaf_is_named_and_its_nodes_are_not_drained(bad_leaf_lab: Lab, tmp_path: Path) -> None:
+    reports = [tmp_path / "r.html", tmp_path / "r.json", tmp_path / "r.xml"]
+    args = [a for p in reports for a in ("--report", str(p))]
+    done = bad_leaf_lab.run("nccl-health.yml", *args)
+    assert done.returncode == 6, done.stdout[-3000:] + done.stderr
+    assert "sit under leaf leaf-03" in done.stdout and "suspect the leaf switch" in done.stdout
+    nodes = bad_leaf_lab.truth()
+    under = [name for name, n in nodes.items() if n["leaf"] == "leaf-03"]
+    assert len(under) == 16
+    assert not any(nodes[name]["slurm"]["drain"] for name in under)
+    assert nodes["gpu006"]["slurm"]["drain"]  # the genuinely slow node is drained
+    assert not nodes["gpu005"]["slurm"]["drain"]  # its pair-mate passed with another partner
+    assert all(n["boots"] == 1 for n in nodes.values())
+
+    data = json.loads(reports[1].read_text())
+    assert data["schema"] == "fleetfix.report/v1"
+    assert data["exit_code"] == 6
+    suspects = [f for f in data["findings"] if f["kind"] == "leaf"]
+    assert [f["domain"] for f in suspects] == ["leaf-03"]
+    html = reports[0].read_text()
+    assert (
+        "leaf-03" in html
+        and "SUSPECT" in html
+        and "http" not in html.lower().replace("http-equiv", "")
+    )
+    suite = ET.parse(reports[2]).getroot()
+    cases = suite.findall(".//testcase")
+    assert len({c.get("classname") for c in cases}) == 64
