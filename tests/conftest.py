@@ -10,6 +10,7 @@ from typing import Any
 import pytest
 
 from fleetfix.transport.base import ConnectionSpec
+from tests.lab.support import dev_shm_listing
 from tests.support import SSHTestServer, spec_for
 from tests.support.asyncssh_server import AsyncSSHServer
 from tests.support.sshd import OpenSSHServer
@@ -59,3 +60,27 @@ def _collect_garbage_per_test() -> Iterator[None]:
     test that leaked it (pytest turns the unraisable warning into an error), not a later one."""
     yield
     gc.collect()
+
+
+def _kernel_modules() -> set[str]:
+    """Loaded modules: /proc/modules, or /sys/module where a container hides /proc/modules."""
+    proc = Path("/proc/modules")
+    if proc.is_file():
+        return {line.split()[0] for line in proc.read_text().splitlines() if line.strip()}
+    sysfs = Path("/sys/module")
+    return {entry.name for entry in sysfs.iterdir()} if sysfs.is_dir() else set()
+
+
+@pytest.fixture(scope="session", autouse=True)
+def real_machine_untouched() -> Iterator[None]:
+    """The whole suite may not change this machine's /dev/shm or kernel modules: the lab and
+    every remediation run against sandboxes, never against the machine itself."""
+    shm_before = dev_shm_listing()
+    modules_before = _kernel_modules()
+    yield
+    shm_after = dev_shm_listing()
+    changed = {name for name, meta in shm_before.items() if shm_after.get(name) != meta}
+    assert not changed, f"real /dev/shm entries deleted or modified: {sorted(changed)}"
+    leaked = {n for n in shm_after if n.startswith(("nccl-", "fleetfix"))} - set(shm_before)
+    assert not leaked, f"files leaked into the real /dev/shm: {sorted(leaked)}"
+    assert _kernel_modules() == modules_before, "kernel modules changed during the tests"
