@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import re
 import signal
 import sys
 from dataclasses import dataclass
@@ -145,7 +144,7 @@ def run_command(args: argparse.Namespace) -> int:
     inventory = load_inventory(args.inventory)
     selection = _select(inventory, playbook, args.limit)
     if args.list_hosts or args.list_tasks:
-        _list(args, playbook, selection)
+        _list(args, inventory, playbook, selection)
         return Outcome.OK
     if not any(selection.values()):
         raise InputError("no hosts matched the playbook's patterns" + _limit_note(args.limit))
@@ -167,10 +166,15 @@ def _select(inventory: Inventory, playbook: Playbook, limit: str | None) -> dict
     return selection
 
 
-def _list(args: argparse.Namespace, playbook: Playbook, selection: dict[int, list[str]]) -> None:
+def _list(
+    args: argparse.Namespace,
+    inventory: Inventory,
+    playbook: Playbook,
+    selection: dict[int, list[str]],
+) -> None:
     print(f"\nplaybook: {args.playbook}")
-    if args.limit and re.search(r"\[[^\]]*[:\-][^\]]*\]", args.limit):
-        print(f"  note: --limit {args.limit!r} may be read as a host range where no group matches")
+    for term in inventory.range_terms(args.limit) if args.limit else ():
+        print(f"  note: {term!r} in --limit is read as a host range (no group by that name)")
     for index, play in enumerate(playbook.plays):
         tags = sorted(play.tags)
         print(f"\n  play #{index + 1} ({play.hosts}): {play.name}\tTAGS: {tags}")
