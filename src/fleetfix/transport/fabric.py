@@ -29,6 +29,7 @@ from fleetfix.errors import HostKeyError, UnreachableError
 from fleetfix.results import CommandResult
 from fleetfix.transport.base import DEFAULT_COMMAND_TIMEOUT, ConnectionSpec
 from fleetfix.transport.remote import (
+    CHANNEL_RETRY_DELAYS,
     CLIENT_GRACE,
     check_env,
     kill_command,
@@ -52,6 +53,16 @@ _CONNECT_ERRORS: tuple[tuple[type[BaseException], str], ...] = (
     (paramiko.SSHException, "{where}: {reason}"),
     (EOFError, "{where} closed the connection"),
     (OSError, "cannot connect to {where}: {reason}"),
+)
+
+
+# paramiko's codes for a refused session channel; OpenSSH uses CONNECT_FAILED for MaxSessions.
+_NO_SLOT = frozenset(
+    {
+        paramiko.common.OPEN_FAILED_CONNECT_FAILED,
+        paramiko.common.OPEN_FAILED_ADMINISTRATIVELY_PROHIBITED,
+        paramiko.common.OPEN_FAILED_RESOURCE_SHORTAGE,
+    }
 )
 
 
@@ -140,15 +151,7 @@ class FabricConnection:
     ) -> CommandResult:
         started = time.monotonic()
         try:
-            result = self._conn.run(
-                wire,
-                hide=True,
-                warn=True,
-                pty=False,
-                encoding="utf-8",
-                in_stream=io.StringIO(stdin or ""),
-                timeout=None if timeout is None else math.ceil(timeout + CLIENT_GRACE),
-            )
+            result = self._run_with_slot(wire, timeout, stdin)
         except CommandTimedOut as exc:
             pid, stderr = split_pid_line(exc.result.stderr)
             self._kill_sync(pid)
@@ -162,6 +165,37 @@ class FabricConnection:
         if killed_by_timeout(rc, elapsed, timeout):
             return CommandResult(command, None, result.stdout, stderr, elapsed, True)
         return CommandResult(command, rc, result.stdout, stderr, elapsed)
+
+    def _run_with_slot(self, wire: str, timeout: float | None, stdin: str | None) -> Any:
+        """Run, retrying while sshd refuses the session channel (no free MaxSessions slot)."""
+        for delay in (*CHANNEL_RETRY_DELAYS, None):
+            try:
+                return self._once(wire, timeout, stdin)
+            except paramiko.ChannelException as exc:
+                if delay is None or exc.code not in _NO_SLOT:
+                    raise
+            except paramiko.SSHException as exc:
+                # Concurrent opens race inside paramiko: one thread takes the stored
+                # ChannelException, the others get this bare message. Retry while alive.
+                if delay is None or "Unable to open channel" not in str(exc) or not self._alive():
+                    raise
+            time.sleep(delay)  # a pool thread, not the event loop
+        raise AssertionError("unreachable: the last attempt returns or raises")
+
+    def _alive(self) -> bool:
+        transport = self._conn.transport
+        return transport is not None and bool(transport.is_active())
+
+    def _once(self, wire: str, timeout: float | None, stdin: str | None) -> Any:
+        return self._conn.run(
+            wire,
+            hide=True,
+            warn=True,
+            pty=False,
+            encoding="utf-8",
+            in_stream=io.StringIO(stdin or ""),
+            timeout=None if timeout is None else math.ceil(timeout + CLIENT_GRACE),
+        )
 
     def _kill_sync(self, pid: int | None) -> None:
         """Kill the process group of a command Fabric gave up on (it only closes the channel)."""

@@ -84,3 +84,8 @@ def proxy_command(template: str, spec: ConnectionSpec, default_user: str | None)
         "%": "%",
     }
     return re.sub(r"%([hprn%])", lambda match: values[match.group(1)], template)
+
+
+CHANNEL_RETRY_DELAYS = (0.02, 0.05, 0.1, 0.2, 0.4, 0.8, 1.6, 3.2)
+"""Waits before retrying a refused session channel: sshd frees a MaxSessions slot a moment after
+a channel closes, and servers may allow fewer sessions than we open (about 6 s in all)."""

@@ -21,6 +21,7 @@ from fleetfix.errors import HostKeyError, UnreachableError
 from fleetfix.results import CommandResult
 from fleetfix.transport.base import DEFAULT_COMMAND_TIMEOUT, ConnectionSpec
 from fleetfix.transport.remote import (
+    CHANNEL_RETRY_DELAYS,
     CLIENT_GRACE,
     check_env,
     kill_command,
@@ -36,7 +37,6 @@ DEFAULT_MAX_SESSIONS = 8
 slot a moment after a channel closes, so running right at 10 gets refusals."""
 
 GLOBAL_KNOWN_HOSTS = Path("/etc/ssh/ssh_known_hosts")
-_CHANNEL_RETRY_DELAYS = (0.02, 0.05, 0.1, 0.2, 0.4, 0.8, 1.6, 3.2)
 # OpenSSH answers "no more sessions" with OPEN_CONNECT_FAILED; others use the other two codes.
 _NO_SLOT = frozenset(
     {
@@ -247,7 +247,7 @@ class SSHConnection:
                 raise
 
     async def _open(self, wire: str) -> asyncssh.SSHClientProcess[str]:
-        for delay in (*_CHANNEL_RETRY_DELAYS, None):
+        for delay in (*CHANNEL_RETRY_DELAYS, None):
             try:
                 return await self._conn.create_process(wire, encoding="utf-8", errors="replace")
             except asyncssh.ChannelOpenError as exc:

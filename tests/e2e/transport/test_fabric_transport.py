@@ -165,3 +165,15 @@ async def test_proxy_jump_through_asyncssh(
 
     assert (await conn.run("echo jumped")).stdout == "jumped\n"
     assert asyncssh_server.forwarded == [("127.0.0.1", openssh_server.port)]
+
+
+async def test_refused_sessions_are_retried_until_a_slot_frees(tmp_path: Path) -> None:
+    """sshd allows 2 sessions; 8 commands at once must all run, waiting for slots."""
+    with OpenSSHServer(tmp_path / "sshd", extra_config=("MaxSessions 2",)) as server:
+        transport = FabricTransport(max_sessions=8)
+        try:
+            conn = await transport.connect(spec_for(server))
+            results = await asyncio.gather(*(conn.run(f"sleep 0.3; echo {i}") for i in range(8)))
+        finally:
+            await transport.aclose()
+    assert [r.stdout for r in results] == [f"{i}\n" for i in range(8)]
