@@ -7,7 +7,6 @@ import re
 import pytest
 
 from fleetfix.errors import ProbeParseError
-from fleetfix.probes.base import to_data
 from fleetfix.probes.dcgm_diag import (
     PROBE,
     DcgmDiagFacts,
@@ -17,27 +16,11 @@ from fleetfix.probes.dcgm_diag import (
     Source,
     Status,
 )
-from tests.probes.cases import SAMPLES, Case, load_cases
-
-CASES = load_cases("dcgm_diag")
+from tests.probes.cases import SAMPLES
 
 
 def _sample(name: str) -> DcgmDiagFacts:
     return PROBE.parse((SAMPLES / "dcgmi" / name).read_text(encoding="utf-8"))
-
-
-@pytest.mark.parametrize("case", CASES, ids=[c.name for c in CASES])
-def test_case(case: Case) -> None:
-    if case.error is not None:
-        with pytest.raises(ProbeParseError, match=re.escape(case.error)):
-            PROBE.parse(case.text())
-    else:
-        assert to_data(PROBE.parse(case.text())) == case.expected
-
-
-def test_every_sample_of_the_family_has_a_case() -> None:
-    covered = {case.sample.name for case in CASES}
-    assert covered == {path.name for path in (SAMPLES / "dcgmi").iterdir()}
 
 
 def test_persistence_fail_with_wrapped_error_text() -> None:

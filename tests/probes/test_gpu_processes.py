@@ -7,11 +7,8 @@ import re
 import pytest
 
 from fleetfix.errors import ProbeParseError
-from fleetfix.probes.base import to_data
 from fleetfix.probes.gpu_processes import PROBE, QUERY_FIELDS, GpuProcessesFacts
-from tests.probes.cases import SAMPLES, Case, load_cases
-
-CASES = load_cases("gpu_processes")
+from tests.probes.cases import SAMPLES
 
 
 def _parse(sample: str) -> GpuProcessesFacts:
@@ -30,20 +27,6 @@ FUSER_TABLE = (
     "                     USER        PID ACCESS COMMAND\n"
     "/dev/nvidia0:        root       2211 F.... dcgm-exporter\n"
 )
-
-
-@pytest.mark.parametrize("case", CASES, ids=[c.name for c in CASES])
-def test_case(case: Case) -> None:
-    if case.error is not None:
-        with pytest.raises(ProbeParseError, match=re.escape(case.error)):
-            PROBE.parse(case.text())
-    else:
-        assert to_data(PROBE.parse(case.text())) == case.expected
-
-
-def test_every_sample_of_the_tool_family_has_a_case() -> None:
-    covered = {case.sample.name for case in CASES}
-    assert {path.name for path in (SAMPLES / "query-compute-apps").iterdir()} <= covered
 
 
 def test_header_only_means_no_compute_processes() -> None:

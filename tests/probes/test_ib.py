@@ -7,29 +7,12 @@ import re
 import pytest
 
 from fleetfix.errors import ProbeParseError
-from fleetfix.probes.base import to_data
 from fleetfix.probes.ib import PROBE, IbFacts, LinkLayer, PhysicalState, PortState, Source
-from tests.probes.cases import SAMPLES, Case, load_cases
-
-CASES = load_cases("ib")
+from tests.probes.cases import SAMPLES
 
 
 def _sample(name: str) -> IbFacts:
     return PROBE.parse((SAMPLES / "ibstat" / name).read_text(encoding="utf-8"))
-
-
-@pytest.mark.parametrize("case", CASES, ids=[c.name for c in CASES])
-def test_case(case: Case) -> None:
-    if case.error is not None:
-        with pytest.raises(ProbeParseError, match=re.escape(case.error)):
-            PROBE.parse(case.text())
-    else:
-        assert to_data(PROBE.parse(case.text())) == case.expected
-
-
-def test_every_sample_of_the_family_has_a_case() -> None:
-    covered = {case.sample.name for case in CASES}
-    assert covered == {path.name for path in (SAMPLES / "ibstat").iterdir()}
 
 
 def test_h100_cx7_down_ports_are_the_disabled_ethernet_ones() -> None:

@@ -2,36 +2,15 @@
 
 from __future__ import annotations
 
-import re
-
 import pytest
 
 from fleetfix.errors import ProbeParseError
-from fleetfix.probes.base import to_data
 from fleetfix.probes.kernel_modules import PROBE, KernelModulesFacts, unload_order
-from tests.probes.cases import SAMPLES, Case, load_cases
-
-CASES = load_cases("kernel_modules")
+from tests.probes.cases import SAMPLES
 
 
 def _sample(name: str) -> KernelModulesFacts:
     return PROBE.parse((SAMPLES / name).read_text(encoding="utf-8"))
-
-
-@pytest.mark.parametrize("case", CASES, ids=[c.name for c in CASES])
-def test_case(case: Case) -> None:
-    if case.error is not None:
-        with pytest.raises(ProbeParseError, match=re.escape(case.error)):
-            PROBE.parse(case.text())
-    else:
-        assert to_data(PROBE.parse(case.text())) == case.expected
-
-
-def test_every_owned_sample_has_a_case() -> None:
-    covered = {c.sample.name for c in CASES}
-    assert "issue-gpud-pr39-lsmod-peermem-yaml-indented.txt" in covered
-    for sample in (SAMPLES / "synthetic-kernel-modules").iterdir():
-        assert sample.name in covered, sample
 
 
 def test_real_pasted_lsmod_excerpt() -> None:

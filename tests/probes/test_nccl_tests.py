@@ -8,30 +8,12 @@ from dataclasses import replace
 import pytest
 
 from fleetfix.errors import ProbeParseError
-from fleetfix.probes.base import to_data
 from fleetfix.probes.nccl_tests import PROBE, NcclTestsFacts, meets_threshold
-from tests.probes.cases import SAMPLES, Case, load_cases
-
-CASES = load_cases("nccl_tests")
+from tests.probes.cases import SAMPLES
 
 
 def _sample(family: str, name: str) -> NcclTestsFacts:
     return PROBE.parse((SAMPLES / family / name).read_text(encoding="utf-8"))
-
-
-@pytest.mark.parametrize("case", CASES, ids=[c.name for c in CASES])
-def test_case(case: Case) -> None:
-    if case.error is not None:
-        with pytest.raises(ProbeParseError, match=re.escape(case.error)):
-            PROBE.parse(case.text())
-    else:
-        assert to_data(PROBE.parse(case.text())) == case.expected
-
-
-@pytest.mark.parametrize("family", ["nccl-tests", "nccl-debug"])
-def test_every_sample_of_the_family_has_a_case(family: str) -> None:
-    covered = {case.sample.name for case in CASES if case.sample.parent.name == family}
-    assert covered == {path.name for path in (SAMPLES / family).iterdir()}
 
 
 def test_two_node_h100_run() -> None:

@@ -12,9 +12,8 @@ from fleetfix.probes.base import to_data
 from fleetfix.probes.gpu_facts import Format, NvidiaSmiFacts, normalize_bus_id
 from fleetfix.probes.nvidia_smi import PROBE
 from fleetfix.probes.nvidia_smi_csv import BASIC_FIELDS, FULL_FIELDS
-from tests.probes.cases import SAMPLES, Case, load_cases
+from tests.probes.cases import SAMPLES
 
-CASES = load_cases("nvidia_smi")
 FAMILIES = ("nvidia-smi-xml", "nvidia-smi-q", "nvidia-smi-table", "query-gpu-csv")
 
 
@@ -24,22 +23,6 @@ def _text(sample: str) -> str:
 
 def _parse(sample: str) -> NvidiaSmiFacts:
     return PROBE.parse(_text(sample))
-
-
-@pytest.mark.parametrize("case", CASES, ids=[c.name for c in CASES])
-def test_case(case: Case) -> None:
-    if case.error is not None:
-        with pytest.raises(ProbeParseError, match=re.escape(case.error)):
-            PROBE.parse(case.text())
-    else:
-        assert to_data(PROBE.parse(case.text())) == case.expected
-
-
-def test_every_sample_of_the_tool_family_has_a_case() -> None:
-    covered = {case.sample.relative_to(SAMPLES).as_posix() for case in CASES}
-    for family in FAMILIES:
-        for sample in (SAMPLES / family).iterdir():
-            assert f"{family}/{sample.name}" in covered
 
 
 # --- -q text -------------------------------------------------------------------------------

@@ -7,11 +7,8 @@ import re
 import pytest
 
 from fleetfix.errors import ProbeParseError
-from fleetfix.probes.base import to_data
 from fleetfix.probes.nvlink import PROBE, NvlinkFacts
-from tests.probes.cases import SAMPLES, Case, load_cases
-
-CASES = load_cases("nvlink")
+from tests.probes.cases import SAMPLES
 
 
 def _text(sample: str) -> str:
@@ -20,20 +17,6 @@ def _text(sample: str) -> str:
 
 def _parse(sample: str) -> NvlinkFacts:
     return PROBE.parse(_text(sample))
-
-
-@pytest.mark.parametrize("case", CASES, ids=[c.name for c in CASES])
-def test_case(case: Case) -> None:
-    if case.error is not None:
-        with pytest.raises(ProbeParseError, match=re.escape(case.error)):
-            PROBE.parse(case.text())
-    else:
-        assert to_data(PROBE.parse(case.text())) == case.expected
-
-
-def test_every_sample_of_the_tool_family_has_a_case() -> None:
-    covered = {case.sample.name for case in CASES}
-    assert {path.name for path in (SAMPLES / "nvlink").iterdir()} <= covered
 
 
 def test_8xa100_all_links_up() -> None:

@@ -7,7 +7,6 @@ import re
 import pytest
 
 from fleetfix.errors import ProbeParseError
-from fleetfix.probes.base import to_data
 from fleetfix.probes.slurm_node import (
     PROBE,
     SINFO_FORMAT,
@@ -17,27 +16,11 @@ from fleetfix.probes.slurm_node import (
     decode_state,
     expand_hostlist,
 )
-from tests.probes.cases import SAMPLES, Case, load_cases
-
-CASES = load_cases("slurm_node")
+from tests.probes.cases import SAMPLES
 
 
 def _sample(name: str) -> SlurmNodeFacts:
     return PROBE.parse((SAMPLES / "slurm" / name).read_text(encoding="utf-8"))
-
-
-@pytest.mark.parametrize("case", CASES, ids=[c.name for c in CASES])
-def test_case(case: Case) -> None:
-    if case.error is not None:
-        with pytest.raises(ProbeParseError, match=re.escape(case.error)):
-            PROBE.parse(case.text())
-    else:
-        assert to_data(PROBE.parse(case.text())) == case.expected
-
-
-def test_every_sample_of_the_family_has_a_case() -> None:
-    covered = {case.sample.name for case in CASES}
-    assert covered == {path.name for path in (SAMPLES / "slurm").iterdir()}
 
 
 def test_idle_drain_by_slurm_is_drained_and_not_ours() -> None:

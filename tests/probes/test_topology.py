@@ -9,9 +9,8 @@ import pytest
 from fleetfix.errors import InputError, ProbeParseError
 from fleetfix.probes.base import to_data
 from fleetfix.probes.topology import PROBE, ExpectedTopology, TopologyFacts, compare_topology
-from tests.probes.cases import SAMPLES, Case, load_cases
+from tests.probes.cases import SAMPLES
 
-CASES = load_cases("topology")
 HGX_H100 = "unresolved-sglang-issue-copy-8xh100-nv18-8nic-pix-node-570.133.20-complete.txt"
 A100_TABS = "oyanghd-8xa100-sxm-40g-nv12-10nic-525-tabs-complete.txt"
 
@@ -22,20 +21,6 @@ def _text(sample: str) -> str:
 
 def _parse(sample: str) -> TopologyFacts:
     return PROBE.parse(_text(sample))
-
-
-@pytest.mark.parametrize("case", CASES, ids=[c.name for c in CASES])
-def test_case(case: Case) -> None:
-    if case.error is not None:
-        with pytest.raises(ProbeParseError, match=re.escape(case.error)):
-            PROBE.parse(case.text())
-    else:
-        assert to_data(PROBE.parse(case.text())) == case.expected
-
-
-def test_every_sample_of_the_tool_family_has_a_case() -> None:
-    covered = {case.sample.name for case in CASES}
-    assert {path.name for path in (SAMPLES / "topo").iterdir()} <= covered
 
 
 def test_hgx_h100_nv18_with_pix_nics() -> None:
