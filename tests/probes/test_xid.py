@@ -24,7 +24,7 @@ def _sample(name: str) -> XidFacts:
 def test_xid79_short_form_asks_for_a_reboot() -> None:
     facts = _sample("dmesg-xid/nvsentinel-155-comment-xid79-line.txt")
     (event,) = facts.events
-    assert (event.code, event.bus_id, event.pid) == (79, "0000:44:00.0", None)
+    assert (event.code, event.bus_id, event.pid) == (79, "00000000:44:00.0", None)
     assert event.mnemonic == "ROBUST_CHANNEL_GPU_HAS_FALLEN_OFF_THE_BUS"
     assert event.immediate_action == "RESTART_BM"
     assert facts.reboot_required is True
@@ -38,7 +38,7 @@ def test_gsp_timeouts_group_into_bursts_by_the_three_minute_gap() -> None:
     assert [(b.count, b.span_s) for b in facts.bursts] == [(4, 174.0), (1, 0.0)]
     assert facts.events[0].uuid == "GPU-509665ad-b600-ac93-3616-d754b23d636d"
     assert facts.events[3].process == "cache_mgr_main"
-    assert facts.reset_required_gpus == ("0000:9b:00.0",)
+    assert facts.reset_required_gpus == ("00000000:9b:00.0",)
     assert facts.complete is False  # the fixture lacks a final newline
 
 
@@ -62,7 +62,7 @@ def test_legacy_engmask_and_channel_id_forms() -> None:
 
 def test_domain_0009_bus_id_and_new_channel_form() -> None:
     (event,) = _sample("dmesg-xid/dradriver-904-xid43-channel-gb200-domain0009.txt").events
-    assert (event.bus_id, event.pid, event.process) == ("0009:01:00.0", 3188489, "trigger_xid")
+    assert (event.bus_id, event.pid, event.process) == ("00000009:01:00.0", 3188489, "trigger_xid")
     assert event.channel == 0x0B00000A
     assert event.recommended_action == "IGNORE"
 
@@ -96,7 +96,7 @@ def test_xid45_follows_the_xid_that_caused_it() -> None:
 
 def test_row_remap_xid63_is_no_action() -> None:
     (event,) = _sample("dmesg-xid/stas-mleng-xid63-row-remapper-a100.txt").events
-    assert (event.code, event.bus_id, event.pid) == (63, "0000:10:1c.0", 1896)
+    assert (event.code, event.bus_id, event.pid) == (63, "00000000:10:1c.0", 1896)
     assert event.recommended_action == "IGNORE"
 
 
@@ -162,16 +162,16 @@ def test_xid154_recovery_action_overrides_the_catalog_for_that_gpu() -> None:
     facts = PROBE.parse(text)
     actions = [(e.bus_id, e.code, e.recommended_action) for e in facts.events]
     assert actions == [
-        ("0000:3b:00.0", 48, "RESTART_BM"),
-        ("0000:3b:00.0", 63, "RESTART_BM"),
-        ("0000:3b:00.0", 154, "RESTART_BM"),
-        ("0000:5e:00.0", 48, "RESET_GPU"),
-        ("0000:86:00.0", 48, "DRAIN_AND_RESET"),
-        ("0000:86:00.0", 64, "RESET_GPU"),
+        ("00000000:3b:00.0", 48, "RESTART_BM"),
+        ("00000000:3b:00.0", 63, "RESTART_BM"),
+        ("00000000:3b:00.0", 154, "RESTART_BM"),
+        ("00000000:5e:00.0", 48, "RESET_GPU"),
+        ("00000000:86:00.0", 48, "DRAIN_AND_RESET"),
+        ("00000000:86:00.0", 64, "RESET_GPU"),
     ]
-    assert facts.recovery_actions == {"0000:3b:00.0": "Reboot"}
+    assert facts.recovery_actions == {"00000000:3b:00.0": "Reboot"}
     assert facts.reboot_required is True
-    assert facts.reset_required_gpus == ("0000:5e:00.0", "0000:86:00.0")
+    assert facts.reset_required_gpus == ("00000000:5e:00.0", "00000000:86:00.0")
     assert facts.critical_codes == (48, 64)
 
 
@@ -220,20 +220,20 @@ def test_bus_to_index_maps_nvidia_smi_bus_ids_and_flags_missing_gpus() -> None:
     facts = _sample("dmesg-xid/ogkm-1150-xid45-caused-by-149-145-590.48.01.txt")
     gpus = ((4, "00000000:97:00.0"), (5, "00000000:BA:00.0"), (6, "00000000:DC:00.0"))
     assert bus_to_index(facts.events, gpus) == {
-        "0000:dc:00.0": 6,
-        "0000:ed:00.0": None,
-        "0000:ba:00.0": 5,
-        "0000:97:00.0": 4,
+        "00000000:dc:00.0": 6,
+        "00000000:ed:00.0": None,
+        "00000000:ba:00.0": 5,
+        "00000000:97:00.0": 4,
     }
 
 
 @pytest.mark.parametrize(
     ("raw", "normalised"),
     [
-        ("PCI:0000:3b:00", "0000:3b:00.0"),
-        ("00000009:01:00.0", "0009:01:00.0"),
-        ("3B:00.0", "0000:3b:00.0"),
-        ("0000:10:1c", "0000:10:1c.0"),
+        ("PCI:0000:3b:00", "00000000:3b:00.0"),
+        ("00000009:01:00.0", "00000009:01:00.0"),
+        ("3B:00.0", "00000000:3b:00.0"),
+        ("0000:10:1c", "00000000:10:1c.0"),
         ("PCI:...", None),
         ("GPU0", None),
     ],

@@ -45,19 +45,21 @@ _TRUE_WORDS = frozenset({"yes", "enabled", "active", "on", "true", "enable"})
 _FALSE_WORDS = frozenset({"no", "disabled", "not active", "off", "false", "disable"})
 _NUMBER = re.compile(r"^([-+]?\d+(?:\.\d+)?)\s*(?:[A-Za-z%/()]+(?:\(s\))?)?$")
 _BUS_ID = re.compile(
-    r"^(?:(?P<domain>[0-9a-fA-F]{1,8}):)?(?P<bus>[0-9a-fA-F]{2}):(?P<dev>[0-9a-fA-F]{2})"
-    r"(?:\.(?P<fn>[0-7]))?$"
+    r"^(?:PCI:)?(?:(?P<domain>[0-9a-fA-F]{1,8}):)?(?P<bus>[0-9a-fA-F]{1,2}):"
+    r"(?P<dev>[0-9a-fA-F]{1,2})(?:\.(?P<fn>[0-7]))?$"
 )
 
 
 def normalize_bus_id(raw: str) -> str | None:
-    """`00000000:1B:00.0`, `0000:1b:00`, `1b:00.0` -> `00000000:1b:00.0`; None if not a bus id."""
+    """One spelling of a PCI bus id for every probe, nvidia-smi's: `00000000:1b:00.0`.
+
+    Accepts nvidia-smi's `00000000:1B:00.0`, the kernel's Xid `PCI:0000:1b:00`, lspci's
+    `1b:00.0`; None if `raw` is not a bus id."""
     match = _BUS_ID.match(raw.strip())
     if match is None:
         return None
-    domain = int(match["domain"] or "0", 16)
-    function = match["fn"] or "0"
-    return f"{domain:08x}:{match['bus'].lower()}:{match['dev'].lower()}.{function}"
+    domain, bus, device = (int(match[k] or "0", 16) for k in ("domain", "bus", "dev"))
+    return f"{domain:08x}:{bus:02x}:{device:02x}.{match['fn'] or 0}"
 
 
 def frozen_map(items: Mapping[K, V] | None = None) -> Mapping[K, V]:

@@ -26,6 +26,7 @@ from typing import Any
 from fleetfix.errors import FleetfixError, ProbeParseError
 from fleetfix.knowledge.xid import XidCatalog, parse_recovery_action, xid_catalog
 from fleetfix.probes.base import Probe
+from fleetfix.probes.gpu_facts import normalize_bus_id
 from fleetfix.probes.text import Line, clean_lines, is_elision
 
 NAME = "xid"
@@ -202,10 +203,6 @@ _NVLINK = re.compile(
 _UUID_LINE = re.compile(
     r"NVRM: GPU at PCI:(?P<pci>[0-9a-fA-F:.]+): (?P<uuid>GPU-[0-9a-fA-F-]{36})\b"
 )
-_BUS = re.compile(
-    r"^(?:PCI:)?(?:(?P<dom>[0-9a-fA-F]{1,8}):)?(?P<bus>[0-9a-fA-F]{1,2}):"
-    r"(?P<dev>[0-9a-fA-F]{1,2})(?:\.(?P<fn>[0-7]))?$"
-)
 _DURATION = re.compile(r"^(?P<n>\d+)\s*(?P<unit>s|m|min|h|d)?$")
 _DURATION_UNITS = MappingProxyType({"s": 1, "m": 60, "min": 60, "h": 3600, "d": 86400})
 _MONTHS = ("Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec")
@@ -241,19 +238,6 @@ def group_bursts(
         open_bursts[key] = [event]
     closed.extend(open_bursts.values())
     return tuple(sorted((_burst(group) for group in closed), key=lambda b: b.first_line))
-
-
-def normalize_bus_id(text: str) -> str | None:
-    """`dddd:bb:dd.f` (lower case) from any PCI bus id spelling; None if it is not one.
-
-    Accepts Xid's `PCI:0000:3b:00`, nvidia-smi's `00000000:3B:00.0` and lspci's `3b:00.0`.
-    """
-    match = _BUS.match(text.strip())
-    if not match:
-        return None
-    domain = int(match["dom"] or "0", 16)
-    bus, device = int(match["bus"], 16), int(match["dev"], 16)
-    return f"{domain:04x}:{bus:02x}:{device:02x}.{match['fn'] or 0}"
 
 
 def bus_to_index(
