@@ -302,3 +302,64 @@ def test_two_hundred_hosts_at_once(fleet: Fleet) -> None:
     table = recap(done.stdout)
     assert len(table) == 200
     assert all(row["ok"] == 2 and row["unreachable"] == 0 for row in table.values())
+
+
+def test_kill_9_loses_nothing_and_resume_finishes(fleet: Fleet) -> None:
+    log = fleet.root / "steps.log"
+    release = fleet.root / "release"
+    book = fleet.playbook(
+        f"""
+        - hosts: gpu
+          tasks:
+            - name: first
+              shell: "echo first-{{{{ inventory_hostname }}}} >> {log}"
+            - name: long
+              shell: "while [ ! -e {release} ]; do sleep 0.1; done"
+            - name: last
+              shell: "echo last-{{{{ inventory_hostname }}}} >> {log}"
+        """
+    )
+    inv = fleet.inventory(["gpu001", "gpu002"])
+    run_id = ""
+    with subprocess.Popen(
+        fleet.argv(book, inv), stdout=subprocess.PIPE, text=True, env=_env()
+    ) as proc:
+        assert proc.stdout is not None
+        for line in proc.stdout:
+            if line.startswith("run id: "):
+                run_id = line.split()[2]
+            if line.startswith("TASK [long]"):
+                break
+        proc.kill()  # SIGKILL: no cleanup at all, leases stay behind
+        proc.wait(timeout=30)
+    assert run_id
+    release.touch()
+    resumed = fleet.run(book, inv, "--resume", run_id)
+    assert resumed.returncode == 0, resumed.stdout + resumed.stderr
+    assert sorted(log.read_text().splitlines()) == [
+        "first-gpu001",
+        "first-gpu002",
+        "last-gpu001",
+        "last-gpu002",
+    ]
+
+
+def test_no_log_output_never_reaches_the_journal(fleet: Fleet) -> None:
+    secret = "s3cr3t-BMC-password-4711"
+    book = fleet.playbook(
+        f"""
+        - hosts: gpu
+          tasks:
+            - name: set the BMC password
+              shell: "echo {secret}; echo {secret} >&2; exit 1"
+              no_log: true
+              register: bmc
+              ignore_errors: true
+        """
+    )
+    done = fleet.run(book, fleet.inventory(["gpu001"]), "-vv")
+    assert done.returncode == 0, done.stdout
+    assert secret not in done.stdout + done.stderr
+    dump = "\n".join(sqlite3.connect(fleet.root / "journal.sqlite").iterdump())
+    assert secret not in dump
+    assert "no_log: true" in dump  # the step is recorded, its output is not

@@ -140,7 +140,7 @@ def registered(outcome: Outcome, attempts: int, *, no_log: bool = False) -> dict
         )
     value.update(outcome.data)
     if no_log:
-        for key in ("stdout", "stderr", "msg"):
+        for key in ("cmd", "stdout", "stderr", "msg"):
             if key in value:
                 value[key] = NO_LOG_TEXT
         value["stdout_lines"] = value["stderr_lines"] = []
