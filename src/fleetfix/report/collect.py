@@ -12,7 +12,9 @@ Commands come from `CommandRan` events, which the engine redacts for no_log step
 
 from __future__ import annotations
 
+import json
 import time
+from collections import Counter
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from math import isfinite
@@ -45,6 +47,7 @@ from fleetfix.topology.findings import (
     Finding,
     correlated_failures,
     held_hosts,
+    intra_node_mismatches,
     stragglers,
 )
 from fleetfix.topology.graph import NO_LEAF, NO_SPINE, Topology, natural_sorted
@@ -85,6 +88,7 @@ class ReportCollector:
         self._actions: list[ActionRecord] = []
         self._planned: dict[tuple[str, str], list[str]] = {}
         self._busbw: dict[str, float] = {}
+        self._links: dict[str, dict[str, dict[str, str]]] = {}
         self._stops: list[str] = []
 
     def __call__(self, event: Event) -> None:
@@ -129,6 +133,7 @@ class ReportCollector:
         found = correlated_failures(topology, failed, self.considered_hosts())
         passing = {h: v for h, v in self._busbw.items() if h not in failed}
         found.extend(stragglers(passing, topology.gpu_models()))
+        found.extend(intra_node_mismatches(self._links, expected_links(self._links, topology)))
         return found
 
     # -- the model ------------------------------------------------------------------------
@@ -260,12 +265,45 @@ class ReportCollector:
         busbw = registered_busbw(result.data)
         if busbw is not None:
             self._busbw[result.host] = busbw
+        links = registered_gpu_links(result.data)
+        if links is not None:
+            self._links[result.host] = links
 
     def _planned_actions(self) -> tuple[ActionRecord, ...]:
         return tuple(
             ActionRecord(host=h, step=s, action=None, failed=False, planned=True, commands=tuple(c))
             for (h, s), c in self._planned.items()
         )
+
+
+def registered_gpu_links(data: Mapping[str, Any]) -> dict[str, dict[str, str]] | None:
+    """The GPU-to-GPU part of a registered `topology` probe result (`facts.matrix`)."""
+    facts = data.get("facts")
+    if not isinstance(facts, Mapping) or not facts.get("complete", True):
+        return None
+    matrix = facts.get("matrix")
+    if not isinstance(matrix, Mapping):
+        return None
+    gpus = [name for name in matrix if str(name).startswith("GPU")]
+    return {a: {b: str(matrix[a].get(b)) for b in gpus if b != a} for a in gpus} or None
+
+
+def expected_links(
+    seen: Mapping[str, Mapping[str, Mapping[str, str]]], topology: Topology
+) -> dict[str, Mapping[str, Mapping[str, str]]]:
+    """Each host's expected GPU links: what most hosts of its GPU model show (at least two
+    agreeing). A node that differs from its peers is the suspect; no config is needed."""
+    models = topology.gpu_models()
+    by_model: dict[str, list[str]] = {}
+    for host in seen:
+        by_model.setdefault(models.get(host, ""), []).append(host)
+    expected: dict[str, Mapping[str, Mapping[str, str]]] = {}
+    for hosts in by_model.values():
+        shapes = Counter(json.dumps(seen[h], sort_keys=True) for h in hosts)
+        shape, count = shapes.most_common(1)[0]
+        if count >= 2 and count * 2 > len(hosts):
+            expected.update(dict.fromkeys(hosts, json.loads(shape)))
+    return expected
 
 
 def registered_busbw(data: Mapping[str, Any]) -> float | None:
