@@ -45,7 +45,9 @@ class Run:
     def recap(self) -> dict[str, dict[str, int]]:
         """host -> {ok, changed, unreachable, failed, skipped, rescued, ignored}."""
         return {
-            found["host"]: {key: int(value) for key, value in found.groupdict().items() if key != "host"}
+            found["host"]: {
+                key: int(value) for key, value in found.groupdict().items() if key != "host"
+            }
             for found in RECAP.finditer(self.stdout)
         }
 
