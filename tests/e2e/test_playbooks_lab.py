@@ -20,7 +20,9 @@ from fleetfix.events import HostBackInService, HostOutOfService
 from fleetfix.journal import Journal
 from fleetfix.lab.control import LabHandle
 from fleetfix.lab.embedded import connection_vars
+from fleetfix.report.json import schema_path
 from tests.lab.support import running_lab
+from tests.unit.report.schema_check import validate
 
 ROOT = Path(__file__).resolve().parents[2]
 RECAP = re.compile(r"^(\S+)\s+: ok=(\d+)\s+changed=(\d+)\s+unreachable=(\d+)\s+failed=(\d+)", re.M)
@@ -161,6 +163,7 @@ def test_bad_leaf_is_named_and_its_nodes_are_not_drained(bad_leaf_lab: Lab, tmp_
     assert all(n["boots"] == 1 for n in nodes.values())
 
     data = json.loads(reports[1].read_text())
+    validate(data, json.loads(schema_path().read_text()))  # the shipped JSON Schema
     assert data["schema"] == "fleetfix.report/v1"
     assert data["exit_code"] == 6
     suspects = [f for f in data["findings"] if f["kind"] == "leaf"]

@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 
 from fleetfix.errors import FleetfixError, ProbeParseError
+from fleetfix.probes.gpu_facts import normalize_bus_id
 from fleetfix.probes.xid import (
     PROBE,
     Clock,
@@ -12,7 +13,6 @@ from fleetfix.probes.xid import (
     XidFacts,
     bus_to_index,
     group_bursts,
-    normalize_bus_id,
 )
 from tests.probes.cases import SAMPLES
 
