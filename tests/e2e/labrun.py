@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import os
 import re
 import subprocess
@@ -9,6 +10,8 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+
+import asyncssh
 
 from fleetfix.lab.control import LabHandle
 from fleetfix.lab.embedded import connection_vars
@@ -45,11 +48,13 @@ class Run:
     def recap(self) -> dict[str, dict[str, int]]:
         """host -> {ok, changed, unreachable, failed, skipped, rescued, ignored}."""
         return {
-            found["host"]: {
-                key: int(value) for key, value in found.groupdict().items() if key != "host"
-            }
+            found["host"]: {key: int(found[key]) for key in RECAP.groupindex if key != "host"}
             for found in RECAP.finditer(self.stdout)
         }
+
+    def hosts_with(self, counter: str) -> set[str]:
+        """Hosts whose recap `counter` (changed, failed, ...) is not zero."""
+        return {host for host, row in self.recap.items() if row[counter]}
 
     @property
     def output(self) -> str:
@@ -58,27 +63,28 @@ class Run:
 
 
 def write_inventory(lab: LabHandle, path: Path) -> Path:
-    """The lab's inventory without its scenario line, plus the vars that reach the running lab."""
+    """The lab's inventory with its scenario line (which would make the CLI start a second,
+    embedded lab) replaced by the vars that reach the running one."""
+    dropped = ("fleetfix_lab_scenario=", *(f"{key}=" for key in _CONNECTION_KEYS))
     kept = [
-        line
-        for line in lab.inventory_path.read_text().splitlines()
-        if not line.startswith("fleetfix_lab_scenario=")
+        line for line in lab.inventory_path.read_text().splitlines() if not line.startswith(dropped)
     ]
     common = next(iter(connection_vars(lab).values()))
-    extra = [f"{key}={common[key]}" for key in _CONNECTION_KEYS]
+    extra = "\n".join(f"{key}={common[key]}" for key in _CONNECTION_KEYS)
     text = "\n".join(kept)
-    if "[all:vars]" in text:
-        text = text.replace("[all:vars]", "[all:vars]\n" + "\n".join(extra), 1)
+    if "[all:vars]" in kept:
+        text = text.replace("[all:vars]", f"[all:vars]\n{extra}", 1)
     else:
-        text += "\n[all:vars]\n" + "\n".join(extra)
+        text += f"\n[all:vars]\n{extra}"
     path.write_text(text + "\n")
     return path
 
 
 def fleetfix_run(
-    playbook: str, inventory: Path, workdir: Path, *extra: str, timeout: float = 150.0
+    playbook: str | Path, inventory: Path, workdir: Path, *extra: str, timeout: float = 240.0
 ) -> Run:
-    """`fleetfix run playbooks/PLAYBOOK -i INVENTORY --yes` in a subprocess, plain output."""
+    """`fleetfix run PLAYBOOK -i INVENTORY --yes` in a subprocess, plain output; a bare name is
+    one of the shipped playbooks."""
     argv = [
         sys.executable,
         "-m",
@@ -106,6 +112,30 @@ def nodes(truth: dict[str, Any]) -> dict[str, dict[str, Any]]:
     return found
 
 
-def fault_kinds(truth: dict[str, Any], node: str) -> set[str]:
-    """The kinds of fault still present on `node`."""
-    return {fault["kind"] for fault in nodes(truth)[node]["faults"]}
+def fault_kinds(node: dict[str, Any]) -> set[str]:
+    """The kinds of fault still present on one node (an entry of `nodes(truth)`)."""
+    return {fault["kind"] for fault in node["faults"]}
+
+
+def changed_nodes(before: dict[str, dict[str, Any]], after: dict[str, dict[str, Any]]) -> set[str]:
+    """Nodes whose truth differs between two readings."""
+    return {name for name, node in after.items() if node != before[name]}
+
+
+def node_shell(lab: LabHandle, node: str, command: str, *, user: str = "root") -> str:
+    """Run `command` on a lab node as `user` (the lab records it, e.g. as a drain's author);
+    its stdout, or AssertionError when it fails."""
+    return asyncio.run(_node_shell(lab, node, command, user))
+
+
+async def _node_shell(lab: LabHandle, node: str, command: str, user: str) -> str:
+    async with asyncssh.connect(
+        lab.hosts[node],
+        port=lab.port,
+        username=user,
+        client_keys=[str(lab.client_key)],
+        known_hosts=str(lab.known_hosts),
+    ) as conn:
+        done = await asyncio.wait_for(conn.run(command, check=False), 30)
+    assert done.exit_status == 0, f"{node}: {command!r} failed: {done.stderr!r}"
+    return str(done.stdout or "")

@@ -40,6 +40,7 @@ class ActionContext:
     params: Mapping[str, Any]
     facts: Mapping[str, Any]  # probe name -> parsed facts (typed dataclasses)
     vars: Mapping[str, Any]
+    plan: ActionPlan | None = None  # for `check`: what the action set out to do
 
 
 @dataclass(frozen=True, slots=True)
@@ -56,6 +57,8 @@ class Action:
     """Probes whose facts gates use when the node has the tool (e.g. slurm_node); None if not."""
     verify: tuple[str, ...] = ()
     check: Callable[[ActionContext], str | None] | None = None
+    changes_state: bool = True
+    """False for actions that only measure (nccl-tests): they never report "changed"."""
     disruptive: bool = False
     """Takes the node (or its GPUs) out of service: counts against topology caps and holds."""
     validate: Callable[[Mapping[str, Any]], str | None] | None = None

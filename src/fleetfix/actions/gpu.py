@@ -15,7 +15,8 @@ RESET_HOLDERS = ("nvidia-persistenced", "nvidia-dcgm", "dcgm", "nvidia-fabricman
 
 
 def _indexes(keys: Iterable[GpuKey]) -> list[int]:
-    return sorted(k for k in keys if isinstance(k, int))
+    """GPU indexes, each once (a GPU can be flagged for a reset and a pending remap at once)."""
+    return sorted({k for k in keys if isinstance(k, int)})
 
 
 def _gpu_flag(indexes: list[int]) -> str:
@@ -120,7 +121,7 @@ def _reset_targets(ctx: ActionContext, smi: NvidiaSmiFacts) -> list[int]:
     if wanted == "all":
         return sorted(g.index for g in smi.gpus if g.index is not None)
     if wanted is not None:
-        return sorted(int(i) for i in (wanted if isinstance(wanted, list) else [wanted]))
+        return sorted({int(i) for i in (wanted if isinstance(wanted, list) else [wanted])})
     return _indexes((*smi.reset_required_gpus, *smi.row_remap_pending_gpus))
 
 

@@ -113,5 +113,6 @@ ACTIONS = (
         optional=("nvidia_smi", "gpu_processes", "slurm_node"),
         check=_check,
         result_probe="nccl_tests",
+        changes_state=False,
     ),
 )

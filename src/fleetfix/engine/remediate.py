@@ -56,7 +56,7 @@ async def _one_rung(
     outcome = await _carry_out(hs, action, plan)
     if outcome.failed or hs.dry:
         return outcome
-    problem = await _verify(hs, action, params, handlers)
+    problem = await _verify(hs, action, params, handlers, plan)
     if problem is not None:
         outcome.failed = True
         outcome.message = f"{action.name}: verification failed: {problem}"
@@ -115,9 +115,9 @@ async def _carry_out(hs: HostStep, action: Action, plan: ActionPlan) -> Outcome:
             announce_planned(hs.ctx, hs.state, hs.step, planned.command)
         count = len(plan.commands)
         return Outcome(
-            changed=True, message=f"check mode: {action.name} would run {count} command(s)"
+            changed=action.changes_state, message=f"check mode: {action.name} would run {count} command(s)"
         )
-    outcome = Outcome(changed=True, message=notes)
+    outcome = Outcome(changed=action.changes_state, message=notes)
     for planned in plan.commands:
         if outcome.failed and not planned.always:
             continue
@@ -179,7 +179,11 @@ async def _await_new_boot(hs: HostStep, old_boot_id: str, wait: float) -> str | 
 
 
 async def _verify(
-    hs: HostStep, action: Action, params: Mapping[str, Any], handlers: Handlers
+    hs: HostStep,
+    action: Action,
+    params: Mapping[str, Any],
+    handlers: Handlers,
+    plan: ActionPlan,
 ) -> str | None:
     """The action's own verification, then the step's `verify:` list; first problem wins."""
     for name in action.verify:
@@ -191,7 +195,7 @@ async def _verify(
         if action.result_probe is not None:
             names = (*names, action.result_probe)
         facts = {name: hs.state.probe_facts.get(name) for name in names}
-        problem = action.check(ActionContext(hs.state.name, params, facts, hs.variables))
+        problem = action.check(ActionContext(hs.state.name, params, facts, hs.variables, plan))
         if problem is not None:
             return problem
     return await _verify_steps(hs, handlers)

@@ -42,6 +42,8 @@ _FUSER_ROW = re.compile(
     r"^(?:(?P<path>/\S+?):)?\s+(?P<user>\S+)\s+(?P<pid>\d+|kernel)\s+(?P<access>[\w.]+)"
     r"(?:\s+(?P<command>.+?))?\s*$"
 )
+_FUSER_PATH_ALONE = re.compile(r"^(?P<path>/\S+):\s*$")
+"""psmisc puts a long device name on a line of its own and its holders on the next lines."""
 _FUSER_NO_FILE = re.compile(r"^Specified filename .* does not exist\.?$")
 _FUSER_WARNING = re.compile(r"^Cannot stat .*$|^fuser: .*(?:permission|denied).*$", re.I)
 _NOT_INSTALLED = re.compile(r"(?:command )?not found$|No such file or directory$")
@@ -191,6 +193,10 @@ def _fuser_source(lines: tuple[Line, ...], rc: int | None, text: str) -> _Source
             return _Source((), ok=False, complete=False, errors=(stripped,))
         if _FUSER_WARNING.match(stripped):
             warnings.append(stripped)
+            continue
+        alone = _FUSER_PATH_ALONE.match(line.text)
+        if alone is not None:
+            path = alone["path"]
             continue
         match = _FUSER_ROW.match(line.text)
         if match is None:
