@@ -113,10 +113,8 @@ async def _carry_out(hs: HostStep, action: Action, plan: ActionPlan) -> Outcome:
     if hs.dry:
         for planned in plan.commands:
             announce_planned(hs.ctx, hs.state, hs.step, planned.command)
-        count = len(plan.commands)
-        return Outcome(
-            changed=action.changes_state, message=f"check mode: {action.name} would run {count} command(s)"
-        )
+        planned_text = f"check mode: {action.name} would run {len(plan.commands)} command(s)"
+        return Outcome(changed=action.changes_state, message=planned_text)
     outcome = Outcome(changed=action.changes_state, message=notes)
     for planned in plan.commands:
         if outcome.failed and not planned.always:
