@@ -133,8 +133,6 @@ def registered(outcome: Outcome, attempts: int, *, no_log: bool = False) -> dict
             rc=last.rc,
             stdout=last.stdout,
             stderr=last.stderr,
-            stdout_lines=last.stdout.splitlines(),
-            stderr_lines=last.stderr.splitlines(),
             timed_out=last.timed_out,
             delta=round(last.duration, 3),
         )
@@ -143,8 +141,17 @@ def registered(outcome: Outcome, attempts: int, *, no_log: bool = False) -> dict
         for key in ("cmd", "stdout", "stderr", "msg"):
             if key in value:
                 value[key] = NO_LOG_TEXT
-        value["stdout_lines"] = value["stderr_lines"] = []
     return value
+
+
+def with_lines(value: Mapping[str, Any]) -> dict[str, Any]:
+    """A registered value as `register:` exposes it: with `stdout_lines`/`stderr_lines`.
+    Only built for steps that register: a step result keeps the text once, not twice."""
+    lines = {
+        f"{key}_lines": value[key].splitlines() if isinstance(value.get(key), str) else []
+        for key in ("stdout", "stderr")
+    }
+    return {**value, **lines}
 
 
 def command_line(kind_is_command: bool, rendered: Mapping[str, Any]) -> str:

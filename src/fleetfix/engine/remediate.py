@@ -10,7 +10,7 @@ from typing import Any
 
 from fleetfix.actions.base import Action, ActionContext, ActionPlan, PlannedCommand
 from fleetfix.engine.commands import announce_planned
-from fleetfix.engine.hoststep import HostStep, Outcome, registered
+from fleetfix.engine.hoststep import HostStep, Outcome, registered, with_lines
 from fleetfix.errors import UnreachableError
 from fleetfix.events import ActionTaken
 from fleetfix.playbook.model import Step, StepKind
@@ -204,7 +204,7 @@ async def _verify_steps(hs: HostStep, handlers: Handlers) -> str | None:
         sub = hs.with_step(check)
         outcome = await handlers[check.kind](sub)
         if check.register is not None:
-            value = registered(outcome, 1)
+            value = with_lines(registered(outcome, 1))
             hs.state.facts[check.register] = value
             hs.variables[check.register] = value
         if outcome.failed:

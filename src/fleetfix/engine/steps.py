@@ -9,7 +9,7 @@ from typing import Any
 
 from fleetfix.engine.commands import NO_LOG_TEXT, redact
 from fleetfix.engine.context import HostState, RunContext
-from fleetfix.engine.hoststep import HostStep, Outcome, StepEnv, registered
+from fleetfix.engine.hoststep import HostStep, Outcome, StepEnv, registered, with_lines
 from fleetfix.engine.kinds import KIND_HANDLERS
 from fleetfix.engine.variables import compose
 from fleetfix.errors import FleetfixError, UnreachableError
@@ -52,10 +52,7 @@ def _resumed(ctx: RunContext, state: HostState, step: Step) -> StepResult | None
     data = ctx.options.resume.get((state.name, str(step.position)))
     if data is None or step.kind is StepKind.PROBE:
         return None
-    restored = dict(data)
-    for key in ("stdout", "stderr"):
-        if isinstance(restored.get(key), str):
-            restored[f"{key}_lines"] = restored[key].splitlines()
+    restored = with_lines(data)
     return StepResult(
         host=state.name,
         step=step.name,
@@ -121,7 +118,7 @@ def _apply_overrides(hs: HostStep, outcome: Outcome, attempt: int) -> None:
 def _register_view(step: Step, outcome: Outcome, attempts: int) -> dict[str, Any]:
     if step.register is None:
         return {}
-    return {step.register: registered(outcome, attempts, no_log=step.no_log)}
+    return {step.register: with_lines(registered(outcome, attempts, no_log=step.no_log))}
 
 
 def _verdict(hs: HostStep, outcome: Outcome, attempts: int) -> StepResult:
@@ -169,7 +166,7 @@ def _record(hs: HostStep, result: StepResult, started: float) -> StepResult:
     if result.status is Status.FAILED:
         state.failed = True
     if step.register is not None:
-        state.facts[step.register] = dict(result.data)
+        state.facts[step.register] = with_lines(result.data)
     if result.changed and step.notify:
         state.notified.update(step.notify)
     ctx.stats(state.name).count(result)

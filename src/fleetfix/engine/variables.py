@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, overload
 
 from fleetfix.engine.context import HostState, RunContext
 
@@ -26,6 +26,42 @@ class HostVars(Mapping[str, Mapping[str, Any]]):
 
     def __len__(self) -> int:
         return len(self._ctx.hosts)
+
+
+class ActiveHosts(Sequence[str]):
+    """`ansible_play_hosts`: the play's hosts that have not failed, worked out only when a
+    template reads it. Building the list for every step of every host was quadratic in the
+    fleet size (6 million lookups at 1,000 hosts)."""
+
+    def __init__(self, ctx: RunContext, hosts: tuple[str, ...]) -> None:
+        self._ctx = ctx
+        self._hosts = hosts
+
+    def _active(self) -> list[str]:
+        return [h for h in self._hosts if self._ctx.host_state(h).active]
+
+    @overload
+    def __getitem__(self, index: int) -> str: ...
+
+    @overload
+    def __getitem__(self, index: slice) -> Sequence[str]: ...
+
+    def __getitem__(self, index: int | slice) -> str | Sequence[str]:
+        return self._active()[index]
+
+    def __len__(self) -> int:
+        return len(self._active())
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._active())
+
+    def __eq__(self, other: object) -> bool:
+        return list(self) == list(other) if isinstance(other, Sequence) else NotImplemented
+
+    __hash__ = None  # type: ignore[assignment]
+
+    def __repr__(self) -> str:
+        return repr(self._active())
 
 
 @dataclass(frozen=True, slots=True)
@@ -65,9 +101,9 @@ def _magic(ctx: RunContext, state: HostState, scope: PlayScope) -> dict[str, Any
         "groups": scope.groups,
         "hostvars": HostVars(ctx),
         "ansible_check_mode": ctx.options.check,
-        "ansible_play_hosts": [h for h in scope.play_hosts if ctx.host_state(h).active],
-        "ansible_play_hosts_all": list(scope.play_hosts),
-        "ansible_play_batch": list(scope.batch),
-        "play_hosts": list(scope.play_hosts),
+        "ansible_play_hosts": ActiveHosts(ctx, scope.play_hosts),
+        "ansible_play_hosts_all": scope.play_hosts,
+        "ansible_play_batch": scope.batch,
+        "play_hosts": scope.play_hosts,
         "playbook_dir": scope.playbook_dir,
     }
