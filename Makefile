@@ -23,8 +23,8 @@ demo: venv
 	test $$code -eq 0 -o $$code -eq 2
 
 lint: venv
-	$(BIN)/ruff check src tests
-	$(BIN)/ruff format --check src tests
+	$(BIN)/ruff check src tests benchmarks
+	$(BIN)/ruff format --check src tests benchmarks
 
 typecheck: venv
 	$(BIN)/mypy
