@@ -244,7 +244,8 @@ def test_unknown_keyword_refused_with_position(fleet: Fleet) -> None:
     assert "Traceback" not in done.stderr
 
 
-def test_ctrl_c_exits_99_and_resume_finishes(fleet: Fleet) -> None:
+def interruptible_run(fleet: Fleet) -> tuple[Path, Path, Path, Path]:
+    """A playbook whose middle step waits for a file: (playbook, inventory, log, release)."""
     log = fleet.root / "steps.log"
     release = fleet.root / "release"
     book = fleet.playbook(
@@ -259,7 +260,11 @@ def test_ctrl_c_exits_99_and_resume_finishes(fleet: Fleet) -> None:
               shell: "echo last-{{{{ inventory_hostname }}}} >> {log}"
         """
     )
-    inv = fleet.inventory(["gpu001", "gpu002"])
+    return book, fleet.inventory(["gpu001", "gpu002"]), log, release
+
+
+def test_ctrl_c_exits_99_and_resume_finishes(fleet: Fleet) -> None:
+    book, inv, log, release = interruptible_run(fleet)
     proc = subprocess.Popen(fleet.argv(book, inv), stdout=subprocess.PIPE, text=True, env=_env())
     assert proc.stdout is not None
     seen: list[str] = []
@@ -305,21 +310,7 @@ def test_two_hundred_hosts_at_once(fleet: Fleet) -> None:
 
 
 def test_kill_9_loses_nothing_and_resume_finishes(fleet: Fleet) -> None:
-    log = fleet.root / "steps.log"
-    release = fleet.root / "release"
-    book = fleet.playbook(
-        f"""
-        - hosts: gpu
-          tasks:
-            - name: first
-              shell: "echo first-{{{{ inventory_hostname }}}} >> {log}"
-            - name: long
-              shell: "while [ ! -e {release} ]; do sleep 0.1; done"
-            - name: last
-              shell: "echo last-{{{{ inventory_hostname }}}} >> {log}"
-        """
-    )
-    inv = fleet.inventory(["gpu001", "gpu002"])
+    book, inv, log, release = interruptible_run(fleet)
     run_id = ""
     with subprocess.Popen(
         fleet.argv(book, inv), stdout=subprocess.PIPE, text=True, env=_env()
