@@ -30,6 +30,7 @@ from fleetfix.report.render import renderer_for
 from fleetfix.results import Outcome, RunResult
 from fleetfix.runtime import Runtime, open_runtime
 from fleetfix.topology import Topology
+from fleetfix.transport.registry import make_transport
 
 CONFIRM_ABOVE = 3
 """Mutating runs on more hosts than this ask for confirmation unless --yes."""
@@ -137,6 +138,8 @@ def run_command(args: argparse.Namespace) -> int:
         raise UsageError("--timeout must be positive")
     for path in args.report:
         renderer_for(Path(path))  # an unknown report format fails before anything runs
+    args.parsed_extra_vars = parse_extra_vars(args.extra_vars, Path.cwd())
+    make_transport(args.transport)  # an unknown transport fails before the journal opens a run
     playbook = _load_playbook(args.playbook)
     if args.syntax_check:
         print(f"\nplaybook: {args.playbook}")
@@ -287,7 +290,7 @@ def _engine_options(
         diff=args.diff,
         tags=frozenset(t for item in args.tags for t in item.split(",") if t),
         skip_tags=frozenset(t for item in args.skip_tags for t in item.split(",") if t),
-        extra_vars=parse_extra_vars(args.extra_vars, Path.cwd()),
+        extra_vars=args.parsed_extra_vars,
         command_timeout=args.timeout,
         become=args.become,
         become_user=args.become_user,

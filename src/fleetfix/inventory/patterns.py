@@ -53,6 +53,20 @@ def split_pattern(pattern: str) -> list[str]:
     return [part.strip() for part in parts if part.strip()]
 
 
+def checked_terms(pattern: str, what: str = "host pattern") -> list[str]:
+    """The terms of `pattern`, refusing what a typo makes: unbalanced brackets, a bare `!` or
+    `&`. A malformed --limit must never fall back to "all hosts"."""
+    terms = split_pattern(pattern)
+    if not terms:
+        raise PatternError(f"empty {what}: {pattern!r}")
+    if not pattern.lstrip().startswith("~") and pattern.count("[") != pattern.count("]"):
+        raise PatternError(f"unbalanced brackets in {what} {pattern!r}")
+    for term in terms:
+        if not term.lstrip("&!") or term.lstrip("&!")[0] in "&!":
+            raise PatternError(f"malformed term {term!r} in {what} {pattern!r}")
+    return terms
+
+
 def order_terms(terms: Iterable[str]) -> list[str]:
     """Unions first, then intersections (`&`), then exclusions (`!`); none of the first: `all`."""
     unions = [term for term in terms if term and term[0] not in "&!"]
@@ -67,10 +81,7 @@ def select(inventory: Inventory, pattern: str) -> list[str]:
     Raises:
         PatternError: the pattern is empty or malformed.
     """
-    terms = split_pattern(pattern)
-    if not terms:
-        raise PatternError(f"empty host pattern: {pattern!r}")
-    return evaluate(inventory, terms)
+    return evaluate(inventory, checked_terms(pattern))
 
 
 def limit(inventory: Inventory, hosts: list[str], limit_text: str) -> list[str]:
@@ -82,9 +93,7 @@ def limit(inventory: Inventory, hosts: list[str], limit_text: str) -> list[str]:
     Raises:
         PatternError: the limit is empty or malformed, or a limit file cannot be read.
     """
-    terms = split_pattern(limit_text)
-    if not terms:
-        raise PatternError(f"empty --limit: {limit_text!r}")
+    terms = checked_terms(limit_text, "--limit")
     expanded: list[str] = []
     for term in terms:
         expanded.extend(read_limit_file(term[1:]) if term.startswith("@") else [term])

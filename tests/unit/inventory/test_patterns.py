@@ -198,3 +198,17 @@ def test_unreadable_limit_files_raise(
 def test_empty_limit_raises_instead_of_selecting_everything(fleet: Inventory, limit: str) -> None:
     with pytest.raises(PatternError, match="empty --limit"):
         fleet.limit(fleet.select("all"), limit)
+
+
+@pytest.mark.parametrize("typo", ["gpu[001:", "gpu[", "!!", "&", "rack1:&", "gpu]"])
+def test_a_malformed_limit_never_widens_to_all_hosts(fleet: Inventory, typo: str) -> None:
+    with pytest.raises(PatternError, match=r"unbalanced brackets|malformed term"):
+        fleet.limit(fleet.select("all"), typo)
+    with pytest.raises(PatternError):
+        fleet.select(typo)
+
+
+def test_exclusion_only_limits_still_mean_all_but(fleet: Inventory) -> None:
+    everyone = fleet.select("all")
+    first = everyone[0]
+    assert fleet.limit(everyone, f"!{first}") == everyone[1:]
