@@ -18,6 +18,8 @@ from fleetfix.transport.base import DEFAULT_COMMAND_TIMEOUT, ConnectionSpec
 
 SHELL = "/bin/sh"
 DEFAULT_KILL_GRACE = 2.0
+REAP_TIMEOUT = 5.0
+"""How long to wait for a SIGKILLed command to be reaped (the kernel needs no more)."""
 _STDOUT, _STDERR = 1, 2
 
 
@@ -81,8 +83,11 @@ class LocalConnection:
                 await self._stop(transport, collector)
         finally:
             if not finished:
-                # Timed out, or cancelled (Ctrl-C): leave nothing behind.
+                # Timed out, or cancelled (Ctrl-C): leave nothing behind, and wait for the
+                # kill to be reaped so no unreaped child outlives this call.
                 _signal_group(transport, signal.SIGKILL)
+                with contextlib.suppress(TimeoutError, asyncio.CancelledError):
+                    await asyncio.wait_for(asyncio.shield(collector.exited), REAP_TIMEOUT)
             transport.close()
             self._running.discard(transport)
         return CommandResult(
