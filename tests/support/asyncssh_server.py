@@ -22,13 +22,18 @@ from types import TracebackType
 
 import asyncssh
 
-from tests.support.keys import KeyPair, generate_keypair, known_hosts_line, write_known_hosts
+from tests.support.keys import (
+    ServerKeys,
+    generate_keypair,
+    known_hosts_line,
+    write_known_hosts,
+)
 
 LOOPBACK_PREFIXES = ("127.", "localhost", "::1")
 _READ_SIZE = 65536
 
 
-class AsyncSSHServer:
+class AsyncSSHServer(ServerKeys):
     """The server as an async context manager; see the module docstring."""
 
     def __init__(
@@ -39,6 +44,7 @@ class AsyncSSHServer:
         user: str | None = None,
         host_key_algorithm: str = "ssh-ed25519",
     ) -> None:
+        super().__init__()
         self.host = host
         self.user = user or getpass.getuser()
         self._directory = directory
@@ -56,23 +62,6 @@ class AsyncSSHServer:
         self.peak_handshakes = 0
         """The most connections that were ever open but not yet authenticated at once."""
         self._handshaking = 0
-        self.port = 0
-        self.workdir = Path()
-        self.host_key = KeyPair(Path(), Path(), "")
-        self.client_key = KeyPair(Path(), Path(), "")
-        self.known_hosts_path = Path()
-
-    @property
-    def host_key_path(self) -> Path:
-        return self.host_key.private_path
-
-    @property
-    def client_key_path(self) -> Path:
-        return self.client_key.private_path
-
-    @property
-    def authorized_keys_path(self) -> Path:
-        return self.workdir / "authorized_keys"
 
     async def __aenter__(self) -> AsyncSSHServer:
         self.workdir = self._directory or Path(tempfile.mkdtemp(prefix="fleetfix-asyncssh-"))

@@ -45,3 +45,26 @@ def write_known_hosts(path: Path, lines: Iterable[str]) -> Path:
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text("".join(f"{line}\n" for line in lines), encoding="ascii")
     return path
+
+
+class ServerKeys:
+    """The key material both test SSH servers keep: where a test finds the keys and files."""
+
+    def __init__(self) -> None:
+        self.port = 0
+        self.workdir = Path()
+        self.host_key = KeyPair(Path(), Path(), "")
+        self.client_key = KeyPair(Path(), Path(), "")
+        self.known_hosts_path = Path()
+
+    @property
+    def host_key_path(self) -> Path:
+        return self.host_key.private_path
+
+    @property
+    def client_key_path(self) -> Path:
+        return self.client_key.private_path
+
+    @property
+    def authorized_keys_path(self) -> Path:
+        return self.workdir / "authorized_keys"

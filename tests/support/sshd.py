@@ -28,7 +28,12 @@ from types import TracebackType
 import pytest
 
 from tests.support import free_port, wait_until
-from tests.support.keys import KeyPair, generate_keypair, known_hosts_line, write_known_hosts
+from tests.support.keys import (
+    ServerKeys,
+    generate_keypair,
+    known_hosts_line,
+    write_known_hosts,
+)
 
 SSHD = Path("/usr/sbin/sshd")
 PRIVSEP_DIR = Path("/run/sshd")
@@ -48,7 +53,7 @@ def require_sshd() -> None:
     pytest.skip(message)
 
 
-class OpenSSHServer:
+class OpenSSHServer(ServerKeys):
     """sshd as a context manager, with the same attributes as AsyncSSHServer."""
 
     def __init__(
@@ -59,6 +64,7 @@ class OpenSSHServer:
         max_startups: str | None = None,
         extra_config: tuple[str, ...] = (),
     ) -> None:
+        super().__init__()
         self.host = host
         self.user = getpass.getuser()
         self.max_startups = max_startups
@@ -66,23 +72,6 @@ class OpenSSHServer:
         self._directory = directory
         self._owns_directory = directory is None
         self._process: subprocess.Popen[bytes] | None = None
-        self.port = 0
-        self.workdir = Path()
-        self.host_key = KeyPair(Path(), Path(), "")
-        self.client_key = KeyPair(Path(), Path(), "")
-        self.known_hosts_path = Path()
-
-    @property
-    def host_key_path(self) -> Path:
-        return self.host_key.private_path
-
-    @property
-    def client_key_path(self) -> Path:
-        return self.client_key.private_path
-
-    @property
-    def authorized_keys_path(self) -> Path:
-        return self.workdir / "authorized_keys"
 
     @property
     def home(self) -> Path:

@@ -415,35 +415,28 @@ async def test_free_strategy_lets_fast_hosts_finish(
     assert run.recap("gpu001")["failed"] == 1
 
 
+GPU_COUNT_CHECK = """
+- hosts: gpu
+  vars:
+    expected: 8
+  tasks:
+    - set_fact:
+        seen: 7
+    - assert:
+        that: seen == expected
+        fail_msg: "expected {{ expected }} GPUs, saw {{ seen }}"
+"""
+
+
 async def test_set_fact_assert_and_extra_vars(run_playbook: Runner, fake: FakeTransport) -> None:
     run = await run_playbook(
-        """
-        - hosts: gpu
-          vars:
-            expected: 8
-          tasks:
-            - set_fact:
-                seen: 7
-            - assert:
-                that: seen == expected
-                fail_msg: "expected {{ expected }} GPUs, saw {{ seen }}"
-        """,
+        GPU_COUNT_CHECK,
         hosts=["gpu001"],
         extra_vars={"expected": 7},
     )
     assert run.result.outcome() is Outcome.OK
     run = await run_playbook(
-        """
-        - hosts: gpu
-          vars:
-            expected: 8
-          tasks:
-            - set_fact:
-                seen: 7
-            - assert:
-                that: seen == expected
-                fail_msg: "expected {{ expected }} GPUs, saw {{ seen }}"
-        """,
+        GPU_COUNT_CHECK,
         hosts=["gpu001"],
     )
     failed = run.result.results[-1]
