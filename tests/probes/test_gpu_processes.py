@@ -2,12 +2,20 @@
 
 from __future__ import annotations
 
+import os
 import re
+import shutil
+import signal
+import subprocess
+from pathlib import Path
 
 import pytest
 
-from fleetfix.errors import ProbeParseError
+from fleetfix.actions.base import ActionContext
+from fleetfix.actions.gates import busy_reason
+from fleetfix.errors import PlaybookError, ProbeParseError
 from fleetfix.probes.gpu_processes import PROBE, QUERY_FIELDS, GpuProcessesFacts
+from fleetfix.probes.nvidia_smi_text import MARKER_PREFIX
 from tests.probes.cases import SAMPLES
 
 
@@ -23,6 +31,10 @@ def _probe_output(query: str, query_rc: int, fuser: str, fuser_rc: int) -> str:
     )
 
 
+PERSISTENCED = (
+    "                     USER        PID ACCESS COMMAND\n"
+    "/dev/nvidia0:        root       1503 F.... nvidia-persiste\n"
+)
 FUSER_TABLE = (
     "                     USER        PID ACCESS COMMAND\n"
     "/dev/nvidia0:        root       2211 F.... dcgm-exporter\n"
@@ -116,5 +128,160 @@ def test_garbage_is_refused(text: str, reason: str) -> None:
 def test_command_prints_both_sources_between_markers() -> None:
     command = PROBE.command({})
     assert f"--query-compute-apps={','.join(QUERY_FIELDS)} --format=csv,noheader" in command
-    assert "fuser -v /dev/nvidia* 2>&1 >/dev/null" in command
-    assert command.count('echo "### fleetfix end rc=$?"') == 2
+    assert "fuser -v /dev/nvidia* 2>" in command
+    assert command.count(f"echo '{MARKER_PREFIX}end rc=137 stuck=1'") == 2
+    assert command.count(f'echo "{MARKER_PREFIX}end rc=$(cat ') == 2
+
+
+def test_command_bounds_each_tool_and_the_whole_probe() -> None:
+    command = PROBE.command({})
+    assert "timeout -k 2 15 nvidia-smi --query-compute-apps=" in command
+    assert "timeout -k 2 15 fuser -v /dev/nvidia*" in command
+    # The watchdog gives up on a tool stuck past SIGKILL well inside a 60 s step timeout.
+    assert "( sleep 18; kill -9 $q $f )" in command
+    tuned = PROBE.command({"nvidia_smi_timeout": "5", "fuser_timeout": 2.5})
+    assert "timeout -k 2 5 nvidia-smi" in tuned
+    assert "timeout -k 2 2.5 fuser" in tuned
+    assert "( sleep 8; kill -9 $q $f )" in tuned
+
+
+@pytest.mark.parametrize("value", [0, -1, "soon", True, float("nan"), 1e9, [], "15; rm"])
+def test_command_refuses_a_timeout_that_is_not_seconds(value: object) -> None:
+    with pytest.raises(PlaybookError, match="nvidia_smi_timeout must be a number of seconds"):
+        PROBE.command({"nvidia_smi_timeout": value})
+
+
+def _gate(facts: GpuProcessesFacts) -> str | None:
+    context = ActionContext(host="gpu001", params={}, facts={"gpu_processes": facts}, vars={})
+    return busy_reason(context)
+
+
+@pytest.mark.parametrize(
+    ("query", "query_end", "fuser", "fuser_end", "busy"),
+    [
+        ("", "rc=124", FUSER_TABLE, "rc=0", "GPU processes are running (pids 2211)"),
+        ("Killed\n", "rc=137", PERSISTENCED, "rc=0", None),
+        ("", "rc=137 stuck=1", PERSISTENCED, "rc=0", None),
+        ("", "rc=124", "", "rc=124", "cannot tell"),
+        ("", "rc=137 stuck=1", "", "rc=137 stuck=1", "cannot tell"),
+        ("", "rc=124", PERSISTENCED + "Cannot stat file /proc/9/fd/3: Permission denied\n",
+         "rc=0", "cannot tell"),
+        ("", "rc=0", "", "rc=124", "cannot tell"),
+        ("", "rc=0", "", "rc=0", None),
+    ],
+)  # fmt: skip
+def test_idle_only_when_a_complete_source_says_so(
+    query: str, query_end: str, fuser: str, fuser_end: str, busy: str | None
+) -> None:
+    text = (
+        f"### fleetfix query-compute-apps timeout=15\n{query}### fleetfix end {query_end}\n"
+        f"### fleetfix fuser timeout=15\n{fuser}### fleetfix end {fuser_end}\n"
+    )
+    reason = _gate(PROBE.parse(text))
+    assert (reason if busy is None else (reason or "")[: len(busy)]) == busy
+
+
+@pytest.mark.parametrize(
+    ("end", "said", "error"),
+    [
+        ("rc=124", "", "nvidia-smi did not answer within 15s (stopped by timeout, rc=124)"),
+        ("rc=137", "Killed\n", "nvidia-smi did not answer within 15s (killed with SIGKILL"),
+        ("rc=137 stuck=1", "",
+         "nvidia-smi did not answer within 15s and did not exit after SIGKILL (stuck in the"),
+        ("rc=127", "timeout: failed to run command 'nvidia-smi': No such file or directory\n",
+         "nvidia-smi is not installed (rc=127)"),
+        ("rc=127", "sh: 1: timeout: not found\n",
+         "`timeout` (coreutils) is not installed, so nvidia-smi was not run"),
+    ],
+)  # fmt: skip
+def test_a_query_that_did_not_answer_says_why(end: str, said: str, error: str) -> None:
+    text = f"### fleetfix query-compute-apps timeout=15\n{said}### fleetfix end {end}\n"
+    facts = PROBE.parse(text)
+    assert (facts.query_ok, facts.complete, facts.count) == (False, False, 0)
+    assert facts.errors[0].startswith(error)
+    assert facts.errors[1:] == ((said.strip(),) if said else ())
+
+
+@pytest.mark.parametrize("end", ["rc=124", "rc=137", "rc=137 stuck=1", "rc=126"])
+def test_a_fuser_that_did_not_answer_is_not_read_as_no_holders(end: str) -> None:
+    # A half-printed table (or the shell's "Killed") is not read as rows, nor trusted as empty.
+    text = (
+        "### fleetfix query-compute-apps\n### fleetfix end rc=0\n"
+        f"### fleetfix fuser\nKilled\n### fleetfix end {end}\n"
+    )
+    facts = PROBE.parse(text)
+    assert (facts.fuser_ok, facts.complete, facts.holder_pids) == (False, False, ())
+    assert facts.errors[0].startswith("fuser ")
+    assert "Killed" in facts.errors
+
+
+PERSISTENCED_STUB = (
+    "echo '                     USER        PID ACCESS COMMAND' >&2\n"
+    "echo '/dev/nvidia0:        root       1503 F.... nvidia-persiste' >&2\n"
+)
+
+
+def _stub(directory: Path, name: str, body: str) -> None:
+    tool = directory / name
+    tool.write_text(f"#!/bin/sh\n{body}\n", encoding="utf-8")
+    tool.chmod(0o755)
+
+
+def _run_probe(tools: Path, params: dict[str, object]) -> subprocess.CompletedProcess[str]:
+    env = {**os.environ, "PATH": f"{tools}:{os.environ.get('PATH', '/usr/bin:/bin')}"}
+    return subprocess.run(
+        ["sh", "-c", PROBE.command(params)],
+        env=env,
+        stdin=subprocess.DEVNULL,
+        capture_output=True,
+        text=True,
+        timeout=30,
+        check=False,
+    )
+
+
+needs_timeout = pytest.mark.skipif(
+    shutil.which("timeout") is None or shutil.which("mktemp") is None,
+    reason="needs coreutils timeout and mktemp",
+)
+
+
+@needs_timeout
+def test_a_hung_nvidia_smi_does_not_hide_fuser_in_a_real_shell(tmp_path: Path) -> None:
+    _stub(tmp_path, "nvidia-smi", "exec tail -f /dev/null")  # never answers; TERM ends it
+    _stub(tmp_path, "fuser", PERSISTENCED_STUB + "echo 1503")
+    done = _run_probe(tmp_path, {"nvidia_smi_timeout": 0.2, "fuser_timeout": 5})
+    facts = PROBE.parse(done.stdout)
+    assert done.returncode == 0
+    assert (facts.query_ok, facts.fuser_ok, facts.holder_pids, facts.count) == (
+        False,
+        True,
+        (1503,),
+        0,
+    )
+    assert facts.errors[0].startswith("nvidia-smi did not answer within 0.2s")
+    assert _gate(facts) is None  # the clean fuser scan vouches for the node
+
+
+@needs_timeout
+def test_a_tool_stuck_past_sigkill_is_given_up_on_in_a_real_shell(tmp_path: Path) -> None:
+    # A process in uninterruptible sleep ignores SIGKILL, and `timeout` waits for it; stand in
+    # for that with a `timeout` that never returns for nvidia-smi.
+    pid_file = tmp_path / "stuck.pid"
+    stuck = f"echo $$ > {pid_file}; trap '' TERM; exec tail -f /dev/null"
+    real_timeout = shutil.which("timeout")
+    _stub(tmp_path, "timeout", f'[ "$4" = nvidia-smi ] && {{ {stuck}; }}; exec {real_timeout} "$@"')
+    _stub(tmp_path, "nvidia-smi", "exit 0")
+    _stub(tmp_path, "fuser", "exec tail -f /dev/null")
+    try:
+        done = _run_probe(tmp_path, {"nvidia_smi_timeout": 0.2, "fuser_timeout": 0.2})
+    finally:
+        if pid_file.exists():
+            os.kill(int(pid_file.read_text()), signal.SIGKILL)
+    facts = PROBE.parse(done.stdout)
+    assert (facts.query_ok, facts.fuser_ok, facts.complete) == (False, False, False)
+    assert "did not exit after SIGKILL" in facts.errors[0]
+    assert facts.errors[1].startswith("fuser did not answer within 0.2s (stopped by timeout")
+    assert _gate(facts) == (
+        "cannot tell whether GPU processes are running (process listing incomplete)"
+    )

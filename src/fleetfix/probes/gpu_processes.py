@@ -10,17 +10,23 @@ Each section ends with `### fleetfix end rc=N` so a failing tool is visible. `pa
 reads either source alone (a pasted CSV with or without header, or a pasted fuser table).
 A source that failed makes the facts incomplete; `count == 0` only means "no holders" when
 `complete` is true (fuser run without root cannot see other users' processes).
+
+Each tool runs under `timeout -k 2 N` (params `nvidia_smi_timeout`, `fuser_timeout`; 15 s
+each, so both plus their kill grace fit a 60 s step timeout): a hung nvidia-smi (a GPU off the
+bus) is killed and fuser still answers. A section that ended in 124 or 137 (killed) is a source
+that did not answer, never "no processes".
 """
 
 from __future__ import annotations
 
 import csv
+import math
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from fleetfix.errors import ProbeParseError
+from fleetfix.errors import PlaybookError, ProbeParseError
 from fleetfix.probes.base import Probe
 from fleetfix.probes.gpu_facts import ValueReader, normalize_bus_id
 from fleetfix.probes.nvidia_smi_text import (
@@ -47,6 +53,12 @@ _FUSER_PATH_ALONE = re.compile(r"^(?P<path>/\S+):\s*$")
 _FUSER_NO_FILE = re.compile(r"^Specified filename .* does not exist\.?$")
 _FUSER_WARNING = re.compile(r"^Cannot stat .*$|^fuser: .*(?:permission|denied).*$", re.I)
 _NOT_INSTALLED = re.compile(r"(?:command )?not found$|No such file or directory$")
+TIMED_OUT_RC = (124, 137)
+"""`timeout` exits 124 when it stopped the tool with SIGTERM, 137 (128 + 9) after -k's KILL."""
+_COULD_NOT_RUN_RC = (125, 126, 127)
+"""`timeout` itself failed, or the tool could not be executed or found."""
+DEFAULT_TIMEOUT = 15.0
+KILL_GRACE = 2
 
 
 @dataclass(frozen=True, slots=True)
@@ -69,9 +81,10 @@ class HeldProcess:
 class GpuProcessesFacts:
     """Processes holding GPUs.
 
-    `query_ok` / `fuser_ok`: whether each source ran and was read (None: not in the output).
-    `complete` is False when a source failed, was not installed, or saw only part of the
-    processes; then `count` is a lower bound."""
+    `query_ok`: nvidia-smi ran and was read; `fuser_ok`: fuser ran, was read and saw every
+    process (a clean scan, which busy gates trust on its own); None: not in the output.
+    `complete` is False when a source failed, timed out, was not installed, or saw only part of
+    the processes; then `count` is a lower bound."""
 
     processes: tuple[HeldProcess, ...]
     count: int
@@ -105,15 +118,70 @@ def is_service_daemon(name: str | None) -> bool:
 
 
 def command(params: Mapping[str, Any]) -> str:
-    """Both sources, each between markers with its exit status; never fails as a whole."""
-    del params
-    query = f"nvidia-smi --query-compute-apps={','.join(QUERY_FIELDS)} --format=csv,noheader 2>&1"
+    """Both sources at once, each under `timeout`, then each between markers with its exit
+    status; never fails as a whole.
+
+    A GPU off the bus can leave nvidia-smi (or fuser, reading that process's maps) stuck in
+    the kernel, where even SIGKILL waits, and `timeout` waits with it. So each tool runs in a
+    background job writing to a file, and a watchdog ends the wait at the deadline: the stuck
+    tool's section then ends `rc=137 stuck=1` instead of hanging the probe, and the other
+    tool's answer is still printed.
+
+    Raises:
+        PlaybookError: a timeout parameter is not a positive number of seconds.
+    """
+    query_limit = _timeout(params, "nvidia_smi_timeout")
+    fuser_limit = _timeout(params, "fuser_timeout")
+    deadline = math.ceil(max(query_limit, fuser_limit)) + KILL_GRACE + 1
+    fields = ",".join(QUERY_FIELDS)
+    query = f"nvidia-smi --query-compute-apps={fields} --format=csv,noheader"
     # fuser -v writes its table to stderr (PIDs alone go to stdout): keep only the table.
-    fuser = "fuser -v /dev/nvidia* 2>&1 >/dev/null"
-    return (
-        f"echo '{MARKER_PREFIX}query-compute-apps'; {query}; echo \"{MARKER_PREFIX}end rc=$?\"; "
-        f"echo '{MARKER_PREFIX}fuser'; {fuser}; echo \"{MARKER_PREFIX}end rc=$?\""
+    fuser = "fuser -v /dev/nvidia*"
+    return " ".join(
+        (
+            "d=$(mktemp -d) || exit 1;",
+            _background(query_limit, f'{query} >"$d/q" 2>&1', "q"),
+            _background(fuser_limit, f'{fuser} 2>"$d/f" >/dev/null', "f"),
+            f"( sleep {deadline}; kill -9 $q $f ) </dev/null >/dev/null 2>&1 & w=$!;",
+            "wait $q $f 2>/dev/null; kill $w 2>/dev/null;",
+            _show("query-compute-apps", query_limit, "q"),
+            _show("fuser", fuser_limit, "f"),
+            'rm -rf "$d"',
+        )
     )
+
+
+def _background(limit: float, tool_call: str, file: str) -> str:
+    """One tool under `timeout` in a job holding none of the session's file descriptors (a
+    stuck tool must not keep the session open); its exit status goes to `$d/<file>.rc`."""
+    return (
+        f'( timeout -k {KILL_GRACE} {limit:g} {tool_call}; echo $? >"$d/{file}.rc" )'
+        f" </dev/null >/dev/null 2>&1 & {file}=$!;"
+    )
+
+
+def _show(section: str, limit: float, file: str) -> str:
+    """The section as the parser reads it; no exit status means the watchdog gave up on it."""
+    return (
+        f"echo '{MARKER_PREFIX}{section} timeout={limit:g}'; cat \"$d/{file}\" 2>/dev/null;"
+        f' if [ -s "$d/{file}.rc" ]; then echo "{MARKER_PREFIX}end rc=$(cat "$d/{file}.rc")";'
+        f" else echo '{MARKER_PREFIX}end rc=137 stuck=1'; fi;"
+    )
+
+
+def _timeout(params: Mapping[str, Any], name: str) -> float:
+    value = params.get(name)
+    if value is None:
+        return DEFAULT_TIMEOUT
+    try:
+        limit = float(value) if not isinstance(value, bool) else float("nan")
+    except (TypeError, ValueError):
+        limit = float("nan")
+    if not 0 < limit <= 3600:  # also false for NaN and inf
+        raise PlaybookError(
+            f"{NAME}: {name} must be a number of seconds between 0 and 3600, not {value!r}"
+        )
+    return limit
 
 
 @dataclass(frozen=True, slots=True)
@@ -126,20 +194,53 @@ class _Source:
     errors: tuple[str, ...] = ()
 
 
-def _rc(section: Section | None) -> int | None:
-    if section is None or section.marker is None or section.marker.name != "end":
-        return None
-    value = section.marker.get("rc")
-    return int(value) if value is not None and value.isdigit() else None
+@dataclass(frozen=True, slots=True)
+class _Status:
+    """How one tool's run ended, from its section's markers."""
+
+    rc: int | None = None
+    """None: no end marker (a paste of the tool's output alone)."""
+    limit: str | None = None
+    stuck: bool = False
+    """The tool did not exit even after SIGKILL; the watchdog stopped waiting for it."""
 
 
-def _query_source(lines: tuple[Line, ...], rc: int | None, text: str) -> _Source:
+def _status(start: Section, end: Section | None) -> _Status:
+    limit = start.marker.get("timeout") if start.marker else None
+    if end is None or end.marker is None or end.marker.name != "end":
+        return _Status(limit=limit)
+    value = end.marker.get("rc")
+    rc = int(value) if value is not None and value.isdigit() else None
+    return _Status(rc, limit, end.marker.get("stuck") == "1")
+
+
+def _unanswered(tool: str, lines: tuple[Line, ...], status: _Status) -> _Source:
+    """A source that timed out or could not run: no verdict on processes, only its errors."""
+    said = tuple(line.text.strip() for line in lines if line.text.strip())
+    within = f" within {status.limit}s" if status.limit else ""
+    if status.stuck:
+        reason = (
+            f"{tool} did not answer{within} and did not exit after SIGKILL (stuck in the"
+            " kernel?): its processes are unknown"
+        )
+    elif status.rc in TIMED_OUT_RC:
+        how = "killed with SIGKILL" if status.rc == 137 else "stopped by timeout"
+        reason = f"{tool} did not answer{within} ({how}, rc={status.rc}): its processes are unknown"
+    elif status.rc == 127 and any("timeout" in line and tool not in line for line in said):
+        reason = f"`timeout` (coreutils) is not installed, so {tool} was not run (rc=127)"
+    elif status.rc == 127:
+        reason = f"{tool} is not installed (rc=127)"
+    else:
+        reason = f"{tool} exited {status.rc}"
+    return _Source((), ok=False, complete=False, errors=(reason, *said))
+
+
+def _query_source(lines: tuple[Line, ...], status: _Status, text: str) -> _Source:
     """`--query-compute-apps` CSV (with or without header)."""
     body = [line for line in lines if line.text.strip()]
-    if rc not in (None, 0):
+    if status.stuck or status.rc not in (None, 0):
         # A failed nvidia-smi prints its reason (driver not loaded, not installed) instead.
-        said = tuple(line.text.strip() for line in body)
-        return _Source((), ok=False, complete=False, errors=(f"nvidia-smi exited {rc}", *said))
+        return _unanswered("nvidia-smi", lines, status)
     errors = tuple(ln.text.strip() for ln in body if TOOL_ERROR.match(ln.text.strip()))
     if errors:
         return _Source((), ok=False, complete=False, errors=errors)
@@ -180,8 +281,11 @@ def _query_row(line: Line, cells: list[str], keys: tuple[str, ...], text: str) -
     )
 
 
-def _fuser_source(lines: tuple[Line, ...], rc: int | None, text: str) -> _Source:
+def _fuser_source(lines: tuple[Line, ...], status: _Status, text: str) -> _Source:
     """`fuser -v` table; exit 1 with no table means nothing holds the devices."""
+    rc = status.rc
+    if status.stuck or rc in TIMED_OUT_RC or rc in _COULD_NOT_RUN_RC:
+        return _unanswered("fuser", lines, status)
     holders: dict[int, HeldProcess] = {}
     warnings: list[str] = []
     path = None
@@ -264,11 +368,11 @@ def parse(text: str) -> GpuProcessesFacts:
     sources: dict[str, _Source] = {}
     for index, part in enumerate(parts):
         name = part.marker.name if part.marker else _classify(part)
-        rc = _rc(parts[index + 1]) if index + 1 < len(parts) else None
+        status = _status(part, parts[index + 1] if index + 1 < len(parts) else None)
         if name == "query-compute-apps" or (name == "query" and part.marker is None):
-            sources["query"] = _query_source(part.lines, rc, text)
+            sources["query"] = _query_source(part.lines, status, text)
         elif name == "fuser":
-            sources["fuser"] = _fuser_source(part.lines, rc, text)
+            sources["fuser"] = _fuser_source(part.lines, status, text)
         elif name == "end" and any(line.text.strip() for line in part.lines):
             raise ProbeParseError(
                 NAME, "output after a section end", text, line=part.lines[0].number
@@ -295,7 +399,8 @@ def _facts(sources: dict[str, _Source]) -> GpuProcessesFacts:
         holder_commands=tuple(sorted({p.name for p in fuser.processes if p.name})) if fuser else (),
         complete=all(source.complete for source in sources.values()),
         query_ok=query.ok if query else None,
-        fuser_ok=fuser.ok if fuser else None,
+        # Only a clean scan may vouch for the node alone (actions.gates.busy_reason).
+        fuser_ok=fuser.ok and fuser.complete if fuser else None,
         errors=tuple(error for source in sources.values() for error in source.errors),
     )
 
@@ -306,5 +411,9 @@ PROBE: Probe[GpuProcessesFacts] = Probe(
     "(fuser)",
     command=command,
     parse=parse,
-    params={},
+    params={
+        "nvidia_smi_timeout": "seconds nvidia-smi --query-compute-apps may take before it is "
+        f"killed ({DEFAULT_TIMEOUT:g})",
+        "fuser_timeout": f"seconds fuser may take before it is killed ({DEFAULT_TIMEOUT:g})",
+    },
 )
