@@ -19,6 +19,7 @@ from fleetfix.lab.state import (
     HGX_BUS_NUMBERS,
     UNITS,
     Boot,
+    EventState,
     Fault,
     FleetState,
     GpuProcess,
@@ -71,6 +72,7 @@ def build_node(scenario: Scenario, spec: NodeSpec, paths: NodePaths, now: float)
     for gpu in gpus:
         gpu.persistence = node.services["nvidia-persistenced"].active
     node.processes = [GpuProcess(p.name, p.gpu, p.used_mib) for p in injected.gpu_processes]
+    node.events = [EventState(event) for event in injected.events]
     node.status = "unreachable" if injected.unreachable else "up"
     node.boot.lines = _initial_log(scenario, node, uptime)
     prepare_files(node, scenario.fleet.driver_version)
@@ -109,6 +111,9 @@ def _faults(injected: NodeFaults) -> list[Fault]:
     if injected.hung_nvidia_smi:
         faults.append(Fault("hung_nvidia_smi", injected.hung_nvidia_smi))
     faults += [Fault("missing_gpu", "never", gpu=g) for g in injected.missing_gpus]
+    faults += [
+        Fault("gpu_missing_after_reboot", "never", gpu=g) for g in injected.missing_after_reboot
+    ]
     faults += [Fault("nvlink_down", "never", gpu=n.gpu, value=n.link) for n in injected.nvlink_down]
     faults += [Fault("ib_port_down", "never", value=p) for p in injected.ib_ports_down]
     if injected.slow_nccl is not None:
@@ -163,6 +168,12 @@ def _initial_log(scenario: Scenario, node: NodeState, uptime: float) -> list[Log
 
 
 def _slurm_node(injected: NodeFaults, name: str, now: float, slurm: SlurmState) -> SlurmNode:
+    record = _slurm_state(injected, name, now, slurm)
+    record.unreadable = injected.slurm.unreadable
+    return record
+
+
+def _slurm_state(injected: NodeFaults, name: str, now: float, slurm: SlurmState) -> SlurmNode:
     spec = injected.slurm
     if spec.state == "alloc":
         job_id = spec.job_id or slurm.next_job

@@ -20,7 +20,7 @@ import socket
 import subprocess
 import sys
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Mapping
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -112,23 +112,36 @@ class LabHandle:
         result: dict[str, Any] = self.request("status")["status"]
         return result
 
-    def request(self, op: str) -> dict[str, Any]:
+    def audit(self) -> dict[str, list[dict[str, Any]]]:
+        """Per node, every disruptive tool call the lab saw: {tool, argv, user, at, boot, rc}."""
+        result: dict[str, list[dict[str, Any]]] = self.request("audit")["audit"]
+        return result
+
+    def inject(self, node: str, change: Mapping[str, Any]) -> dict[str, Any]:
+        """Change a running node now, e.g. `{"drain": {"user": "carol", "reason": "..."}}`.
+
+        Returns `{"applied": bool, "outcome": str}` (a job does not start on a drained node).
+        Raises LabError for an unknown node or a malformed change.
+        """
+        return _injected(self.request("inject", node=node, change=dict(change)))
+
+    def request(self, op: str, **fields: Any) -> dict[str, Any]:
         """One control request, answered by the server (blocking, loopback only)."""
         try:
             with socket.create_connection(
                 ("127.0.0.1", self.info.control_port), REQUEST_TIMEOUT
             ) as sock:
-                sock.sendall(self._payload(op))
+                sock.sendall(self._payload(op, fields))
                 data = _read_line(sock)
         except OSError as exc:
             raise LabError(f"lab server (pid {self.pid}) is not answering: {exc}") from exc
         return _decode(data)
 
-    async def arequest(self, op: str) -> dict[str, Any]:
+    async def arequest(self, op: str, **fields: Any) -> dict[str, Any]:
         try:
             reader, writer = await asyncio.open_connection("127.0.0.1", self.info.control_port)
             try:
-                writer.write(self._payload(op))
+                writer.write(self._payload(op, fields))
                 await writer.drain()
                 data = await asyncio.wait_for(reader.readline(), REQUEST_TIMEOUT)
             finally:
@@ -147,8 +160,15 @@ class LabHandle:
         result: dict[str, Any] = (await self.arequest("status"))["status"]
         return result
 
-    def _payload(self, op: str) -> bytes:
-        return json.dumps({"token": self.info.token, "op": op}).encode() + b"\n"
+    async def aaudit(self) -> dict[str, list[dict[str, Any]]]:
+        result: dict[str, list[dict[str, Any]]] = (await self.arequest("audit"))["audit"]
+        return result
+
+    async def ainject(self, node: str, change: Mapping[str, Any]) -> dict[str, Any]:
+        return _injected(await self.arequest("inject", node=node, change=dict(change)))
+
+    def _payload(self, op: str, fields: Mapping[str, Any]) -> bytes:
+        return json.dumps({**fields, "token": self.info.token, "op": op}).encode() + b"\n"
 
     def stop(self, timeout: float = STOP_TIMEOUT) -> None:
         """Stop the server: SIGTERM by PID, SIGKILL if it lingers; returns once it is gone."""
@@ -210,6 +230,10 @@ def _read_line(sock: socket.socket) -> bytes:
         if chunk.endswith(b"\n"):
             break
     return b"".join(chunks)
+
+
+def _injected(response: dict[str, Any]) -> dict[str, Any]:
+    return {"applied": response["applied"], "outcome": response["outcome"]}
 
 
 def _decode(data: bytes) -> dict[str, Any]:

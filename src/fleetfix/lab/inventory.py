@@ -1,10 +1,11 @@
 """Write a lab scenario's fleet as an ordinary Ansible INI inventory.
 
 Hosts carry `ansible_host` (their loopback address) and the topology vars fleetfix reads
-(`rack`, `leaf`, `spine`, `gpus`, `gpu_model`); groups follow the topology (rack_NN inside
-leaf_NN inside spine_NN). `[all:vars]` names the scenario, which is what makes `fleetfix run`
-start the lab by itself. With a `Connection`, the port, user, key and known_hosts of a running
-lab are added, so `ansible` and `ssh` can use the file as is.
+(`rack`, `leaf`, `spine`, `gpus`, `gpu_model`; a scenario may leave `gpus` out); groups follow
+the topology (rack_NN inside leaf_NN inside spine_NN). `[all:vars]` names the scenario, which
+is what makes `fleetfix run` start the lab by itself. With a `Connection`, the port, user, key
+and known_hosts of a running lab are added, so `ansible` and `ssh` can use the file as is, and
+`fleetfix_lab_state_dir`, so `fleetfix run` attaches to that very lab (and to no other).
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ class Connection:
     user: str
     private_key: str
     known_hosts: str
+    state_dir: str
 
 
 def _group(name: str) -> str:
@@ -39,7 +41,7 @@ def render_inventory(scenario: Scenario, connection: Connection | None = None) -
         "# `fleetfix run PLAYBOOK -i THIS_FILE` starts the lab by itself (fleetfix_lab_scenario).",
         "",
     ]
-    out += _rack_sections(nodes)
+    out += _rack_sections(nodes, with_gpus=scenario.inventory_gpus)
     out += _children(nodes, "leaf", "rack")
     out += _children(nodes, "spine", "leaf")
     out += ["[gpu_nodes:children]", *sorted({_group(n.spine) for n in nodes}), ""]
@@ -48,7 +50,7 @@ def render_inventory(scenario: Scenario, connection: Connection | None = None) -
     return "\n".join(out) + "\n"
 
 
-def _rack_sections(nodes: Sequence[NodeSpec]) -> list[str]:
+def _rack_sections(nodes: Sequence[NodeSpec], *, with_gpus: bool) -> list[str]:
     out: list[str] = []
     current = None
     for node in nodes:
@@ -57,9 +59,10 @@ def _rack_sections(nodes: Sequence[NodeSpec]) -> list[str]:
                 out.append("")
             out.append(f"[{_group(node.rack)}]")
             current = node.rack
+        gpus = f" gpus={node.gpus}" if with_gpus else ""
         out.append(
             f"{node.name} ansible_host={node.address} rack={node.rack} leaf={node.leaf} "
-            f'spine={node.spine} gpus={node.gpus} gpu_model="{node.gpu_model}"'
+            f'spine={node.spine}{gpus} gpu_model="{node.gpu_model}"'
         )
     out.append("")
     return out
@@ -88,4 +91,5 @@ def _connection_vars(scenario: Scenario, connection: Connection | None) -> list[
         f"fleetfix_known_hosts={connection.known_hosts}",
         f"ansible_ssh_common_args=-o UserKnownHostsFile={connection.known_hosts} "
         "-o StrictHostKeyChecking=yes",
+        f"fleetfix_lab_state_dir={connection.state_dir}",
     ]

@@ -105,6 +105,53 @@ class SlurmSpec:
     job_id: int | None = None
     user: str | None = None
     reason: str | None = None
+    unreadable: bool = False
+    """The node cannot reach slurmctld: Slurm commands run on it fail."""
+
+
+@dataclass(frozen=True, slots=True)
+class BecomeBusy:
+    """A Slurm job starts on the node, with CUDA processes on its GPUs."""
+
+    job_id: int | None = None
+    user: str = "alice"
+    processes: tuple[GpuProcessSpec, ...] = ()
+    """Empty: one `python3` on every GPU the driver enumerates and that answers."""
+
+
+@dataclass(frozen=True, slots=True)
+class Drain:
+    """A person drains the node in Slurm (or re-drains it with their own reason)."""
+
+    user: str
+    reason: str
+
+
+@dataclass(frozen=True, slots=True)
+class SetDrainReason:
+    """A person overwrites the node's Slurm reason, leaving its state alone."""
+
+    user: str
+    reason: str
+
+
+@dataclass(frozen=True, slots=True)
+class SlurmUnreadable:
+    """The node loses (True) or regains (False) its connection to slurmctld."""
+
+    unreadable: bool = True
+
+
+NodeChange = BecomeBusy | Drain | SetDrainReason | SlurmUnreadable
+"""A change applied to a running node: by a scenario event or an `inject` control request."""
+
+
+@dataclass(frozen=True, slots=True)
+class NodeEvent:
+    """A change that happens once the node has received `after_commands` SSH exec requests."""
+
+    after_commands: int
+    change: NodeChange
 
 
 @dataclass(frozen=True, slots=True)
@@ -126,6 +173,7 @@ class NodeFaults:
     modules_unloaded: tuple[str, ...] = ()
     hung_nvidia_smi: str | None = None
     missing_gpus: tuple[int, ...] = ()
+    missing_after_reboot: tuple[int, ...] = ()
     gpu_processes: tuple[GpuProcessSpec, ...] = ()
     slurm: SlurmSpec = field(default_factory=SlurmSpec)
     nvlink_down: tuple[NvlinkDown, ...] = ()
@@ -136,6 +184,7 @@ class NodeFaults:
     flaky_ssh: int | None = None
     slow_ssh_ms: int = 0
     reboot_time: float | None = None
+    events: tuple[NodeEvent, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -151,6 +200,8 @@ class Scenario:
     degraded_leaves: Mapping[str, float]
     faults: Mapping[str, NodeFaults]
     source: str
+    inventory_gpus: bool = True
+    """Whether generated inventories carry each host's `gpus=` var."""
 
     def faults_of(self, node: str) -> NodeFaults:
         return self.faults.get(node, NodeFaults())

@@ -20,6 +20,7 @@ from fleetfix.lab.scenario import (
     EccFault,
     FleetShape,
     GpuProcessSpec,
+    NodeChange,
     NodeFaults,
     NvlinkDown,
     RowRemapFault,
@@ -33,6 +34,7 @@ from fleetfix.lab.scenario import (
     node_names,
     parse_duration,
 )
+from fleetfix.lab.scenario_changes import parse_change, parse_events
 
 _DEFAULT_XID_RECOVERY = MappingProxyType({79: "reboot", 74: "never", 64: "never"})
 
@@ -138,11 +140,22 @@ class _Builder:
         top = self.mapping(
             raw,
             "scenario",
-            ("name", "description", "fleet", "ssh", "reboot_time", "timing", "leaves", "nodes"),
+            (
+                "name",
+                "description",
+                "fleet",
+                "ssh",
+                "inventory",
+                "reboot_time",
+                "timing",
+                "leaves",
+                "nodes",
+            ),
         )
         fleet = self.fleet(top.get("fleet"), nodes)
         names = node_names(fleet)
         ssh = self.mapping(top.get("ssh"), "ssh", ("port",))
+        inventory = self.mapping(top.get("inventory"), "inventory", ("gpus",))
         return Scenario(
             name=str(top.get("name") or self.path.stem),
             description=str(top.get("description") or "").strip(),
@@ -153,6 +166,7 @@ class _Builder:
             degraded_leaves=self.leaves(top.get("leaves"), fleet),
             faults=self.node_faults(top.get("nodes"), names, fleet),
             source=str(self.path),
+            inventory_gpus=self.flag(inventory.get("gpus", True), "inventory.gpus"),
         )
 
     def fleet(self, value: object, nodes: int | None) -> FleetShape:
@@ -223,6 +237,7 @@ _FAULT_KEYS = (
     "modules_unloaded",
     "hung_nvidia_smi",
     "missing_gpu",
+    "gpu_missing_after_reboot",
     "gpu_processes",
     "slurm",
     "nvlink_down",
@@ -232,8 +247,20 @@ _FAULT_KEYS = (
     "flaky_ssh",
     "slow_ssh",
     "reboot_time",
+    "events",
 )
-_LIST_KEYS = frozenset({"xid", "ecc", "row_remap", "gpu_processes", "nvlink_down", "missing_gpu"})
+_LIST_KEYS = frozenset(
+    {
+        "xid",
+        "ecc",
+        "row_remap",
+        "gpu_processes",
+        "nvlink_down",
+        "missing_gpu",
+        "gpu_missing_after_reboot",
+        "events",
+    }
+)
 
 
 def _merge(old: dict[str, Any], new: dict[str, Any]) -> dict[str, Any]:
@@ -299,7 +326,17 @@ class _FaultParser:
             flaky_ssh=self.flaky(raw.get("flaky_ssh"), where),
             slow_ssh_ms=self.slow_ssh(raw.get("slow_ssh"), where),
             reboot_time=_opt_duration(raw.get("reboot_time"), f"{where}.reboot_time"),
+            missing_after_reboot=tuple(
+                self.missing_after_reboot(v, f"{where}.gpu_missing_after_reboot")
+                for v in _items(raw.get("gpu_missing_after_reboot"))
+            ),
+            events=parse_events(self.b, raw.get("events"), f"{where}.events", self.process),
         )
+
+    def missing_after_reboot(self, value: object, where: str) -> int:
+        if isinstance(value, dict):
+            value = self.b.mapping(value, where, ("gpu",)).get("gpu", 0)
+        return self.gpu(value, where)
 
     def xid(self, value: object, where: str) -> XidFault:
         raw = self.b.mapping(value, where, ("code", "gpu", "recovery", "ago"))
@@ -382,7 +419,7 @@ class _FaultParser:
     def slurm(self, value: object, where: str) -> SlurmSpec:
         states = ("idle", "alloc", "drained", "down")
         raw = {"state": value} if isinstance(value, str) else value
-        spec = self.b.mapping(raw, where, ("state", "job_id", "user", "reason"))
+        spec = self.b.mapping(raw, where, ("state", "job_id", "user", "reason", "unreadable"))
         state = str(spec.get("state", "idle"))
         if state not in states:
             raise self.b.error(
@@ -394,6 +431,7 @@ class _FaultParser:
             job_id=None if job is None else self.b.integer(job, f"{where}.job_id", minimum=1),
             user=None if spec.get("user") is None else str(spec["user"]),
             reason=None if spec.get("reason") is None else str(spec["reason"]),
+            unreadable=self.b.flag(spec.get("unreadable", False), f"{where}.unreadable"),
         )
 
     def nvlink(self, value: object, where: str) -> NvlinkDown:
@@ -448,3 +486,23 @@ def _items(value: object) -> list[Any]:
 
 def _opt_duration(value: object, where: str) -> float | None:
     return None if value is None else parse_duration(value, where)
+
+
+class _RequestBuilder(_Builder):
+    """Validates a control request (no file behind it: errors carry no position)."""
+
+    def __init__(self) -> None:
+        super().__init__(Path("inject"), "")
+
+    def error(self, message: str, key: str | None = None, hint: str | None = None) -> LabError:
+        return LabError(message, hint=hint)
+
+
+def parse_change_request(value: object, fleet: FleetShape) -> NodeChange:
+    """The change of an `inject` control request, validated like a scenario event.
+
+    Raises:
+        LabError: unknown keys, wrong types or GPUs the node does not have.
+    """
+    builder = _RequestBuilder()
+    return parse_change(builder, value, "change", _FaultParser(builder, fleet).process)

@@ -25,15 +25,18 @@ import asyncssh
 
 from fleetfix.errors import LabError
 from fleetfix.lab import transitions
+from fleetfix.lab.audit import is_disruptive
 from fleetfix.lab.build import build_fleet
+from fleetfix.lab.changes import ChangeResult, apply_change
 from fleetfix.lab.info import LabInfo, remove_info, write_info
 from fleetfix.lab.inventory import Connection, render_inventory
 from fleetfix.lab.keys import LabKeys, ensure_keys, write_known_hosts
 from fleetfix.lab.sandbox import SYSTEM_PATH, Launch, SandboxMode, detect_sandbox, launch
-from fleetfix.lab.scenario import Scenario
+from fleetfix.lab.scenario import NodeChange, Scenario
+from fleetfix.lab.scenario_file import parse_change_request
 from fleetfix.lab.shims import write_shims
 from fleetfix.lab.sshserver import NodeSession, open_listener, server_options
-from fleetfix.lab.state import FleetState, GpuProcess, NodeState
+from fleetfix.lab.state import AuditEntry, FleetState, GpuProcess, NodeState
 from fleetfix.lab.tools.base import Handler, ToolContext, ToolReply, fail
 from fleetfix.lab.tools.slurm import end_job
 from fleetfix.lab.tools.table import FALLBACK_ONLY_TOOLS, tool_table
@@ -42,6 +45,8 @@ from fleetfix.lab.toolserver import client_handler
 LOG = logging.getLogger("fleetfix.lab")
 REBOOT_GRACE = 0.3
 """Seconds between a `reboot` command answering and the node going down (like systemd)."""
+BASH_ENV_FILE = "bash_env"
+"""Sourced by every non-interactive bash on a node: `kill` goes through its shim (audit)."""
 
 
 def raise_open_file_limit() -> int:
@@ -74,6 +79,7 @@ class LabRuntime:
         self._connections: dict[str, set[asyncssh.SSHServerConnection]] = {}
         self._sessions: dict[str, set[NodeSession]] = {}
         self._holders: dict[int, asyncio.subprocess.Process] = {}
+        self._signalled_by_lab: set[int] = set()
         self._tasks: set[asyncio.Task[Any]] = set()
         self._control_server: asyncio.Server | None = None
         self._control_clients: set[asyncio.StreamWriter] = set()
@@ -97,8 +103,9 @@ class LabRuntime:
         fallback = self.mode is SandboxMode.FALLBACK
         names = [t for t in self._tools if fallback or t not in FALLBACK_ONLY_TOOLS]
         write_shims(self.tools_dir, self.control_port, self.token, names)
+        (self.state_dir / BASH_ENV_FILE).write_text("enable -n kill\n", encoding="ascii")
         for node in self.fleet.nodes.values():
-            await self._spawn_holders(node)
+            await self._spawn_holders(node, node.processes)
         self._options = server_options(self.keys.host_key)
         await self._open_listeners()
         return self._publish()
@@ -109,7 +116,11 @@ class LabRuntime:
         write_known_hosts(self.keys, hosts, self.port)
         inventory = self.state_dir / "inventory.ini"
         connection = Connection(
-            self.port, "root", str(self.keys.client_key_path), str(self.keys.known_hosts_path)
+            self.port,
+            "root",
+            str(self.keys.client_key_path),
+            str(self.keys.known_hosts_path),
+            str(self.state_dir),
         )
         inventory.write_text(render_inventory(self.scenario, connection), encoding="utf-8")
         info = LabInfo(
@@ -218,6 +229,7 @@ class LabRuntime:
             "LANG": "C.UTF-8",
             "TZ": "UTC",
             "FLEETFIX_LAB_NODE": node.name,
+            "BASH_ENV": str(self.state_dir / BASH_ENV_FILE),
         }
 
     def track_connection(
@@ -242,12 +254,18 @@ class LabRuntime:
             node=node, fleet=self.fleet, hooks=self, now=time.time(), user=user or "root"
         )
         try:
-            return handler(context, argv)
+            reply = handler(context, argv)
         except Exception:  # one broken emulator must not take the lab down
             LOG.exception("tool %s %s failed on %s", tool, argv, node_name)
-            return fail(
+            reply = fail(
                 f"{tool}: internal error in the fleetfix lab emulator (see server.log)", rc=70
             )
+        if is_disruptive(tool, argv, self._holders.keys()):
+            rc = None if reply.hang else reply.rc
+            node.audit.append(
+                AuditEntry(tool, tuple(argv), context.user, context.now, node.boot_number, rc)
+            )
+        return reply
 
     def after_reply(self, node_name: str, reply: ToolReply) -> None:
         if reply.effect == "reboot" and self.fleet is not None:
@@ -266,7 +284,42 @@ class LabRuntime:
         if op == "stop":
             asyncio.get_running_loop().call_soon(self._stopped.set)
             return {"ok": True}
+        if op == "audit":
+            nodes = self.fleet.nodes.values()
+            return {"ok": True, "audit": {n.name: [e.to_data() for e in n.audit] for n in nodes}}
+        if op == "inject":
+            return await self._inject(request)
         return {"ok": False, "error": f"unknown op {op!r}"}
+
+    async def _inject(self, request: dict[str, Any]) -> dict[str, Any]:
+        assert self.fleet is not None
+        node = self.fleet.node(str(request.get("node", "")))
+        if node is None:
+            return {"ok": False, "error": f"no lab node {request.get('node')!r}"}
+        try:
+            change = parse_change_request(request.get("change"), self.scenario.fleet)
+        except LabError as exc:
+            return {"ok": False, "error": exc.render()}
+        result = await self._apply(node, change)
+        return {"ok": True, "applied": result.applied, "outcome": result.outcome}
+
+    async def _apply(self, node: NodeState, change: NodeChange) -> ChangeResult:
+        assert self.fleet is not None
+        result = apply_change(self.fleet, node, change, time.time())
+        LOG.info("%s: %s", node.name, result.outcome)
+        await self._spawn_holders(node, list(result.new_processes))
+        return result
+
+    async def before_command(self, node: NodeState) -> None:
+        """Count the node's exec request and apply the scenario events now due."""
+        node.commands += 1
+        due = [
+            e for e in node.events if e.fired_at is None and node.commands > e.event.after_commands
+        ]
+        for state in due:
+            state.fired_at = node.commands
+        for state in due:
+            state.outcome = (await self._apply(node, state.event.change)).outcome
 
     def status(self) -> dict[str, Any]:
         assert self.fleet is not None
@@ -288,8 +341,8 @@ class LabRuntime:
 
     # -- LabHooks: GPU processes -----------------------------------------------------------
 
-    async def _spawn_holders(self, node: NodeState) -> None:
-        for process in node.processes:
+    async def _spawn_holders(self, node: NodeState, processes: list[GpuProcess]) -> None:
+        for process in processes:
             holder = await asyncio.create_subprocess_exec(
                 "/bin/bash",
                 "-c",
@@ -307,8 +360,9 @@ class LabRuntime:
     async def _watch_holder(
         self, node: NodeState, process: GpuProcess, holder: asyncio.subprocess.Process
     ) -> None:
-        await holder.wait()
+        returncode = await holder.wait()
         self._holders.pop(holder.pid, None)
+        self._note_outside_kill(node, holder.pid, returncode)
         if process not in node.processes:
             return
         node.processes.remove(process)
@@ -324,8 +378,24 @@ class LabRuntime:
         return True
 
     def _signal_holder(self, pid: int, signal_number: int) -> None:
+        self._signalled_by_lab.add(pid)
         with contextlib.suppress(ProcessLookupError):
             os.kill(pid, signal_number)
+
+    def _note_outside_kill(self, node: NodeState, pid: int, returncode: int) -> None:
+        """A GPU process killed by neither the lab nor an audited `kill` (e.g. `pkill`, or
+        dash's own kill) still goes in the audit, as `kill -SIGNAL PID` by an unknown user."""
+        if pid in self._signalled_by_lab or returncode >= 0:
+            self._signalled_by_lab.discard(pid)
+            return
+        seen = (e for n in self.fleet.nodes.values() for e in n.audit) if self.fleet else ()
+        if any(e.tool == "kill" and str(pid) in e.argv for e in seen):
+            return
+        name = signal.Signals(-returncode).name.removeprefix("SIG")
+        entry = AuditEntry(
+            "kill", (f"-{name}", str(pid)), "unknown", time.time(), node.boot_number, None
+        )
+        node.audit.append(entry)
 
     # -- reboots ---------------------------------------------------------------------------
 

@@ -43,6 +43,10 @@ class SessionHost(Protocol):
 
     def track_session(self, node: NodeState, session: NodeSession, add: bool) -> None: ...
 
+    async def before_command(self, node: NodeState) -> None:
+        """Count the exec request (scenario events fire on these counts)."""
+        ...
+
 
 class NodeServer(asyncssh.SSHServer):
     """One SSH connection to one node."""
@@ -164,6 +168,7 @@ class NodeSession(asyncssh.SSHServerSession[bytes]):
             self._exit(chan, 127, f"fleetfix lab: cannot run command: {exc}\n")
 
     async def _execute(self, chan: asyncssh.SSHServerChannel[bytes]) -> None:
+        await self._host.before_command(self._node)
         if self._over_flaky_limit():
             chan.get_connection().abort()
             return

@@ -14,7 +14,13 @@ from pathlib import Path
 from typing import Any
 
 from fleetfix.lab.layout import NodeSpec
-from fleetfix.lab.scenario import NVIDIA_MODULES, RECOVERY_LEVELS, NodeFaults, Scenario
+from fleetfix.lab.scenario import (
+    NVIDIA_MODULES,
+    RECOVERY_LEVELS,
+    NodeEvent,
+    NodeFaults,
+    Scenario,
+)
 
 HGX_BUS_NUMBERS = (0x1B, 0x43, 0x52, 0x61, 0x9D, 0xC3, 0xD1, 0xDF)
 """PCI buses of the eight GPUs on an HGX H100 board (as in the real 8x H100 captures)."""
@@ -81,6 +87,8 @@ class Fault:
         for key in ("gpu", "code", "value"):
             if getattr(self, key) is not None:
                 data[key] = getattr(self, key)
+        if self.kind == "gpu_missing_after_reboot":
+            data["from_boot"] = self.boot + 1
         return data
 
 
@@ -130,6 +138,8 @@ class SlurmNode:
     reason_user: str | None = None
     reason_time: float | None = None
     job_id: int | None = None
+    unreadable: bool = False
+    """The node cannot reach the controller: Slurm commands run on it fail."""
 
 
 @dataclass(slots=True)
@@ -139,6 +149,47 @@ class SlurmJob:
     node: str
     name: str
     started: float
+
+
+@dataclass(frozen=True, slots=True)
+class AuditEntry:
+    """One disruptive tool call the lab emulated (or a GPU process killed behind its back)."""
+
+    tool: str
+    argv: tuple[str, ...]
+    user: str
+    at: float
+    boot: int
+    rc: int | None
+    """None while the call never answered (a hung tool)."""
+
+    def to_data(self) -> dict[str, Any]:
+        return {
+            "tool": self.tool,
+            "argv": list(self.argv),
+            "user": self.user,
+            "at": self.at,
+            "boot": self.boot,
+            "rc": self.rc,
+        }
+
+
+@dataclass(slots=True)
+class EventState:
+    """A scenario event of one node, and what became of it."""
+
+    event: NodeEvent
+    fired_at: int | None = None
+    """The node's command count when it fired (the request that found it due)."""
+    outcome: str | None = None
+
+    def to_data(self) -> dict[str, Any]:
+        return {
+            "after_commands": self.event.after_commands,
+            "change": type(self.event.change).__name__,
+            "fired_at_command": self.fired_at,
+            "outcome": self.outcome,
+        }
 
 
 @dataclass(frozen=True, slots=True)
@@ -180,6 +231,10 @@ class NodeState:
     stale_files: list[str] = field(default_factory=list)
     status: str = "up"
     reboot_due: float | None = None
+    commands: int = 0
+    """SSH exec requests received so far (all boots): what scenario events count."""
+    events: list[EventState] = field(default_factory=list)
+    audit: list[AuditEntry] = field(default_factory=list)
 
     @property
     def name(self) -> str:
@@ -203,9 +258,19 @@ class NodeState:
         """Fell off the bus during this boot: enumerated, but every handle call fails."""
         return any(f.boot == self.boot_number for f in self._xid79(gpu))
 
-    def gpu_visible(self, gpu: int) -> bool:
-        """Enumerated by the driver: not missing and not failed at init after a reboot."""
+    def gpu_on_bus(self, gpu: int) -> bool:
+        """On the PCIe bus (lspci shows it): not missing, and re-enumerated if it had to be."""
         if self.has_fault("missing_gpu", gpu):
+            return False
+        return not any(
+            f.boot < self.boot_number
+            for f in self.faults_of("gpu_missing_after_reboot")
+            if f.gpu == gpu
+        )
+
+    def gpu_visible(self, gpu: int) -> bool:
+        """Enumerated by the driver: on the bus and not failed at init after a reboot."""
+        if not self.gpu_on_bus(gpu):
             return False
         return not any(f.boot != self.boot_number for f in self._xid79(gpu))
 
@@ -243,6 +308,9 @@ class NodeState:
             "persistence": [g.persistence for g in self.visible_gpus()],
             "modules": [m for m in NVIDIA_MODULES if self.modules.get(m)],
             "services": {u: s.active for u, s in self.services.items()},
+            "commands": self.commands,
+            "events": [event.to_data() for event in self.events],
+            "audit": [entry.to_data() for entry in self.audit],
         }
 
 
@@ -329,4 +397,5 @@ def slurm_truth(record: SlurmNode) -> dict[str, Any]:
         "reason": record.reason,
         "reason_user": record.reason_user,
         "job_id": record.job_id,
+        "unreadable": record.unreadable,
     }

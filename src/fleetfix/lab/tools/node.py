@@ -1,5 +1,5 @@
 """Emulated node-level tools: `reboot`/`shutdown -r`, `fuser` on GPU devices, `lspci`,
-`nvidia-bug-report.sh`, and `hostname` (only used where the sandbox cannot set it).
+`nvidia-bug-report.sh`, `kill`, and `hostname` (only used where the sandbox cannot set it).
 
 `fuser` answers for the GPU device files from lab state: CUDA processes (real placeholder
 PIDs), plus nvidia-persistenced, nv-hostengine and nv-fabricmanager while their units run.
@@ -44,6 +44,14 @@ def shutdown(ctx: ToolContext, argv: Sequence[str]) -> ToolReply:
             stdout="Shutdown scheduled, use 'shutdown -c' to cancel.\n", effect="reboot"
         )
     return fail("shutdown: the lab only emulates reboots (shutdown -r now)")
+
+
+def kill(ctx: ToolContext, argv: Sequence[str]) -> ToolReply:
+    """bash's own `kill`, run in the shim: the server only sees the call (for the audit).
+
+    Node shells run with `enable -n kill` (BASH_ENV), so `kill` reaches this shim; the reply
+    re-enables the builtin and runs it with the same arguments, errors and exit status."""
+    return ToolReply(script="enable kill; kill " + " ".join(quote(a) for a in argv) + "; exit $?")
 
 
 def hostname(ctx: ToolContext, argv: Sequence[str]) -> ToolReply:
@@ -180,7 +188,7 @@ def _pci_devices(node: NodeState) -> list[tuple[int, str, str, str, bool]]:
         for bus in (0x05, 0x06, 0x07, 0x08)
     ]
     for gpu in node.gpus:
-        if node.has_fault("missing_gpu", gpu.index):
+        if not node.gpu_on_bus(gpu.index):
             continue
         name = "NVIDIA Corporation GH100 [H100 SXM5 80GB]"
         found.append((gpu.bus, "3D controller", name, "10de:2330", node.gpu_lost(gpu.index)))

@@ -3,7 +3,8 @@
 All nodes share one controller (FleetState.slurm), so a drain issued on any node is seen from
 every node. `scontrol show node` follows the Slurm 24.05 layout in shared/samples/slurm/;
 reasons carry `[user@timestamp]` as Slurm records them, and a drain reason stays until someone
-resumes the node or overwrites it.
+resumes the node or overwrites it. On a node that cannot reach the controller
+(`slurm: {unreadable: true}`) every call that needs slurmctld fails as the real clients do.
 """
 
 from __future__ import annotations
@@ -20,6 +21,8 @@ from fleetfix.lab.tools.base import ToolContext, ToolReply, fail, lines
 
 CPUS = 224
 MEMORY_MB = 2063000
+NO_CONTROLLER = "Unable to contact slurm controller (connect failure)"
+CONTROLLER_HOST = "head01"
 _FORMAT_ITEM = re.compile(r"%(#|\.)?(-)?(\d+)?([A-Za-z])")
 
 
@@ -123,7 +126,7 @@ def _node_record(fleet: FleetState, name: str) -> list[str]:
         f"CPULoad={'112.40' if busy else '0.52'}",
         "   AvailableFeatures=h100,ib",
         "   ActiveFeatures=h100,ib",
-        f"   Gres=gpu:h100:{node.spec.gpus}(S:0-1)",
+        f"   Gres=gpu:h100:{node.spec.gpus}",
         f"   NodeAddr={name} NodeHostName={name} Version=24.05.0",
         f"   OS=Linux {KERNEL_RELEASE} {KERNEL_VERSION} ",
         f"   RealMemory={MEMORY_MB} AllocMem={MEMORY_MB if busy else 0} FreeMem=1981234 "
@@ -145,10 +148,17 @@ def _node_record(fleet: FleetState, name: str) -> list[str]:
     return rows
 
 
+def _cut_off(ctx: ToolContext) -> bool:
+    """This node cannot reach slurmctld."""
+    return ctx.fleet.slurm.nodes[ctx.node.name].unreadable
+
+
 def scontrol(ctx: ToolContext, argv: Sequence[str]) -> ToolReply:
     args = list(argv)
     oneliner = any(a in ("-o", "--oneliner") for a in args)
     args = [a for a in args if a not in ("-o", "--oneliner", "-d", "--details")]
+    if _cut_off(ctx) and args[:1] != ["version"]:
+        return _scontrol_cut_off(args)
     if len(args) >= 2 and args[0] == "show" and args[1] in ("node", "nodes", "NodeName"):
         return _show_nodes(ctx, args[2:], oneliner)
     if args and args[0] == "update":
@@ -157,9 +167,17 @@ def scontrol(ctx: ToolContext, argv: Sequence[str]) -> ToolReply:
         return ToolReply(
             stdout="slurm 24.05.0\n"
             if args[0] == "version"
-            else "Slurmctld(primary) at head01 is UP\n"
+            else f"Slurmctld(primary) at {CONTROLLER_HOST} is UP\n"
         )
     return fail(f"invalid keyword: {' '.join(args) or '(none)'}")
+
+
+def _scontrol_cut_off(args: list[str]) -> ToolReply:
+    if args[:1] == ["ping"]:
+        return ToolReply(stdout=f"Slurmctld(primary) at {CONTROLLER_HOST} is DOWN\n", rc=1)
+    if args[:1] == ["update"]:
+        return fail(f"slurm_update error: {NO_CONTROLLER}")
+    return fail(f"slurm_load_node error: {NO_CONTROLLER}")
 
 
 def _show_nodes(ctx: ToolContext, names: list[str], oneliner: bool) -> ToolReply:
@@ -235,7 +253,7 @@ def _sinfo_value(fleet: FleetState, names: list[str], spec: str) -> str:
         "D": lambda: str(len(names)),
         "c": lambda: str(CPUS),
         "C": lambda: f"{used}/{CPUS - used}/0/{CPUS}",
-        "G": lambda: f"gpu:h100:{fleet.nodes[name].spec.gpus}(S:0-1)",
+        "G": lambda: f"gpu:h100:{fleet.nodes[name].spec.gpus}",
         "a": lambda: "up",
         "l": lambda: "infinite",
         "m": lambda: str(MEMORY_MB),
@@ -289,6 +307,8 @@ def sinfo(ctx: ToolContext, argv: Sequence[str]) -> ToolReply:
     options = _sinfo_options(list(argv))
     if isinstance(options, str):
         return fail(options)
+    if _cut_off(ctx):
+        return fail(f"slurm_load_partitions: {NO_CONTROLLER}")
     per_node, header, fmt, nodes = options
     names = [n for n in ctx.fleet.nodes if nodes is None or n in nodes]
     if per_node:
@@ -336,6 +356,8 @@ def _sinfo_options(args: list[str]) -> tuple[bool, bool, str | None, set[str] | 
 
 
 def squeue(ctx: ToolContext, argv: Sequence[str]) -> ToolReply:
+    if _cut_off(ctx):
+        return fail(f"slurm_load_jobs error: {NO_CONTROLLER}")
     args = list(argv)
     header = not any(a in ("-h", "--noheader") for a in args)
     nodes = _option(args, ("-w", "--nodelist"))
@@ -399,6 +421,13 @@ def scancel(ctx: ToolContext, argv: Sequence[str]) -> ToolReply:
     ids = [a for a in argv if not a.startswith("-")]
     if not ids:
         return fail("scancel: error: No job identification provided")
+    if _cut_off(ctx):
+        return fail(
+            "".join(
+                f"scancel: error: Kill job error on job id {text}: {NO_CONTROLLER}\n"
+                for text in ids
+            )
+        )
     for text in ids:
         job = ctx.fleet.slurm.jobs.get(int(text)) if text.isdigit() else None
         if job is None:

@@ -39,6 +39,7 @@ def tool_table() -> dict[str, Handler]:
         "reboot": node.reboot,
         "shutdown": node.shutdown,
         "fuser": node.fuser,
+        "kill": node.kill,
         "lspci": node.lspci,
         "nvidia-bug-report.sh": node.nvidia_bug_report,
         "mpirun": nccl.mpirun,
