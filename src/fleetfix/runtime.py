@@ -6,6 +6,7 @@ import argparse
 from collections.abc import AsyncIterator, Mapping
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from fleetfix.engine.context import SpecFactory
@@ -70,21 +71,25 @@ async def open_runtime(
 async def _embedded_lab(
     inventory: Inventory, overrides: dict[str, Mapping[str, Any]]
 ) -> AsyncIterator[None]:
-    """Start the lab named by `fleetfix_lab_scenario` for this run (and stop it after)."""
-    scenario = _lab_scenario(inventory)
+    """Start the lab named by `fleetfix_lab_scenario` for this run (and stop it after), or
+    attach to the running one `fleetfix_lab_state_dir` names (an inventory from `lab up`)."""
+    scenario = _lab_var(inventory, "fleetfix_lab_scenario")
     if scenario is None:
         yield
         return
+    state_dir = _lab_var(inventory, "fleetfix_lab_state_dir")
     # Imported only when asked for: the lab is a separate world the engine does not need.
     from fleetfix.lab.embedded import embedded_lab  # noqa: PLC0415
 
-    async with embedded_lab(scenario, inventory) as connection_vars:
+    async with embedded_lab(
+        scenario, inventory, state_dir=Path(state_dir) if state_dir else None
+    ) as connection_vars:
         overrides.update(connection_vars)
         yield
 
 
-def _lab_scenario(inventory: Inventory) -> str | None:
-    """A lab inventory sets the scenario for all hosts; the first host tells."""
+def _lab_var(inventory: Inventory, name: str) -> str | None:
+    """A lab inventory sets its lab vars for all hosts; the first host tells."""
     hosts = inventory.host_names()
-    value = inventory.host_vars(hosts[0]).get("fleetfix_lab_scenario") if hosts else None
+    value = inventory.host_vars(hosts[0]).get(name) if hosts else None
     return str(value) if value else None

@@ -3,6 +3,10 @@
 `inventories/lab.ini` sets `fleetfix_lab_scenario=xid79`; the run calls `embedded_lab`, which
 reuses a lab already running for that scenario (`fleetfix lab up`) or starts one for the run
 and stops it afterwards, and hands back the connection vars to merge into every host.
+
+The inventory `fleetfix lab up` writes also names its state dir (`fleetfix_lab_state_dir`):
+a run with it attaches to that lab, whatever its port, and fails if it is not running; it
+never starts another one.
 """
 
 from __future__ import annotations
@@ -25,12 +29,36 @@ def _scenario_source(scenario: str, inventory_dir: Path | None) -> str | Path:
     return scenario
 
 
-async def ensure_lab(scenario: str, inventory_dir: Path | None = None) -> LabHandle:
+def attach_lab(scenario: str, state_dir: Path) -> LabHandle:
+    """The lab running from `state_dir` (written in the inventory by `fleetfix lab up`).
+
+    Raises:
+        LabError: no lab answers there, or it serves another scenario.
+    """
+    running = find_lab(state_dir)
+    if running is None:
+        raise LabError(
+            f"the inventory names the lab in {state_dir}, but no lab is running there",
+            hint=f"start it again: fleetfix lab up --scenario {scenario} --state-dir {state_dir}",
+        )
+    if running.scenario != Path(scenario).stem:
+        raise LabError(
+            f"the lab running from {state_dir} serves {running.scenario!r}, not {scenario!r}"
+        )
+    return running
+
+
+async def ensure_lab(
+    scenario: str, inventory_dir: Path | None = None, state_dir: Path | None = None
+) -> LabHandle:
     """The lab for `scenario`: the one already running from its default state dir, or a new one.
 
+    With `state_dir` (an inventory written by `fleetfix lab up`), only the lab running there.
     A lab this call starts is owned by the caller (its handle holds the process; stop it with
     `astop()`); a reused one is left running.
     """
+    if state_dir is not None:
+        return attach_lab(scenario, state_dir)
     state_dir = default_state_dir(scenario)
     running = find_lab(state_dir)
     if running is not None:
@@ -55,10 +83,16 @@ def connection_vars(handle: LabHandle) -> dict[str, dict[str, Any]]:
 
 @asynccontextmanager
 async def embedded_lab(
-    scenario: str, inventory: object = None, inventory_dir: Path | None = None
+    scenario: str,
+    inventory: object = None,
+    inventory_dir: Path | None = None,
+    state_dir: Path | None = None,
 ) -> AsyncIterator[dict[str, dict[str, Any]]]:
-    """Run-scoped lab: yields connection vars per host; stops the lab after if it started it."""
-    handle = await ensure_lab(scenario, inventory_dir)
+    """Run-scoped lab: yields connection vars per host; stops the lab after if it started it.
+
+    `state_dir` attaches to the lab running there (see `attach_lab`) instead.
+    """
+    handle = await ensure_lab(scenario, inventory_dir, state_dir)
     try:
         yield connection_vars(handle)
     finally:
