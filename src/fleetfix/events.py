@@ -75,13 +75,65 @@ class HostStepFinished(Event):
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
-class ActionTaken(Event):
-    """A mutating action really ran its plan on a host (not in --check); cooldowns count these."""
+class ActionStarted(Event):
+    """A mutating action is about to send its first command: the write-ahead intent record.
+
+    The journal commits it before the command leaves, so a controller killed at any instant
+    leaves a record of every action it may have started; a resumed run re-verifies such an
+    action instead of repeating it, and `max_attempts` counts it."""
 
     host: str
     step: str
+    key: str = ""
+    action: str
+    disruptive: bool = False
+    evidence: dict[str, str] = field(default_factory=dict)
+    """What a resumed run needs to tell whether the action happened (e.g. the boot id before)."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ActionTaken(Event):
+    """A mutating action finished on a host (not in --check): the outcome of its intent."""
+
+    host: str
+    step: str
+    key: str = ""
     action: str
     failed: bool
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class HostObserved(Event):
+    """What a probe told the engine about a host that outlives the run: how many GPUs it has,
+    and whether Slurm has it in service (a human may have resumed a node fleetfix drained)."""
+
+    host: str
+    gpu_count: int | None = None
+    in_service: bool | None = None
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class HostLeft(Event):
+    """The run leaves a host unhealthy or untouched on purpose, and says why.
+
+    kind: `owned` (someone else has the node, or it is on the hands-off list), `deferred`
+    (its jobs did not leave in time: left drained, the next run finishes), `refused` (a safety
+    gate could not be evaluated), `unhealthy` (a fault is still there at the end of the run).
+    """
+
+    host: str
+    kind: str
+    reason: str
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class OwnershipOverridden(Event):
+    """An operator told fleetfix to act on a node someone else owns; journaled with who."""
+
+    host: str
+    owner: str
+    reason: str
+    by: str
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -125,16 +125,20 @@ class RunResult:
     holds: list[str] = field(default_factory=list)
     """Disruptive actions a topology gate held back (caps or a suspect domain): exit 6."""
     interrupted: bool = False
+    left: dict[str, str] = field(default_factory=dict)
+    """Hosts the run leaves unhealthy or untouched on purpose -> why (owned, deferred,
+    refused, a fault still present). Any of them makes the run exit non-zero."""
 
     def outcome(self, *, check_changes_exit: bool = False) -> Outcome:
-        """Ansible's precedence: safety gate, then unreachable over failed."""
+        """Ansible's precedence: safety gate, then unreachable over failed; a host left
+        unhealthy counts as failed, so a timer alerting on the exit code sees it."""
         if self.interrupted:
             return Outcome.INTERRUPTED
         if self.aborted_by_safety or self.holds:
             return Outcome.SAFETY_ABORT
         if any(s.unreachable for s in self.stats.values()):
             return Outcome.UNREACHABLE
-        if any(s.failed for s in self.stats.values()):
+        if any(s.failed for s in self.stats.values()) or self.left:
             return Outcome.HOST_FAILED
         if check_changes_exit and any(s.changed for s in self.stats.values()):
             return Outcome.CHECK_CHANGES
@@ -158,3 +162,37 @@ def failed_and_considered(results: Iterable[StepResult]) -> tuple[set[str], set[
         ):
             failed.add(result.host)
     return failed, considered
+
+
+@dataclass(frozen=True, slots=True)
+class JournaledStep:
+    """The last verdict a host-step got in an interrupted run, as the journal kept it."""
+
+    status: Status
+    changed: bool
+    message: str
+    data: Mapping[str, Any]
+
+
+@dataclass(frozen=True, slots=True)
+class OpenIntent:
+    """A mutating action whose start is journaled and whose outcome is not: it may have run."""
+
+    action: str
+    at: float
+    evidence: Mapping[str, str]
+    record: int
+    """The journal row, so a resumed run can mark the intent undelivered."""
+
+
+@dataclass(frozen=True, slots=True)
+class ResumeState:
+    """What a resumed run replays: per (host, step key) the last verdict; per (host, step key,
+    action) the actions started whose step never got a verdict."""
+
+    run_id: str = ""
+    steps: Mapping[tuple[str, str], JournaledStep] = field(default_factory=dict)
+    intents: Mapping[tuple[str, str, str], OpenIntent] = field(default_factory=dict)
+
+    def __bool__(self) -> bool:
+        return bool(self.run_id)

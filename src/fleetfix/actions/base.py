@@ -17,6 +17,9 @@ class PlannedCommand:
     expect_unreachable: bool = False  # e.g. reboot: the connection drops, a new boot id follows
     ignore_rc: bool = False
     always: bool = False  # run even after an earlier command failed (restart what was stopped)
+    defer_rc: int | None = None
+    """This exit status means "not now" (e.g. jobs still running after a bounded wait): the
+    host is deferred to the next run, its last output line saying why; not a failure."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -26,10 +29,12 @@ class ActionPlan:
     commands: tuple[PlannedCommand, ...] = ()
     refused: str | None = None  # a gate said no: the step fails, nothing runs
     notes: tuple[str, ...] = ()
+    failure: str | None = None
+    """The commands run (they record why, e.g. a drain reason), then the step fails with this."""
 
     @property
     def noop(self) -> bool:
-        return not self.commands and self.refused is None
+        return not self.commands and self.refused is None and self.failure is None
 
 
 @dataclass(frozen=True, slots=True)
@@ -61,6 +66,9 @@ class Action:
     """False for actions that only measure (nccl-tests): they never report "changed"."""
     disruptive: bool = False
     """Takes the node (or its GPUs) out of service: counts against topology caps and holds."""
+    repeatable: bool = False
+    """Running it again after an interrupted run started it does no harm (its plan reads the
+    node's current state, e.g. a drain). Others are re-verified, never repeated."""
     validate: Callable[[Mapping[str, Any]], str | None] | None = None
     """Checks literal params before anything runs; None when fine, else what is wrong."""
     result_probe: str | None = None

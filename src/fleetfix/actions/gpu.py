@@ -154,6 +154,7 @@ def _check_gpu_reset(ctx: ActionContext) -> str | None:
 ACTIONS = (
     Action(
         name="persistence_mode",
+        repeatable=True,
         summary="turn persistence on: start nvidia-persistenced, else nvidia-smi -pm 1",
         plan=_plan_persistence,
         requires=("nvidia_smi", "services"),

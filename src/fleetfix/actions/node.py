@@ -115,5 +115,7 @@ ACTIONS = (
             "bug_report": "also run nvidia-bug-report.sh",
             "bug_report_timeout": "its timeout (15m)",
         },
+        changes_state=False,
+        repeatable=True,
     ),
 )

@@ -45,6 +45,7 @@ def _check(ctx: ActionContext) -> str | None:
 ACTIONS = (
     Action(
         name="clean_shm",
+        repeatable=True,
         validate=params_checker({"older_than": duration}),
         summary="remove /dev/shm NCCL segments no process holds open and older than a threshold",
         plan=_plan,

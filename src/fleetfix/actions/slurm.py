@@ -6,6 +6,7 @@ import shlex
 
 from fleetfix.actions.base import Action, ActionContext, ActionPlan, PlannedCommand
 from fleetfix.actions.gates import duration, flag, node_name, params_checker, seconds
+from fleetfix.actions.validation import return_to_service_problems
 from fleetfix.probes.slurm_node import SlurmNodeFacts
 
 REASON_PREFIX = "fleetfix:"
@@ -49,15 +50,39 @@ def _already_drained(ctx: ActionContext, facts: SlurmNodeFacts, node: str) -> Ac
     return ActionPlan(commands=tuple(commands), notes=(note,))
 
 
+DEFER_RC = 75
+"""EX_TEMPFAIL: the jobs did not leave within the bounded wait; the host is deferred."""
+DEFAULT_DRAIN_WAIT = 300.0
+
+
 def _wait_drained(ctx: ActionContext, node: str) -> PlannedCommand:
-    """Poll until running jobs have left (DRAINED, not DRAINING)."""
-    timeout = seconds(ctx.params.get("wait_timeout"), 3600.0)
+    """Poll until running jobs have left (DRAINED: no ALLOCATED/MIXED, no COMPLETING epilog),
+    for a bounded time. Still busy then: the node stays drained with a pending reason naming
+    its jobs, and the command exits DEFER_RC so the engine defers the host instead of holding
+    its batch (the next run finishes the work). A Slurm state it cannot read fails the wait:
+    unknown is never read as drained."""
+    wait = seconds(ctx.params.get("wait_timeout"), DEFAULT_DRAIN_WAIT)
     quoted = shlex.quote(node)
-    loop = (
-        f"while scontrol show node {quoted} | grep -Eq 'State=[A-Z]*(ALLOC|MIX|COMPLETING)'; "
-        "do sleep 5; done"
+    base = drain_reason(ctx).removeprefix(REASON_PREFIX).strip()
+    pending = shlex.quote(f"{REASON_PREFIX} pending {base}; waiting for job(s) ")
+    script = (
+        f"deadline=$((SECONDS + {int(wait)})); "
+        "while :; do "
+        f"out=$(scontrol show node {quoted}) || "
+        f"{{ echo 'cannot read the Slurm state of {node}' >&2; exit 1; }}; "
+        """printf '%s\\n' "$out" | grep -Eq 'State=[A-Z+]*(ALLOC|MIX|COMPLETING)' || exit 0; """
+        "if [ $SECONDS -ge $deadline ]; then "
+        f"jobs=$(squeue -h -w {quoted} -o %i 2>/dev/null | paste -sd, -); "
+        "jobs=${jobs:-unknown}; "
+        f'scontrol update NodeName={quoted} Reason={pending}"$jobs"; '
+        f'echo "job(s) $jobs still running on {node} after {int(wait)}s: left drained, '
+        'the next run finishes the work"; '
+        f"exit {DEFER_RC}; fi; "
+        "sleep 2; done"
     )
-    return PlannedCommand(loop, f"wait until {node} is DRAINED", timeout=timeout)
+    return PlannedCommand(
+        script, f"wait until {node} is DRAINED", timeout=wait + 60, defer_rc=DEFER_RC
+    )
 
 
 def _check_drained(ctx: ActionContext) -> str | None:
@@ -68,6 +93,8 @@ def _check_drained(ctx: ActionContext) -> str | None:
 
 
 def _plan_resume(ctx: ActionContext) -> ActionPlan:
+    """Resume only a node fleetfix drained, and only after it validates: every GPU it should
+    have is back and the fault is gone. Otherwise it stays drained, its reason saying why."""
     facts = ctx.facts["slurm_node"]
     node = node_name(ctx)
     if not (facts.drained or facts.draining or facts.down):
@@ -75,6 +102,15 @@ def _plan_resume(ctx: ActionContext) -> ActionPlan:
     if not facts.reason_is_fleetfix:
         return ActionPlan(
             notes=(f"{node} was drained by someone else (reason: {facts.reason}); left drained",)
+        )
+    problems = return_to_service_problems(ctx)
+    if problems:
+        why = "; ".join(problems)
+        reason = shlex.quote(f"{REASON_PREFIX} not returned to service: {why}"[:250])
+        update = f"scontrol update NodeName={shlex.quote(node)} Reason={reason}"
+        return ActionPlan(
+            commands=(PlannedCommand(update, f"keep {node} drained, saying why"),),
+            failure=f"not returned to service: {why}",
         )
     command = f"scontrol update NodeName={shlex.quote(node)} State=RESUME"
     return ActionPlan(commands=(PlannedCommand(command, f"resume {node} in Slurm"),))
@@ -96,21 +132,24 @@ ACTIONS = (
         params={
             "reason": "drain reason (prefixed with 'fleetfix:')",
             "wait": "wait until running jobs have left (DRAINED)",
-            "wait_timeout": "how long to wait (default 1h)",
+            "wait_timeout": "how long to wait before deferring the node to the next run"
+            " (default 5m)",
             "node": "Slurm node name (default: short inventory hostname)",
         },
         requires=("slurm_node",),
         verify=("slurm_node",),
         check=_check_drained,
         disruptive=True,
+        repeatable=True,
     ),
     Action(
         name="slurm_resume",
-        summary="resume the node in Slurm, only if fleetfix drained it",
+        summary="resume the node in Slurm, only if fleetfix drained it and it validates",
         plan=_plan_resume,
         params={"node": "Slurm node name (default: short inventory hostname)"},
-        requires=("slurm_node",),
+        requires=("slurm_node", "nvidia_smi", "xid"),
         verify=("slurm_node",),
         check=_check_resumed,
+        repeatable=True,
     ),
 )

@@ -16,10 +16,10 @@ from fleetfix.engine import Engine, RunOptions
 from fleetfix.errors import InputError
 from fleetfix.events import EventBus
 from fleetfix.inventory import Inventory, load_inventory
+from fleetfix.knowledge.health import Level, summarize
 from fleetfix.playbook.conditions import Templar
 from fleetfix.playbook.model import Play, Playbook, Step, StepKind
 from fleetfix.probes import probe_registry
-from fleetfix.report.health import Level, summarize
 from fleetfix.results import Outcome, RunResult, Status
 from fleetfix.runtime import open_runtime
 

@@ -4,8 +4,11 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import signal
 import sys
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -13,12 +16,19 @@ from typing import Any
 from fleetfix.actions import action_registry
 from fleetfix.cli.loading import load_builtin_playbook as _load_playbook
 from fleetfix.cli.options import add_connection_options, add_inventory_option
+from fleetfix.cli.safety_options import (
+    add_safety_options,
+    hands_off,
+    operator,
+    override_hosts,
+    repair_budget,
+)
 from fleetfix.engine import Engine, RunOptions
 from fleetfix.engine.context import StepGate
 from fleetfix.errors import InputError, UsageError
 from fleetfix.events import EventBus
 from fleetfix.inventory import Inventory, load_inventory
-from fleetfix.journal import Journal, default_journal_path
+from fleetfix.journal import LEASE_RENEW, Journal, ResumeRefused, default_journal_path
 from fleetfix.playbook.conditions import Templar
 from fleetfix.playbook.extravars import parse_extra_vars
 from fleetfix.playbook.model import Playbook, Step, StepKind
@@ -27,7 +37,7 @@ from fleetfix.report.collect import ReportCollector
 from fleetfix.report.console import ConsoleView
 from fleetfix.report.publish import fleet_topology, publish
 from fleetfix.report.render import renderer_for
-from fleetfix.results import Outcome, RunResult
+from fleetfix.results import Outcome, ResumeState, RunResult
 from fleetfix.runtime import Runtime, open_runtime
 from fleetfix.topology import Topology
 from fleetfix.transport.registry import make_transport
@@ -109,12 +119,19 @@ def add_parsers(sub: Any) -> None:
         action="store_true",
         help="allow disruptive actions in a domain fleetfix suspects (a bad switch)",
     )
-    run.add_argument("--journal", metavar="PATH", help="SQLite journal (default: state dir)")
+    run.add_argument(
+        "--journal",
+        metavar="PATH",
+        help="SQLite journal (default: $FLEETFIX_JOURNAL, /var/lib/fleetfix as root, else the"
+        " user's state dir; every controller on a machine should share one)",
+    )
     run.add_argument(
         "--resume",
         metavar="RUN_ID",
-        help="resume an interrupted run: skip finished host-steps, re-probe, go on",
+        help="resume an interrupted run: replay finished host-steps, re-verify interrupted"
+        " actions (never repeat them), go on",
     )
+    add_safety_options(run)
     run.set_defaults(handler=run_command)
 
     validate = sub.add_parser("validate", help="check a playbook without running it")
@@ -240,7 +257,11 @@ async def _run(args: argparse.Namespace, plan: RunPlan) -> int:
     bus.subscribe(ConsoleView(verbosity=args.verbose, diff=args.diff))
     journal = Journal(Path(args.journal) if args.journal else default_journal_path())
     try:
-        resume = _resume_state(args, journal, plan)
+        try:
+            resume = _resume_state(args, journal)
+        except ResumeRefused as exc:
+            print(f"ERROR: {exc}", file=sys.stderr)
+            return Outcome.SAFETY_ABORT if exc.live else Outcome.BAD_OPTIONS
         hosts = sorted({h for hs in plan.selection.values() for h in hs})
         journal.start_run(
             args.playbook, sys.argv, check=args.check, hosts=len(hosts), run_id=args.resume
@@ -255,10 +276,9 @@ async def _run(args: argparse.Namespace, plan: RunPlan) -> int:
         collector = ReportCollector(run_id=journal.run_id, detailed_exitcode=args.detailed_exitcode)
         bus.subscribe(collector)
         print(f"run id: {journal.run_id} (journal: {journal.path})")
-        async with open_runtime(args, plan.inventory, bus) as runtime:
-            result = await _execute(
-                args, plan, runtime, bus, _engine_options(args, resume, journal)
-            )
+        options = _engine_options(args, plan, resume, journal)
+        async with open_runtime(args, plan.inventory, bus) as runtime, _renewing(journal):
+            result = await _execute(args, plan, runtime, bus, options)
         outcome = result.outcome(check_changes_exit=args.check and args.detailed_exitcode)
         journal.finish_run(outcome)
         publish(collector.model(plan.topology), args.report)
@@ -268,21 +288,38 @@ async def _run(args: argparse.Namespace, plan: RunPlan) -> int:
         journal.close()
 
 
-def _resume_state(
-    args: argparse.Namespace, journal: Journal, plan: RunPlan
-) -> dict[tuple[str, str], Any]:
+def _resume_state(args: argparse.Namespace, journal: Journal) -> ResumeState:
     if not args.resume:
-        return {}
+        return ResumeState()
     previous = journal.run(args.resume)
     if Path(previous.playbook).resolve() != Path(args.playbook).resolve():
         raise UsageError(
             f"run {args.resume} ran {previous.playbook}, not {args.playbook}; resume it with that"
         )
-    return journal.completed(args.resume)
+    return journal.resume_state(args.resume)
+
+
+@asynccontextmanager
+async def _renewing(journal: Journal) -> AsyncIterator[None]:
+    """Renew this run's host leases while it lives, so a long run keeps them and a dead
+    controller's lapse within LEASE_SECONDS."""
+
+    async def renew() -> None:
+        while True:
+            await asyncio.sleep(LEASE_RENEW)
+            journal.renew_leases()
+
+    task = asyncio.create_task(renew())
+    try:
+        yield
+    finally:
+        task.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await task
 
 
 def _engine_options(
-    args: argparse.Namespace, resume: dict[tuple[str, str], Any], journal: Journal
+    args: argparse.Namespace, plan: RunPlan, resume: ResumeState, journal: Journal
 ) -> RunOptions:
     return RunOptions(
         forks=args.forks,
@@ -295,10 +332,14 @@ def _engine_options(
         become=args.become,
         become_user=args.become_user,
         resume=resume,
-        action_history=journal.action_times,
+        memory=journal,
         step_gate=_ask_each_step() if args.step else None,
         override_holds=args.override_holds,
         run_id=journal.run_id or "",
+        repair_budget=repair_budget(args.repair_budget, len(plan.inventory.host_names())),
+        hands_off=hands_off(args.hands_off),
+        override_ownership=override_hosts(args.override_ownership),
+        operator=operator(),
     )
 
 

@@ -17,9 +17,10 @@ from fleetfix.engine.context import (
     SpecFactory,
     Templating,
 )
+from fleetfix.engine.health import left_unhealthy
 from fleetfix.engine.play import run_play
 from fleetfix.engine.safety import Safety
-from fleetfix.events import EventBus, RunFinished, RunStarted
+from fleetfix.events import EventBus, HostLeft, RunFinished, RunStarted
 from fleetfix.playbook.model import Playbook
 from fleetfix.plugins import Registry
 from fleetfix.probes.base import Probe
@@ -63,7 +64,7 @@ async def run_playbook(engine: Engine, playbook: Playbook, select: HostSelector)
         probes=engine.probes,
         actions=engine.actions,
         connections=Connections(engine.transport),
-        safety=Safety(engine.topology, engine.bus, override_holds=engine.options.override_holds),
+        safety=_safety(engine),
         forks=asyncio.Semaphore(max(1, engine.options.forks)),
     )
     plays = [(play, select(play.hosts)) for play in playbook.plays]
@@ -85,5 +86,29 @@ async def run_playbook(engine: Engine, playbook: Playbook, select: HostSelector)
             task.uncancel()
     finally:
         await asyncio.shield(ctx.connections.close_all())
+    if not ctx.options.check and not ctx.result.interrupted:
+        for host, reason in left_unhealthy(ctx).items():
+            ctx.result.left[host] = reason
+            ctx.bus.emit(HostLeft(host=host, kind="unhealthy", reason=reason))
     ctx.bus.emit(RunFinished(result=ctx.result))
     return ctx.result
+
+
+def _safety(engine: Engine) -> Safety:
+    """Topology caps and holds for this run, and the fleet-wide repair budget: kept in the
+    journal across runs and controllers when there is one, else counted in this run."""
+    options = engine.options
+    memory, budget = options.memory, options.repair_budget
+    reserve = None
+    if memory is not None:
+
+        def reserve(host: str) -> str | None:
+            return memory.take_out(host, "disruptive", budget)
+
+    return Safety(
+        engine.topology,
+        engine.bus,
+        override_holds=options.override_holds,
+        reserve=reserve,
+        budget=budget,
+    )

@@ -14,14 +14,32 @@ from fleetfix.errors import UnreachableError
 from fleetfix.events import EventBus
 from fleetfix.plugins import Registry
 from fleetfix.probes.base import Probe
-from fleetfix.results import HostStats, RunResult
+from fleetfix.results import HostStats, ResumeState, RunResult
 from fleetfix.transport.base import DEFAULT_COMMAND_TIMEOUT, Connection, ConnectionSpec, Transport
 
 SpecFactory = Callable[[str, Mapping[str, Any]], ConnectionSpec]
 """(host name, merged host vars) -> how to reach it."""
 
-ActionHistory = Callable[[str, str, float], list[float]]
-"""(host, action, since epoch seconds) -> when that action really ran there (the journal)."""
+
+class FleetMemory(Protocol):
+    """What outlives a run (the journal): attempts, who is out of service, GPUs seen."""
+
+    def action_times(self, host: str, action: str, since: float) -> list[float]:
+        """When `action` was started on `host` since `since` (epoch seconds), by any run."""
+        ...
+
+    def take_out(self, host: str, action: str, limit: int | None) -> str | None:
+        """Count `host` against the repair budget: None if admitted, else why not."""
+        ...
+
+    def gpus_seen(self, host: str) -> int | None:
+        """The most GPUs `host` ever showed fleetfix."""
+        ...
+
+    def mark_undelivered(self, record: int) -> None:
+        """An interrupted action proved never to have happened no longer counts."""
+        ...
+
 
 StepGate = Callable[[str], bool]
 """--step: asked before each step with its name; False skips it."""
@@ -65,12 +83,23 @@ class RunOptions:
     become: bool = False
     become_user: str = "root"
     reconnect_poll: float = 2.0
-    resume: Mapping[tuple[str, str], Mapping[str, Any]] = field(default_factory=dict)
-    """(host, step key) -> registered data of host-steps a resumed run already finished."""
-    action_history: ActionHistory | None = None
+    resume: ResumeState = field(default_factory=ResumeState)
+    """What the interrupted run did: finished host-steps are replayed, open intents verified."""
+    memory: FleetMemory | None = None
     step_gate: StepGate | None = None
     override_holds: bool = False
     run_id: str = ""
+    repair_budget: int | None = None
+    """At most this many hosts out of service by fleetfix at once, across runs (None: no cap)."""
+    hands_off: Mapping[str, str] = field(default_factory=dict)
+    """host -> why no disruptive action may touch it (the hands-off list)."""
+    override_ownership: frozenset[str] = frozenset()
+    """Hosts an operator explicitly allowed fleetfix to act on although someone else owns them."""
+    operator: str = ""
+    """Who runs fleetfix (journaled with every ownership override)."""
+    resume_grace: float = 20.0
+    """How long after an interrupted reboot's intent a resumed run waits for the boot id to
+    change before concluding the reboot was never delivered."""
 
 
 @dataclass(slots=True)
@@ -85,6 +114,9 @@ class HostState:
     ended: bool = False  # meta: end_host
     notified: set[str] = field(default_factory=set)
     probe_facts: dict[str, Any] = field(default_factory=dict)  # latest typed facts per probe
+    probe_data: dict[str, Any] = field(default_factory=dict)  # latest facts per probe, as data
+    probe_failures: dict[str, str] = field(default_factory=dict)  # probe -> why it last failed
+    gpus_seen: int | None = None  # the most GPUs any probe showed in this run
 
     @property
     def active(self) -> bool:

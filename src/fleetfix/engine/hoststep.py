@@ -11,6 +11,7 @@ from fleetfix.engine.commands import NO_LOG_TEXT, run_command, step_timeout
 from fleetfix.engine.context import HostState, RunContext
 from fleetfix.engine.variables import PlayScope
 from fleetfix.errors import ProbeParseError
+from fleetfix.events import HostObserved
 from fleetfix.playbook.model import Play, Step
 from fleetfix.probes.base import to_data
 from fleetfix.results import CommandResult
@@ -38,6 +39,8 @@ class Outcome:
     message: str = ""
     commands: list[CommandResult] = field(default_factory=list)
     data: dict[str, Any] = field(default_factory=dict)
+    left: tuple[str, str] | None = None
+    """(kind, why) when the engine leaves the host for this run: owned, refused, deferred."""
 
 
 @dataclass(slots=True)
@@ -114,7 +117,29 @@ class HostStep:
             else:
                 self.state.probe_facts[name] = facts
                 outcome.data["facts"] = to_data(facts)
+        remember_probe(self.ctx, self.state, name, outcome.data["facts"], outcome.message)
         return outcome
+
+
+def remember_probe(
+    ctx: RunContext, state: HostState, name: str, facts: Mapping[str, Any] | None, failure: str
+) -> None:
+    """Keep a probe's latest verdict on the host (the end-of-run health check reads it) and
+    tell the journal what outlives the run: GPUs seen, whether Slurm has the node in service."""
+    if facts is None:
+        state.probe_failures[name] = failure or f"probe {name} failed"
+        state.probe_data.pop(name, None)
+        return
+    state.probe_failures.pop(name, None)
+    state.probe_data[name] = facts
+    if name == "nvidia_smi" and isinstance(facts.get("gpu_count"), int):
+        # A GPU that fell off the bus is still in the node: it counts as one the node has.
+        count = facts["gpu_count"] + len(facts.get("lost_gpus") or ())
+        state.gpus_seen = max(state.gpus_seen or 0, count)
+        ctx.bus.emit(HostObserved(host=state.name, gpu_count=count))
+    elif name == "slurm_node":
+        out = any(facts.get(flag) for flag in ("drained", "draining", "down"))
+        ctx.bus.emit(HostObserved(host=state.name, in_service=not out))
 
 
 def registered(outcome: Outcome, attempts: int, *, no_log: bool = False) -> dict[str, Any]:

@@ -9,6 +9,7 @@ from typing import Any
 from fleetfix.engine.commands import announce_planned
 from fleetfix.engine.hoststep import HostStep, Outcome, command_line
 from fleetfix.engine.remediate import run_action
+from fleetfix.events import HostLeft
 from fleetfix.playbook.model import StepKind
 from fleetfix.results import CommandResult
 
@@ -98,7 +99,21 @@ async def _meta(hs: HostStep) -> Outcome:
 
 
 async def _action(hs: HostStep) -> Outcome:
-    return await run_action(hs, KIND_HANDLERS)
+    outcome = await run_action(hs, KIND_HANDLERS)
+    if outcome.left is not None:
+        leave(hs, *outcome.left)
+    return outcome
+
+
+def leave(hs: HostStep, kind: str, reason: str) -> None:
+    """The engine leaves this host for the rest of the play, and the run says why (and exits
+    non-zero for it). A deferred host frees its place under the topology caps."""
+    ctx, host = hs.ctx, hs.state.name
+    hs.state.ended = True
+    ctx.result.left[host] = reason
+    ctx.bus.emit(HostLeft(host=host, kind=kind, reason=reason))
+    if kind == "deferred" and not hs.dry:
+        ctx.safety.defer(host)
 
 
 KIND_HANDLERS: dict[StepKind, KindHandler] = {

@@ -30,6 +30,9 @@ class BatchRun:
     hosts: list[str]
     announced: set[int] = field(default_factory=set)
     stop_play: bool = False
+    fatal: bool = False
+    """any_errors_fatal: a host failed (unrescued); every other host stops before its next
+    step, inside blocks too."""
 
     def states(self) -> list[HostState]:
         return [self.ctx.host_state(h) for h in self.hosts]
@@ -128,7 +131,7 @@ async def _linear_section(run: BatchRun, steps: Sequence[Step]) -> None:
         if step.run_once:
             await _run_once(run, step, active)
         else:
-            await asyncio.gather(*(_host_step(run, s, step) for s in active))
+            await asyncio.gather(*(_top_step(run, s, step) for s in active))
         if _check_gates(run):
             return
 
@@ -153,12 +156,20 @@ async def _free_host(run: BatchRun, state: HostState) -> None:
     play = run.env.play
     for section in (play.pre_tasks, play.tasks, play.post_tasks):
         for step in section:
-            if not state.active:
+            if not state.active or run.fatal:
                 return
             if _wanted(run, step):
                 run.announce(step)
-                await _host_step(run, state, step)
+                await _top_step(run, state, step)
     await _flush_handlers(run, [state])
+
+
+async def _top_step(run: BatchRun, state: HostState, step: Step) -> None:
+    """A play-level step (or whole block) on one host; an unrescued failure there is what
+    any_errors_fatal stops every other host for."""
+    await _host_step(run, state, step)
+    if state.failed and run.env.play.any_errors_fatal:
+        run.fatal = True
 
 
 async def _host_step(
@@ -224,7 +235,7 @@ def _inherit(block: Step) -> Any:
 
 async def _host_steps(run: BatchRun, state: HostState, steps: Sequence[Step], env: StepEnv) -> None:
     for step in steps:
-        if not state.active:
+        if not state.active or run.fatal:
             return
         if not _wanted(run, step):
             continue
@@ -281,7 +292,10 @@ async def _flush_handlers(run: BatchRun, only: list[HostState] | None = None) ->
         if not states:
             continue
         run.announce(handler, handler=True)
-        await asyncio.gather(*(_host_step(run, s, handler) for s in states))
+        await asyncio.gather(*(_top_step(run, s, handler) for s in states))
+        if run.fatal:
+            _check_gates(run)
+            break
     for state in scope:
         state.notified.clear()
 

@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 
+from fleetfix.actions.base import Action
 from fleetfix.events import EventBus, FindingRaised, HostBackInService, HostOutOfService
 from fleetfix.results import RunResult, failed_and_considered
 from fleetfix.topology import AvailabilityLedger, Topology
@@ -22,6 +23,11 @@ class Safety:
     topology: Topology | None
     bus: EventBus
     override_holds: bool = False
+    reserve: Callable[[str], str | None] | None = None
+    """Counts a host against the fleet-wide repair budget (shared by every run through the
+    journal): None if admitted, else why not."""
+    budget: int | None = None
+    """The repair budget when no journal keeps it (fleetfix as a library): this run's hosts."""
     out: set[str] = field(default_factory=set)
     held: set[str] = field(default_factory=set)
     findings: list[Finding] = field(default_factory=list)
@@ -51,9 +57,34 @@ class Safety:
         if self._ledger is not None and not self._ledger.can_take(host):
             full = ", ".join(f"{kind} {name}" for kind, name in self._ledger.full_domains(host))
             return f"held: max_unavailable_per reached in {full}"
+        over = self._over_budget(host)
+        if over is not None:
+            return f"held: {over}"
         if not dry:
             self._take(host)
         return None
+
+    def _over_budget(self, host: str) -> str | None:
+        if self.reserve is not None:
+            return self.reserve(host)
+        if self.budget is not None and len(self.out) >= self.budget:
+            return (
+                f"repair budget reached: {len(self.out)} hosts out of service (limit {self.budget})"
+            )
+        return None
+
+    def replay_out(self, host: str, action: Action) -> None:
+        """A resumed run replays a disruptive action the interrupted run finished: the host is
+        out of service again for the caps, without asking (it already is)."""
+        if action.disruptive and host not in self.out:
+            self._take(host)
+
+    def defer(self, host: str) -> None:
+        """A deferred host waits for its jobs, drained: its place under the caps is freed."""
+        if host in self.out:
+            self.out.discard(host)
+            if self._ledger is not None:
+                self._ledger.release(host)
 
     def _take(self, host: str) -> None:
         self.out.add(host)

@@ -9,30 +9,38 @@ from typing import Any
 
 from fleetfix.engine.commands import NO_LOG_TEXT, redact
 from fleetfix.engine.context import HostState, RunContext
-from fleetfix.engine.hoststep import HostStep, Outcome, StepEnv, registered, with_lines
+from fleetfix.engine.hoststep import (
+    HostStep,
+    Outcome,
+    StepEnv,
+    registered,
+    remember_probe,
+    with_lines,
+)
 from fleetfix.engine.kinds import KIND_HANDLERS
 from fleetfix.engine.variables import compose
 from fleetfix.errors import FleetfixError, UnreachableError
 from fleetfix.events import HostStepFinished, HostStepStarted, StepRetry
 from fleetfix.playbook.model import Step, StepKind
-from fleetfix.results import Status, StepResult
+from fleetfix.results import JournaledStep, Status, StepResult
 
 DEFAULT_RETRIES = 3
 
 
 async def execute(ctx: RunContext, env: StepEnv, state: HostState, step: Step) -> StepResult:
-    """Run `step` on one host and return its verdict; never raises for host-level trouble."""
+    """Run `step` on one host and return its verdict; never raises for host-level trouble:
+    any exception in one host's step is that host's failure, never the fleet's."""
     ctx.bus.emit(HostStepStarted(host=state.name, step=step.name))
     started = time.monotonic()
     try:
         variables = _variables(ctx, env, state, step)
-    except FleetfixError as exc:
+    except Exception as exc:
         hs = HostStep(ctx, env, state, step, compose(ctx, state, env.scope))
-        return _record(hs, _verdict(hs, Outcome(failed=True, message=str(exc)), 1), started)
+        return _record(hs, _verdict(hs, _crashed(step, exc), 1), started)
     hs = HostStep(ctx, env, state, step, variables)
-    done = _resumed(ctx, state, step)
-    if done is not None:
-        return _record(hs, done, started)
+    journaled = ctx.options.resume.steps.get((state.name, str(step.position)))
+    if journaled is not None and journaled.status is not Status.UNREACHABLE:
+        return _record(hs, _replayed(hs, journaled), started)
     try:
         if step.when and not hs.evaluate(step.when):
             outcome, attempts = Outcome(skipped=True, message="conditional result was False"), 0
@@ -41,24 +49,43 @@ async def execute(ctx: RunContext, env: StepEnv, state: HostState, step: Step) -
     except UnreachableError as exc:
         await ctx.connections.drop(exc.host)
         return _record(hs, _unreachable_result(hs, exc), started)
-    except FleetfixError as exc:
-        outcome, attempts = Outcome(failed=True, message=str(exc)), 1
+    except Exception as exc:
+        outcome, attempts = _crashed(step, exc), 1
     return _record(hs, _verdict(hs, outcome, attempts), started)
 
 
-def _resumed(ctx: RunContext, state: HostState, step: Step) -> StepResult | None:
-    """A host-step the resumed run already finished: skipped, its registered value restored.
-    Probes are never skipped: a resumed run re-probes before it re-acts."""
-    data = ctx.options.resume.get((state.name, str(step.position)))
-    if data is None or step.kind is StepKind.PROBE:
-        return None
-    restored = with_lines(data)
+def _crashed(step: Step, exc: Exception) -> Outcome:
+    """A step that raised: a fleetfix error says what went wrong; anything else (a bad templated
+    parameter an action could not read, a bug) is named with the step's source location."""
+    if isinstance(exc, FleetfixError):
+        return Outcome(failed=True, message=str(exc))
+    detail = str(exc) or type(exc).__name__
+    kind = "bad parameter" if isinstance(exc, ValueError | TypeError) else "internal error"
+    return Outcome(failed=True, message=f"{step.position}: {kind} in step {step.name!r}: {detail}")
+
+
+def _replayed(hs: HostStep, journaled: JournaledStep) -> StepResult:
+    """A host-step the interrupted run finished: its verdict and control effects replayed from
+    the journal (registered value, facts set, host ended, handlers notified, failure), never
+    re-run. Re-running it would read a node the interrupted run already changed (drained,
+    rebooted) and send the host down a path a clean run never takes."""
+    state, step = hs.state, hs.step
+    data = dict(journaled.data)
+    if step.kind is StepKind.SET_FACT and isinstance(data.get("ansible_facts"), dict):
+        state.facts.update(data["ansible_facts"])
+    elif step.kind is StepKind.META and step.args.get("name") == "end_host":
+        state.ended = state.ended or journaled.status is not Status.SKIPPED
+    elif step.kind is StepKind.PROBE and isinstance(data.get("facts"), dict):
+        remember_probe(hs.ctx, state, str(step.args["name"]), data["facts"], "")
+    if step.kind is StepKind.ACTION and journaled.changed:
+        hs.ctx.safety.replay_out(state.name, hs.ctx.actions.get(str(step.args["name"])))
     return StepResult(
         host=state.name,
         step=step.name,
-        status=Status.SKIPPED,
-        message="already done in the resumed run",
-        data=restored,
+        status=journaled.status,
+        changed=journaled.changed,
+        message=journaled.message or "replayed from the resumed run",
+        data=data,
         key=str(step.position),
     )
 

@@ -1,4 +1,4 @@
--- fleetfix journal schema, version 1. One writer per run; WAL lets readers (history, a second
+-- fleetfix journal schema, version 2 (version 1 journals are migrated on open). One writer per run; WAL lets readers (history, a second
 -- controller checking leases) read while a run writes.
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
 CREATE TABLE IF NOT EXISTS runs (
@@ -42,13 +42,19 @@ CREATE TABLE IF NOT EXISTS commands (
     at        REAL NOT NULL
 );
 CREATE INDEX IF NOT EXISTS commands_run ON commands(run_id, host);
+-- One row per mutating action, written BEFORE its first command is sent (state 'started'),
+-- updated after ('ok' / 'failed'; 'undelivered' when a resumed run proved it never happened).
+-- max_attempts and cooldowns count every row but undelivered ones.
 CREATE TABLE IF NOT EXISTS actions (
-    id      INTEGER PRIMARY KEY,
-    run_id  TEXT NOT NULL,
-    host    TEXT NOT NULL,
-    action  TEXT NOT NULL,
-    failed  INTEGER NOT NULL,
-    at      REAL NOT NULL
+    id        INTEGER PRIMARY KEY,
+    run_id    TEXT NOT NULL,
+    host      TEXT NOT NULL,
+    action    TEXT NOT NULL,
+    failed    INTEGER NOT NULL,
+    at        REAL NOT NULL,
+    step_key  TEXT NOT NULL DEFAULT '',
+    state     TEXT NOT NULL DEFAULT 'ok',
+    evidence  TEXT NOT NULL DEFAULT '{}'
 );
 CREATE INDEX IF NOT EXISTS actions_host ON actions(host, action, at);
 CREATE TABLE IF NOT EXISTS leases (
@@ -65,3 +71,19 @@ CREATE TABLE IF NOT EXISTS events (
     body    TEXT NOT NULL
 );
 CREATE INDEX IF NOT EXISTS events_run ON events(run_id, id);
+-- Hosts fleetfix has taken out of service and not yet returned, across runs and controllers:
+-- the fleet-wide repair budget counts these rows.
+CREATE TABLE IF NOT EXISTS out_of_service (
+    host    TEXT PRIMARY KEY,
+    run_id  TEXT NOT NULL,
+    since   REAL NOT NULL,
+    action  TEXT NOT NULL
+);
+-- What fleetfix learnt about a host that outlives a run (e.g. the most GPUs it ever showed).
+CREATE TABLE IF NOT EXISTS host_facts (
+    host   TEXT NOT NULL,
+    key    TEXT NOT NULL,
+    value  TEXT NOT NULL,
+    at     REAL NOT NULL,
+    PRIMARY KEY (host, key)
+);

@@ -15,19 +15,53 @@ from pathlib import Path
 from typing import Any
 
 from fleetfix.errors import FleetfixError
-from fleetfix.events import ActionTaken, CommandRan, Event, HostStepFinished
+from fleetfix.events import (
+    ActionStarted,
+    ActionTaken,
+    CommandRan,
+    Event,
+    HostBackInService,
+    HostObserved,
+    HostStepFinished,
+)
+from fleetfix.journal import fleet
 from fleetfix.journal.codec import decode, encode, excerpt
-from fleetfix.results import Status
+from fleetfix.journal.resume import resume_state, why_not_resumable
+from fleetfix.results import ResumeState
 
-DONE = frozenset({Status.OK.value, Status.CHANGED.value, Status.SKIPPED.value})
-LEASE_SECONDS = 6 * 3600
+LEASE_SECONDS = 600.0
+"""A lease outlives its holder by at most this long; a live run renews it (LEASE_RENEW)."""
+LEASE_RENEW = 60.0
+SYSTEM_JOURNAL = Path("/var/lib/fleetfix/journal.sqlite")
+_ACTION_COLUMNS = {
+    "step_key": "TEXT NOT NULL DEFAULT ''",
+    "state": "TEXT NOT NULL DEFAULT 'ok'",
+    "evidence": "TEXT NOT NULL DEFAULT '{}'",
+}
 
 
 class JournalError(FleetfixError):
     """The journal file cannot be opened or written."""
 
 
+class ResumeRefused(JournalError):
+    """--resume of a run that finished or that a live controller still runs."""
+
+    def __init__(self, message: str, *, live: bool) -> None:
+        super().__init__(message)
+        self.live = live
+
+
 def default_journal_path() -> Path:
+    """One journal every controller on this machine shares, so attempt caps, cooldowns, leases
+    and the repair budget hold across runs, users and timers: $FLEETFIX_JOURNAL if set, the
+    system journal when root, else the user's state dir (set FLEETFIX_JOURNAL to a shared,
+    group-writable path when several non-root users operate one fleet)."""
+    chosen = os.environ.get("FLEETFIX_JOURNAL")
+    if chosen:
+        return Path(chosen)
+    if os.geteuid() == 0:
+        return SYSTEM_JOURNAL
     state = os.environ.get("XDG_STATE_HOME") or str(Path.home() / ".local" / "state")
     return Path(state) / "fleetfix" / "journal.sqlite"
 
@@ -55,9 +89,18 @@ class Journal:
             self._db.execute("PRAGMA synchronous=NORMAL")
             schema = resources.files("fleetfix.journal").joinpath("schema.sql").read_text()
             self._db.executescript(schema)
+            self._migrate()
         except (OSError, sqlite3.Error) as exc:
             raise JournalError(f"cannot open journal {path}: {exc}") from exc
         self.run_id: str | None = None
+        self._intents: dict[tuple[str, str, str], int] = {}
+
+    def _migrate(self) -> None:
+        """Version 1 journals lack the intent columns of `actions`."""
+        have = {row[1] for row in self._db.execute("PRAGMA table_info(actions)")}
+        for column, ddl in _ACTION_COLUMNS.items():
+            if column not in have:
+                self._db.execute(f"ALTER TABLE actions ADD COLUMN {column} {ddl}")
 
     def close(self) -> None:
         self._db.close()
@@ -105,11 +148,78 @@ class Journal:
             self._step(event)
         elif isinstance(event, CommandRan):
             self._command(event)
+        elif isinstance(event, ActionStarted):
+            self._intent(event)
         elif isinstance(event, ActionTaken):
+            self._action_outcome(event)
+        elif isinstance(event, HostObserved):
+            self._observed(event)
+        elif isinstance(event, HostBackInService):
+            self._guarded(fleet.back_in_service, event.host)
+
+    def _intent(self, event: ActionStarted) -> None:
+        """The write-ahead record: committed before the action's first command is sent."""
+        cursor = self._execute(
+            "INSERT INTO actions (run_id, host, action, failed, at, step_key, state, evidence)"
+            " VALUES (?,?,?,0,?,?,'started',?)",
+            (
+                self.run_id,
+                event.host,
+                event.action,
+                event.at,
+                event.key,
+                json.dumps(event.evidence),
+            ),
+        )
+        if cursor.lastrowid is not None:
+            self._intents[(event.host, event.key, event.action)] = cursor.lastrowid
+
+    def _action_outcome(self, event: ActionTaken) -> None:
+        record = self._intents.pop((event.host, event.key, event.action), None)
+        if record is None:
+            record = self._interrupted_intent(event)
+        state = "failed" if event.failed else "ok"
+        if record is None:
             self._write(
-                "INSERT INTO actions (run_id, host, action, failed, at) VALUES (?,?,?,?,?)",
-                (self.run_id, event.host, event.action, int(event.failed), event.at),
+                "INSERT INTO actions (run_id, host, action, failed, at, step_key, state)"
+                " VALUES (?,?,?,?,?,?,?)",
+                (
+                    self.run_id,
+                    event.host,
+                    event.action,
+                    int(event.failed),
+                    event.at,
+                    event.key,
+                    state,
+                ),
             )
+        else:
+            self._write(
+                "UPDATE actions SET state=?, failed=? WHERE id=?",
+                (state, int(event.failed), record),
+            )
+
+    def _interrupted_intent(self, event: ActionTaken) -> int | None:
+        """The row a resumed run settles: this run's latest start of that action in that step."""
+        row = self._db.execute(
+            "SELECT id FROM actions WHERE run_id=? AND host=? AND step_key=? AND action=?"
+            " AND state!='undelivered' ORDER BY id DESC LIMIT 1",
+            (self.run_id, event.host, event.key, event.action),
+        ).fetchone()
+        return int(row[0]) if row else None
+
+    def _observed(self, event: HostObserved) -> None:
+        if event.gpu_count:
+            self._guarded(fleet.saw_gpus, event.host, event.gpu_count)
+        if event.in_service:
+            owner = fleet.out_of_service(self._db).get(event.host)
+            if owner is not None and owner != self.run_id:
+                # Back in service by someone else's hand since fleetfix took it out.
+                self._guarded(fleet.back_in_service, event.host)
+
+    def mark_undelivered(self, record: int) -> None:
+        """A resumed run proved an interrupted action never happened: it no longer counts."""
+        self._write("UPDATE actions SET state='undelivered' WHERE id=?", (record,))
 
     def finish_run(self, outcome: int) -> None:
         if self.run_id is not None:
@@ -160,10 +270,34 @@ class Journal:
         )
 
     def _write(self, sql: str, params: Iterable[Any]) -> None:
+        self._execute(sql, params)
+
+    def _execute(self, sql: str, params: Iterable[Any]) -> sqlite3.Cursor:
         try:
-            self._db.execute(sql, tuple(params))
+            return self._db.execute(sql, tuple(params))
         except sqlite3.Error as exc:
             raise JournalError(f"journal {self.path}: {exc}") from exc
+
+    def _guarded(self, write: Any, *args: Any) -> Any:
+        try:
+            return write(self._db, *args)
+        except sqlite3.Error as exc:
+            raise JournalError(f"journal {self.path}: {exc}") from exc
+
+    # --- the fleet across runs -----------------------------------------------------------
+
+    def take_out(self, host: str, action: str, limit: int | None) -> str | None:
+        """Count `host` against the fleet-wide repair budget; why not, or None if admitted."""
+        result: str | None = self._guarded(fleet.take_out, self.run_id or "", host, action, limit)
+        return result
+
+    def gpus_seen(self, host: str) -> int | None:
+        result: int | None = self._guarded(fleet.gpus_seen, host)
+        return result
+
+    def out_of_service(self) -> dict[str, str]:
+        result: dict[str, str] = self._guarded(fleet.out_of_service)
+        return result
 
     # --- reading -------------------------------------------------------------------------
 
@@ -198,21 +332,30 @@ class Journal:
         names = [d[0] for d in cursor.description]
         return [dict(zip(names, row, strict=True)) for row in cursor.fetchall()]
 
-    def completed(self, run_id: str) -> dict[tuple[str, str], dict[str, Any]]:
-        """(host, step_key) -> registered data, for steps a resumed run may skip."""
-        done: dict[tuple[str, str], dict[str, Any]] = {}
-        for row in self.step_rows(run_id):
-            key = (row["host"], row["step_key"])
-            if row["status"] in DONE:
-                done[key] = json.loads(row["data"])
-            else:
-                done.pop(key, None)
-        return done
+    def resume_state(self, run_id: str) -> ResumeState:
+        """What `--resume run_id` replays; refuses (JournalError) a finished or live run."""
+        summary = self.run(run_id)
+        holder = self._live_holder(run_id)
+        problem = why_not_resumable(summary.finished, summary.outcome, holder)
+        if problem is not None:
+            raise ResumeRefused(f"cannot resume run {run_id}: {problem}", live=holder is not None)
+        return self._guarded(resume_state, run_id)  # type: ignore[no-any-return]
+
+    def _live_holder(self, run_id: str) -> str | None:
+        now = time.time()
+        for controller, pid, expires in self._db.execute(
+            "SELECT controller, pid, expires FROM leases WHERE run_id=?", (run_id,)
+        ).fetchall():
+            if _alive(controller, pid, expires, now):
+                return f"pid {pid} on {controller}"
+        return None
 
     def action_times(self, host: str, action: str, since: float) -> list[float]:
-        """When `action` really ran on `host` since `since` (epoch seconds), across all runs."""
+        """When `action` was started on `host` since `since` (epoch seconds), across all runs
+        and controllers sharing this journal; an interrupted start counts (it may have run)."""
         rows = self._db.execute(
-            "SELECT at FROM actions WHERE host=? AND action=? AND at>=? ORDER BY at",
+            "SELECT at FROM actions WHERE host=? AND action=? AND at>=? AND state!='undelivered'"
+            " ORDER BY at",
             (host, action, since),
         ).fetchall()
         return [float(r[0]) for r in rows]
@@ -239,6 +382,12 @@ class Journal:
         finally:
             self._write("COMMIT", ())
         return busy
+
+    def renew_leases(self) -> None:
+        """Push this run's leases LEASE_SECONDS ahead; called every LEASE_RENEW while it lives."""
+        self._write(
+            "UPDATE leases SET expires=? WHERE run_id=?", (time.time() + LEASE_SECONDS, self.run_id)
+        )
 
     def release_leases(self) -> None:
         self._write("DELETE FROM leases WHERE run_id=?", (self.run_id,))

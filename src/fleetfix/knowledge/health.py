@@ -1,4 +1,4 @@
-"""One-line health verdicts of probe facts, for the fleet table (`fleetfix probe`) and reports.
+"""One-line health verdicts of probe facts: the fleet table, reports, and the run's exit code.
 
 Works on plain data (`to_data(facts)`), so the same words come from a live probe or a journal.
 """

@@ -11,8 +11,15 @@ from pathlib import Path
 
 import pytest
 
-from fleetfix.events import ActionTaken, CommandRan, HostStepFinished
-from fleetfix.journal import Journal
+from fleetfix.events import (
+    ActionStarted,
+    ActionTaken,
+    CommandRan,
+    HostBackInService,
+    HostObserved,
+    HostStepFinished,
+)
+from fleetfix.journal import Journal, ResumeRefused, default_journal_path
 from fleetfix.journal.codec import EXCERPT, excerpt
 from fleetfix.journal.store import JournalError
 from fleetfix.results import CommandResult, Status, StepResult
@@ -23,7 +30,7 @@ def _step(host: str, key: str, status: Status, **data: object) -> HostStepFinish
     return HostStepFinished(result=result)
 
 
-def test_records_steps_and_resume_sees_only_finished_ones(tmp_path: Path) -> None:
+def test_resume_state_has_each_host_steps_last_verdict(tmp_path: Path) -> None:
     journal = Journal(tmp_path / "j.sqlite")
     run_id = journal.start_run("pb.yml", ["fleetfix", "run"], check=False, hosts=2)
     journal(_step("gpu001", "pb.yml:3:5", Status.CHANGED, stdout="drained\n", rc=0))
@@ -32,11 +39,128 @@ def test_records_steps_and_resume_sees_only_finished_ones(tmp_path: Path) -> Non
     journal.close()
 
     reopened = Journal(tmp_path / "j.sqlite")  # a new process would see the same rows
-    done = reopened.completed(run_id)
-    assert set(done) == {("gpu001", "pb.yml:3:5"), ("gpu002", "pb.yml:3:5")}
-    assert done[("gpu001", "pb.yml:3:5")]["stdout"] == "drained\n"
+    state = reopened.resume_state(run_id)
+    assert set(state.steps) == {
+        ("gpu001", "pb.yml:3:5"),
+        ("gpu001", "pb.yml:9:5"),
+        ("gpu002", "pb.yml:3:5"),
+    }
+    assert state.steps[("gpu001", "pb.yml:3:5")].data["stdout"] == "drained\n"
+    assert state.steps[("gpu001", "pb.yml:9:5")].status is Status.FAILED  # replayed, not retried
     assert reopened.history()[0].run_id == run_id
     assert reopened.history()[0].finished is None  # never finished: resumable
+
+
+def test_an_intent_is_open_until_its_step_has_a_verdict(tmp_path: Path) -> None:
+    journal = Journal(tmp_path / "j.sqlite")
+    run_id = journal.start_run("pb.yml", [], check=False, hosts=2)
+    for host in ("gpu001", "gpu002"):
+        journal(
+            ActionStarted(
+                host=host,
+                step="reboot",
+                key="pb.yml:20:7",
+                action="reboot",
+                disruptive=True,
+                evidence={"boot_id": f"boot-{host}"},
+            )
+        )
+    journal(
+        ActionTaken(host="gpu001", step="reboot", key="pb.yml:20:7", action="reboot", failed=False)
+    )
+    journal(_step("gpu001", "pb.yml:20:7", Status.CHANGED))
+    journal.close()
+
+    state = Journal(tmp_path / "j.sqlite").resume_state(run_id)
+    assert list(state.intents) == [("gpu002", "pb.yml:20:7", "reboot")]
+    intent = state.intents[("gpu002", "pb.yml:20:7", "reboot")]
+    assert intent.evidence == {"boot_id": "boot-gpu002"}
+    # Journaled before it was sent, the interrupted start counts as an attempt...
+    reopened = Journal(tmp_path / "j.sqlite")
+    assert len(reopened.action_times("gpu002", "reboot", 0)) == 1
+    # ...until a resumed run proves it never left the controller.
+    reopened.mark_undelivered(intent.record)
+    assert reopened.action_times("gpu002", "reboot", 0) == []
+
+
+def test_a_finished_run_is_not_resumable_an_interrupted_one_is(tmp_path: Path) -> None:
+    journal = Journal(tmp_path / "j.sqlite")
+    done = journal.start_run("pb.yml", [], check=False, hosts=1)
+    journal.finish_run(2)
+    with pytest.raises(ResumeRefused, match="it finished") as refused:
+        journal.resume_state(done)
+    assert not refused.value.live
+    stopped = journal.start_run("pb.yml", [], check=False, hosts=1)
+    journal.finish_run(99)  # Ctrl-C / SIGTERM: interrupted, consistent, resumable
+    assert journal.resume_state(stopped).run_id == stopped
+
+
+def test_a_live_run_is_not_resumable(tmp_path: Path) -> None:
+    live = Journal(tmp_path / "j.sqlite")
+    run_id = live.start_run("pb.yml", [], check=False, hosts=1)
+    assert live.acquire_leases(["gpu001"]) == {}  # this process holds it: alive
+    with pytest.raises(ResumeRefused, match="still running") as refused:
+        Journal(tmp_path / "j.sqlite").resume_state(run_id)
+    assert refused.value.live
+    live.release_leases()
+
+
+def test_repair_budget_is_shared_by_every_journal_user(tmp_path: Path) -> None:
+    first, second = Journal(tmp_path / "j.sqlite"), Journal(tmp_path / "j.sqlite")
+    first.start_run("a.yml", [], check=False, hosts=3)
+    second.start_run("b.yml", [], check=False, hosts=3)
+    assert first.take_out("gpu001", "reboot", 2) is None
+    assert second.take_out("gpu002", "reboot", 2) is None
+    refused = first.take_out("gpu003", "reboot", 2)
+    assert refused is not None and "repair budget reached: 2 hosts" in refused
+    assert first.take_out("gpu001", "reboot", 2) is None  # already out: no new slot needed
+    second(HostBackInService(host="gpu002"))
+    assert first.take_out("gpu003", "reboot", 2) is None
+    assert set(second.out_of_service()) == {"gpu001", "gpu003"}
+
+
+def test_a_node_resumed_by_someone_else_leaves_the_budget(tmp_path: Path) -> None:
+    journal = Journal(tmp_path / "j.sqlite")
+    journal.start_run("a.yml", [], check=False, hosts=1)
+    assert journal.take_out("gpu001", "reboot", None) is None
+    journal(HostObserved(host="gpu001", in_service=True))  # same run: still its own work
+    assert "gpu001" in journal.out_of_service()
+    journal.start_run("b.yml", [], check=False, hosts=1)
+    journal(HostObserved(host="gpu001", in_service=True))  # a later run sees it back
+    assert journal.out_of_service() == {}
+
+
+def test_gpus_seen_keeps_the_most(tmp_path: Path) -> None:
+    journal = Journal(tmp_path / "j.sqlite")
+    journal.start_run("a.yml", [], check=False, hosts=1)
+    assert journal.gpus_seen("gpu001") is None
+    for count in (8, 7, 8, 6):
+        journal(HostObserved(host="gpu001", gpu_count=count))
+    assert journal.gpus_seen("gpu001") == 8
+
+
+def test_a_version_1_journal_is_migrated(tmp_path: Path) -> None:
+    path = tmp_path / "old.sqlite"
+    with sqlite3.connect(path) as db:
+        db.execute(
+            "CREATE TABLE actions (id INTEGER PRIMARY KEY, run_id TEXT NOT NULL, host TEXT NOT"
+            " NULL, action TEXT NOT NULL, failed INTEGER NOT NULL, at REAL NOT NULL)"
+        )
+        db.execute("INSERT INTO actions VALUES (1, 'r', 'gpu001', 'reboot', 0, ?)", (time.time(),))
+    journal = Journal(path)
+    assert len(journal.action_times("gpu001", "reboot", 0)) == 1
+
+
+def test_default_journal_is_shared_by_every_controller(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("FLEETFIX_JOURNAL", str(tmp_path / "team.sqlite"))
+    assert default_journal_path() == tmp_path / "team.sqlite"
+    monkeypatch.delenv("FLEETFIX_JOURNAL")
+    if os.geteuid() == 0:
+        assert default_journal_path() == Path("/var/lib/fleetfix/journal.sqlite")
+    else:
+        assert default_journal_path().name == "journal.sqlite"
 
 
 def test_commands_keep_bounded_evidence(tmp_path: Path) -> None:

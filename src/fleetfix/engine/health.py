@@ -1,0 +1,57 @@
+"""At the end of a run: which hosts does it leave unhealthy, and why (for the exit code)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from fleetfix.engine.context import HostState, RunContext
+from fleetfix.knowledge.health import Level, summarize
+from fleetfix.results import Status
+
+HEALTH_PROBES = frozenset(
+    {"nvidia_smi", "xid", "nvlink", "ib", "kernel_modules", "services", "nccl_tests"}
+)
+"""Probes whose verdict says whether a node can run jobs. Not slurm_node, gpu_processes or
+shm: a busy node or a full /dev/shm is not a broken one."""
+
+
+def left_unhealthy(ctx: RunContext) -> dict[str, str]:
+    """host -> why, for each host this run leaves failed or with a fault still showing, that
+    is not already out of service (drained or down in Slurm, its reason saying why) and that
+    the run has not already named (owned, deferred, refused)."""
+    left: dict[str, str] = {}
+    for host, state in ctx.hosts.items():
+        if host in ctx.result.left:
+            continue
+        stats = ctx.result.stats.get(host)
+        if stats is not None and (stats.failed or stats.unreachable):
+            left[host] = f"failed: {_last_failure(ctx, host)}"
+            continue
+        problems = _problems(state)
+        if problems and not _out_of_service(state.probe_data.get("slurm_node")):
+            left[host] = "unhealthy: " + "; ".join(problems)
+    return left
+
+
+def _problems(state: HostState) -> list[str]:
+    problems = [
+        f"{name}: {state.probe_failures[name]}"
+        for name in sorted(HEALTH_PROBES & state.probe_failures.keys())
+    ]
+    for name in sorted(HEALTH_PROBES & state.probe_data.keys()):
+        verdict = summarize(name, state.probe_data[name])
+        if verdict.level is Level.BAD:
+            problems.append(f"{name}: {verdict.text}")
+    return problems
+
+
+def _out_of_service(slurm: Mapping[str, Any] | None) -> bool:
+    return bool(slurm) and any(slurm.get(k) for k in ("drained", "draining", "down"))  # type: ignore[union-attr]
+
+
+def _last_failure(ctx: RunContext, host: str) -> str:
+    for result in reversed(ctx.result.results):
+        if result.host == host and result.status in (Status.FAILED, Status.UNREACHABLE):
+            return f"{result.step}: {result.message}"
+    return "a step failed"

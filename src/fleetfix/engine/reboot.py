@@ -1,0 +1,77 @@
+"""Commands that take the host away (reboot): send, wait for a new boot id, and tell later
+whether an interrupted one happened."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import time
+
+from fleetfix.actions.base import PlannedCommand
+from fleetfix.engine.hoststep import HostStep
+from fleetfix.errors import UnreachableError
+from fleetfix.results import CommandResult
+
+BOOT_ID_COMMAND = "cat /proc/sys/kernel/random/boot_id"
+DEFAULT_REBOOT_WAIT = 900.0
+
+
+async def boot_id(hs: HostStep) -> str | None:
+    """The host's boot id now; None when it cannot be reached (it may be rebooting)."""
+    try:
+        result = await hs.command(BOOT_ID_COMMAND, timeout=30)
+    except UnreachableError:
+        await hs.ctx.connections.drop(hs.state.name)
+        return None
+    value = result.stdout.strip()
+    return value if result.ok and value else None
+
+
+def reboot_wait(hs: HostStep) -> float:
+    expected = hs.step.expect_unreachable
+    return expected.seconds if expected is not None else DEFAULT_REBOOT_WAIT
+
+
+async def send_reboot_like(hs: HostStep, planned: PlannedCommand, before: str) -> CommandResult:
+    """Run a command that takes the host away, then wait for it to return with a new boot id."""
+    started = time.monotonic()
+    with contextlib.suppress(UnreachableError):  # expected: the host goes away under us
+        await hs.command(planned.command, timeout=planned.timeout or 30)
+    await hs.ctx.connections.drop(hs.state.name)
+    return await back_with_new_boot(hs, planned.command, before, started)
+
+
+async def back_with_new_boot(
+    hs: HostStep, command: str, before: str, started: float
+) -> CommandResult:
+    wait = reboot_wait(hs)
+    new_id = await await_new_boot(hs, before, wait)
+    elapsed = time.monotonic() - started
+    if new_id is None:
+        message = f"host did not come back with a new boot id within {wait:g}s"
+        return CommandResult(command, None, "", message, elapsed, timed_out=True)
+    return CommandResult(command, 0, f"back with boot id {new_id}", "", elapsed)
+
+
+async def await_new_boot(hs: HostStep, old_boot_id: str, wait: float) -> str | None:
+    deadline = time.monotonic() + wait
+    while time.monotonic() < deadline:
+        now_id = await boot_id(hs)
+        if now_id is not None and now_id != old_boot_id:
+            return now_id
+        await asyncio.sleep(hs.ctx.options.reconnect_poll)
+    return None
+
+
+async def was_delivered(hs: HostStep, old_boot_id: str, intent_at: float) -> bool:
+    """Did an interrupted reboot happen? Yes once the boot id changed or the host is away;
+    no when the old boot id is still there `resume_grace` seconds after the intent (the command
+    is detached with a 1 s delay, so a delivered reboot takes the host down well before)."""
+    deadline = intent_at + hs.ctx.options.resume_grace
+    while True:
+        now_id = await boot_id(hs)
+        if now_id != old_boot_id:
+            return True
+        if time.time() >= deadline:
+            return False
+        await asyncio.sleep(max(0.05, min(hs.ctx.options.reconnect_poll, 1.0)))

@@ -1,0 +1,60 @@
+"""Verifying an action: its own probes and check, then the step's `verify:` list."""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable, Mapping
+from dataclasses import replace
+from typing import Any
+
+from fleetfix.actions.base import Action, ActionContext, ActionPlan
+from fleetfix.engine.hoststep import HostStep, Outcome, registered, with_lines
+from fleetfix.playbook.model import StepKind
+
+Handlers = Mapping[StepKind, Callable[[HostStep], Awaitable[Outcome]]]
+
+
+def action_context(
+    hs: HostStep,
+    params: Mapping[str, Any],
+    facts: Mapping[str, Any],
+    plan: ActionPlan | None = None,
+) -> ActionContext:
+    """What an action sees; `fleetfix_gpus_seen` is the most GPUs the node ever showed
+    (this run or any run in the journal): the count it must come back with."""
+    memory = hs.ctx.options.memory
+    remembered = memory.gpus_seen(hs.state.name) if memory is not None else None
+    seen = max(hs.state.gpus_seen or 0, remembered or 0) or None
+    variables = {**hs.variables, "fleetfix_gpus_seen": seen}
+    return ActionContext(hs.state.name, params, facts, variables, plan)
+
+
+async def verify(
+    hs: HostStep, action: Action, handlers: Handlers, context: ActionContext
+) -> str | None:
+    """The action's own verification, then the step's `verify:` list; first problem wins."""
+    for name in action.verify:
+        probed = await hs.probe(name, {})
+        if probed.failed:
+            return probed.message
+    if action.check is not None:
+        names = (*action.requires, *action.optional, *action.verify)
+        if action.result_probe is not None:
+            names = (*names, action.result_probe)
+        facts = {name: hs.state.probe_facts.get(name) for name in names}
+        problem = action.check(replace(context, facts=facts))
+        if problem is not None:
+            return problem
+    return await _verify_steps(hs, handlers)
+
+
+async def _verify_steps(hs: HostStep, handlers: Handlers) -> str | None:
+    for check in hs.step.verify:
+        sub = hs.with_step(check)
+        outcome = await handlers[check.kind](sub)
+        if check.register is not None:
+            value = with_lines(registered(outcome, 1))
+            hs.state.facts[check.register] = value
+            hs.variables[check.register] = value
+        if outcome.failed:
+            return outcome.message or check.name
+    return None

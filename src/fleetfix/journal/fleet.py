@@ -1,0 +1,66 @@
+"""What the journal remembers about the fleet across runs: who is out of service, GPUs seen.
+
+Every controller on a machine shares one journal file (see `default_journal_path`), so these
+answers hold across runs, operators and timers, not just inside one run.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+import time
+
+
+def take_out(
+    db: sqlite3.Connection, run_id: str, host: str, action: str, limit: int | None
+) -> str | None:
+    """Count `host` as taken out of service by fleetfix, unless that would exceed the fleet-wide
+    repair budget `limit` (hosts). Atomic across processes (one IMMEDIATE transaction): two
+    controllers cannot both take the last slot. Returns why not, or None when admitted."""
+    db.execute("BEGIN IMMEDIATE")
+    try:
+        if db.execute("SELECT 1 FROM out_of_service WHERE host=?", (host,)).fetchone():
+            db.execute("COMMIT")
+            return None
+        if limit is not None:
+            out = [row[0] for row in db.execute("SELECT host FROM out_of_service ORDER BY since")]
+            if len(out) >= limit:
+                db.execute("ROLLBACK")
+                shown = ", ".join(out[:5]) + (" ..." if len(out) > 5 else "")
+                return (
+                    f"repair budget reached: {len(out)} hosts already out of service by "
+                    f"fleetfix (limit {limit}: {shown})"
+                )
+        db.execute(
+            "INSERT INTO out_of_service VALUES (?,?,?,?)", (host, run_id, time.time(), action)
+        )
+        db.execute("COMMIT")
+    except sqlite3.Error:
+        db.execute("ROLLBACK")
+        raise
+    return None
+
+
+def back_in_service(db: sqlite3.Connection, host: str) -> None:
+    db.execute("DELETE FROM out_of_service WHERE host=?", (host,))
+
+
+def out_of_service(db: sqlite3.Connection) -> dict[str, str]:
+    """host -> the run that took it out."""
+    return dict(db.execute("SELECT host, run_id FROM out_of_service").fetchall())
+
+
+def saw_gpus(db: sqlite3.Connection, host: str, count: int) -> None:
+    """Remember the most GPUs `host` ever showed: the count a node must come back with."""
+    db.execute(
+        "INSERT INTO host_facts VALUES (?, 'gpus_seen', ?, ?) ON CONFLICT(host, key) DO UPDATE"
+        " SET value=excluded.value, at=excluded.at"
+        " WHERE CAST(excluded.value AS INTEGER) > CAST(host_facts.value AS INTEGER)",
+        (host, str(count), time.time()),
+    )
+
+
+def gpus_seen(db: sqlite3.Connection, host: str) -> int | None:
+    row = db.execute(
+        "SELECT value FROM host_facts WHERE host=? AND key='gpus_seen'", (host,)
+    ).fetchone()
+    return int(row[0]) if row else None
