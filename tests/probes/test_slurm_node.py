@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import re
+import shutil
+import subprocess
+from pathlib import Path
 
 import pytest
 
@@ -168,6 +171,180 @@ def test_garbage_is_refused(text: str, reason: str) -> None:
 
 
 def test_command_quotes_the_node_and_falls_back_to_sinfo() -> None:
-    assert PROBE.command({}).startswith('node=$(hostname -s); scontrol show node "$node"')
+    assert PROBE.command({}).startswith("node=$(hostname -s); ")
+    assert 'scontrol show node "$node" >"$d/o" 2>"$d/e"' in PROBE.command({})
     assert f"sinfo -N -n \"$node\" -o '{SINFO_FORMAT}'" in PROBE.command({})
     assert PROBE.command({"node": "gpu 1"}).startswith("node='gpu 1';")
+
+
+@pytest.mark.parametrize(
+    ("state", "alloc", "drained", "draining"),
+    [
+        ("IDLE+DRAIN", 0, True, False),
+        # An epilog still runs: jobs have not fully left, and Slurm says DRAINING too.
+        ("IDLE+COMPLETING+DRAIN", 0, False, True),
+        ("IDLE+DRAIN+COMPLETING", 0, False, True),
+        ("ALLOCATED+DRAIN", 8, False, True),
+        ("MIXED+DRAIN", 4, False, True),
+        ("ALLOCATED+COMPLETING+DRAIN", 8, False, True),
+        ("DOWN+DRAIN", 0, True, False),
+        ("IDLE", 0, False, False),
+    ],
+)
+def test_scontrol_drained_only_when_no_job_is_left(
+    state: str, alloc: int, drained: bool, draining: bool
+) -> None:
+    facts = PROBE.parse(f"NodeName=n1 CPUAlloc={alloc} CPUTot=8\n   State={state}\n")
+    assert (facts.drained, facts.draining) == (drained, draining)
+    assert facts.has_jobs is draining
+
+
+@pytest.mark.parametrize(
+    ("word", "drained", "draining"),
+    [
+        ("drng", False, True),
+        ("drng@", False, True),
+        ("draining", False, True),
+        ("drain", True, False),
+        ("drained", True, False),
+        ("drain*", True, False),
+        ("comp", False, False),
+    ],
+)
+def test_sinfo_drain_words(word: str, drained: bool, draining: bool) -> None:
+    facts = PROBE.parse(f"NODELIST|STATE\nn1|{word}\n")
+    assert (facts.drained, facts.draining) == (drained, draining)
+
+
+@pytest.mark.parametrize(
+    ("gres", "total"),
+    [
+        ("gpu:8", 8),
+        ("gpu:h100:8", 8),
+        ("gpu:h100:8(S:0-1)", 8),
+        ("gpu:nvidia_h100_80gb_hbm3:8(S:0-1),nic:mlx5:4", 8),
+        ("gpu:a100:4(S:0),gpu:a100:4(S:1)", 8),
+        ("nic:4", None),
+        ("(null)", None),
+    ],
+)
+def test_gpus_total_from_gres(gres: str, total: int | None) -> None:
+    scontrol = PROBE.parse(f"NodeName=n1 State=IDLE\n   Gres={gres}\n")
+    sinfo = PROBE.parse(f"NODELIST|STATE|GRES\nn1|idle|{gres}\n")
+    aligned = PROBE.parse(f"NODELIST STATE GRES\nn1       idle  {gres}\n")
+    assert (scontrol.gpus_total, sinfo.gpus_total, aligned.gpus_total) == (total, total, total)
+
+
+def test_cfgtres_gpus_win_over_gres() -> None:
+    record = "NodeName=n1 State=MIXED\n   Gres=gpu:8\n   CfgTRES=cpu=8,gres/gpu=4\n"
+    assert PROBE.parse(record).gpus_total == 4
+
+
+def _fallback(scontrol: tuple[int, str], sinfo: tuple[int, str]) -> str:
+    return (
+        f"### fleetfix scontrol rc={scontrol[0]}\n{scontrol[1]}"
+        f"### fleetfix sinfo rc={sinfo[0]}\n{sinfo[1]}"
+    )
+
+
+UNREACHABLE = "Unable to contact slurm controller (connect failure)\n"
+
+
+@pytest.mark.parametrize(
+    ("text", "reason"),
+    [
+        (
+            _fallback((1, "slurm_load_node error: " + UNREACHABLE), (1, "sinfo: error: x\n")),
+            "cannot reach the Slurm controller: slurm_load_node error: Unable to contact",
+        ),
+        (
+            _fallback((1, "scontrol: error: x\n"), (1, "slurm_load_partitions: " + UNREACHABLE)),
+            "cannot reach the Slurm controller: slurm_load_partitions: Unable",
+        ),
+        (
+            _fallback((127, "sh: 1: scontrol: not found\n"),
+                      (127, "bash: sinfo: command not found\n")),
+            "slurm not installed on this node",
+        ),
+        (
+            _fallback((1, "Node gpu9 not found\n"), (0, "NODELIST|STATE\n")),
+            "Slurm does not know the node (Node gpu9 not found)",
+        ),
+        (
+            _fallback((1, "Invalid user for SlurmUser slurm, ignored\n"), (1, "")),
+            "Slurm did not answer (scontrol exited 1: Invalid user for SlurmUser slurm, ignored;"
+            " sinfo exited 1: (nothing))",
+        ),
+        (
+            _fallback((127, "sh: scontrol: not found\n"), (2, "sinfo: invalid option\n")),
+            "Slurm did not answer (scontrol exited 127",
+        ),
+        (_fallback((1, ""), (0, "")), "empty output (scontrol exited 1: (nothing))"),
+        ("### fleetfix scontrol rc=1\nx\n### fleetfix mystery\n", "unknown fleetfix marker"),
+        ("idle\n### fleetfix sinfo rc=0\nNODELIST|STATE\nn1|idle\n", "output before the first"),
+    ],
+)  # fmt: skip
+def test_a_failed_slurm_is_a_typed_parse_error(text: str, reason: str) -> None:
+    with pytest.raises(ProbeParseError, match=re.escape(reason)):
+        PROBE.parse(text)
+
+
+def test_sinfo_answers_when_scontrol_failed() -> None:
+    text = _fallback((127, "sh: 1: scontrol: not found\n"), (0, "NODELIST|STATE\nn1|drng\n"))
+    facts = PROBE.parse(text)
+    assert (facts.source, facts.name, facts.draining) == (Source.SINFO, "n1", True)
+    with pytest.raises(ProbeParseError, match="3 cells for 2 columns") as raised:
+        PROBE.parse(text.replace("n1|drng", "n1|drng|extra"))
+    assert raised.value.line == 5  # numbered as in the whole output
+
+
+def test_expand_hostlist_refuses_a_list_too_large_to_expand() -> None:
+    with pytest.raises(ValueError, match=r"names 1000000000000 nodes, more than 1,000,000"):
+        expand_hostlist("c[0-999999999999]")
+    with pytest.raises(ValueError, match="more than 1,000,000"):
+        expand_hostlist("r[0-9999]n[0-9999]")
+    with pytest.raises(ProbeParseError, match="unreadable node list"):
+        PROBE.parse("NODELIST|STATE\nc[0-999999999999]|idle\n")
+
+
+def _stub(directory: Path, name: str, body: str) -> None:
+    tool = directory / name
+    tool.write_text(f"#!/bin/sh\n{body}\n", encoding="utf-8")
+    tool.chmod(0o755)
+
+
+def _run(tools: Path) -> subprocess.CompletedProcess[str]:
+    # Only the stubs and the base tools (sh, mktemp, cat, rm): no real Slurm is ever found.
+    base = ":".join(
+        str(Path(found).parent)
+        for found in (shutil.which("mktemp"), shutil.which("cat"), shutil.which("rm"))
+        if found
+    )
+    return subprocess.run(
+        ["sh", "-c", PROBE.command({"node": "gpu001"})],
+        env={"PATH": f"{tools}:{base}"},
+        stdin=subprocess.DEVNULL,
+        capture_output=True,
+        text=True,
+        timeout=30,
+        check=False,
+    )
+
+
+@pytest.mark.skipif(shutil.which("scontrol") is not None, reason="a real Slurm is installed")
+def test_the_command_in_a_real_shell(tmp_path: Path) -> None:
+    down = "echo 'slurm_load_node error: Unable to contact slurm controller (connect failure)' >&2"
+    _stub(tmp_path, "sinfo", down.replace("load_node", "load_partitions") + "; exit 1")
+    none = _run(tmp_path / "nothing-here")
+    assert none.returncode == 127
+    with pytest.raises(ProbeParseError, match="slurm not installed on this node"):
+        PROBE.parse(none.stdout)
+    _stub(tmp_path, "scontrol", down + "; exit 1")
+    unreachable = _run(tmp_path)
+    assert unreachable.returncode == 1
+    with pytest.raises(ProbeParseError, match="cannot reach the Slurm controller"):
+        PROBE.parse(unreachable.stdout)
+    _stub(tmp_path, "scontrol", "echo 'NodeName=gpu001 State=IDLE+DRAIN'; echo noise >&2")
+    answered = _run(tmp_path)
+    assert (answered.returncode, answered.stdout) == (0, "NodeName=gpu001 State=IDLE+DRAIN\n")
+    assert PROBE.parse(answered.stdout).drained is True

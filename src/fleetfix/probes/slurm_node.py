@@ -12,7 +12,12 @@ would be guesses), `sinfo -s`/count summaries and `Node X not found`.
 State words follow Slurm: scontrol prints `BASE+FLAG+...` (`IDLE+DRAIN`, `MIXED+DRAIN`,
 `DOWN*+NOT_RESPONDING`), sinfo prints short or long lower-case words with suffix marks
 (`drng@`, `fail*`, `idle~`). `drained` means DRAIN is set and nothing runs any more (DRAINED in
-sinfo's words); `draining` means DRAIN is set while jobs still hold the node.
+sinfo's words); `draining` means DRAIN is set while jobs still hold the node, including
+`IDLE+COMPLETING+DRAIN` (an epilog still runs: Slurm itself calls that DRAINING).
+
+When scontrol fails, the command prints each tool's answer after a `### fleetfix <tool> rc=N`
+marker, so a failure is read as one: both tools failing is a ProbeParseError that says why
+(Slurm not installed, controller unreachable, node unknown), never facts that look idle.
 """
 
 from __future__ import annotations
@@ -86,12 +91,18 @@ class SlurmNodeFacts:
 
 
 def command(params: Mapping[str, Any]) -> str:
-    """`scontrol show node NODE`, falling back to a one-node `sinfo -N` table."""
+    """`scontrol show node NODE`, falling back to a one-node `sinfo -N` table; when scontrol
+    fails, both tools' answers (stderr included) follow `### fleetfix <tool> rc=N` markers and
+    the command exits with sinfo's status."""
     node = str(params.get("node", "")).strip()
     target = shlex.quote(node) if node else "$(hostname -s)"
     return (
-        f'node={target}; scontrol show node "$node" 2>/dev/null'
-        f' || sinfo -N -n "$node" -o {shlex.quote(SINFO_FORMAT)}'
+        f'node={target}; d=$(mktemp -d) || exit 1; scontrol show node "$node" >"$d/o" 2>"$d/e";'
+        ' rc=$?; if [ $rc -eq 0 ]; then cat "$d/o"; else'
+        f' echo "{_MARKER}scontrol rc=$rc"; cat "$d/o" "$d/e";'
+        f' sinfo -N -n "$node" -o {shlex.quote(SINFO_FORMAT)} >"$d/o" 2>"$d/e"; rc=$?;'
+        f' echo "{_MARKER}sinfo rc=$rc"; cat "$d/o"; [ $rc -eq 0 ] || cat "$d/e"; fi;'
+        ' rm -rf "$d"; exit $rc'
     )
 
 
@@ -101,19 +112,26 @@ def parse(text: str) -> SlurmNodeFacts:
     Raises:
         ProbeParseError: not scontrol/sinfo node output, or output about several nodes.
     """
+    if any(line.startswith(_MARKER) for line in text.splitlines()):
+        return _parse_fallback(text)
+    return _parse_one(text, text)
+
+
+def _parse_one(text: str, shown: str) -> SlurmNodeFacts:
+    """Facts from one tool's output; `shown` is the whole output, for error excerpts."""
     lines = _clean(text)
     if any(line.startswith("NodeName=") for _, line in lines):
-        return _parse_scontrol(lines, text)
+        return _parse_scontrol(lines, shown)
     header = next((i for i, (_, line) in enumerate(lines) if _sinfo_columns(line)), None)
     if header is not None:
-        return _parse_sinfo(lines[header:], text)
+        return _parse_sinfo(lines[header:], shown)
     not_found = next((line for _, line in lines if _NOT_FOUND.match(line)), None)
     if not_found:
-        raise ProbeParseError(NAME, f"Slurm does not know the node ({not_found})", text)
+        raise ProbeParseError(NAME, f"Slurm does not know the node ({not_found})", shown)
     if not text.strip():
-        raise ProbeParseError(NAME, "empty output", text)
+        raise ProbeParseError(NAME, "empty output", shown)
     raise ProbeParseError(
-        NAME, "not scontrol show node output nor an sinfo table with a header line", text
+        NAME, "not scontrol show node output nor an sinfo table with a header line", shown
     )
 
 
@@ -124,6 +142,90 @@ PROBE: Probe[SlurmNodeFacts] = Probe(
     parse=parse,
     params={"node": "Slurm node name; default: this host's short hostname"},
 )
+
+
+# --- when scontrol failed ----------------------------------------------------------------
+
+_MARKER = "### fleetfix "
+_MARKER_LINE = re.compile(r"^### fleetfix (scontrol|sinfo) rc=(\d+)\s*$")
+_UNREACHABLE = re.compile(r"Unable to contact slurm controller|Connection refused|connect failure")
+_COMMAND_NOT_FOUND = 127
+
+
+@dataclass(frozen=True, slots=True)
+class _Answer:
+    """One tool's section: exit status, its lines (numbered as in the whole output)."""
+
+    rc: int
+    lines: tuple[tuple[int, str], ...]
+
+    def said(self) -> str:
+        return next((line.strip() for _, line in self.lines if line.strip()), "(nothing)")
+
+
+def _answers(text: str) -> dict[str, _Answer]:
+    answers: dict[str, _Answer] = {}
+    tool, rc, lines = None, 0, []
+    for number, line in enumerate(text.splitlines(), 1):
+        marker = _MARKER_LINE.match(line)
+        if marker is None and line.startswith(_MARKER):
+            raise ProbeParseError(NAME, "unknown fleetfix marker", text, line=number)
+        if marker is None:
+            lines.append((number, line))
+            continue
+        if tool is not None:
+            answers[tool] = _Answer(rc, tuple(lines))
+        elif any(line.strip() for _, line in lines):
+            raise ProbeParseError(NAME, "output before the first marker", text, line=1)
+        tool, rc, lines = marker.group(1), int(marker.group(2)), []
+    if tool is not None:
+        answers[tool] = _Answer(rc, tuple(lines))
+    return answers
+
+
+def _parse_fallback(text: str) -> SlurmNodeFacts:
+    """scontrol failed: sinfo's table when it answered, else why Slurm could not be read."""
+    answers = _answers(text)
+    scontrol, sinfo = answers.get("scontrol"), answers.get("sinfo")
+    if sinfo is not None and sinfo.rc == 0:
+        # Blank every other line so errors keep the line numbers of the whole output.
+        kept = dict(sinfo.lines)
+        only_sinfo = "\n".join(
+            kept.get(number, "") for number in range(1, len(text.splitlines()) + 1)
+        )
+        try:
+            return _parse_one(only_sinfo, text)
+        except ProbeParseError as exc:
+            if scontrol is None:
+                raise
+            unknown = _node_unknown(scontrol)
+            reason = unknown or f"{exc.reason} (scontrol exited {scontrol.rc}: {scontrol.said()})"
+            raise ProbeParseError(NAME, reason, text, line=exc.line) from exc
+    raise ProbeParseError(NAME, _why_both_failed(scontrol, sinfo), text)
+
+
+def _node_unknown(answer: _Answer) -> str | None:
+    words = next((ln.strip() for _, ln in answer.lines if _NOT_FOUND.match(ln.strip())), None)
+    return f"Slurm does not know the node ({words})" if words else None
+
+
+def _why_both_failed(scontrol: _Answer | None, sinfo: _Answer | None) -> str:
+    """A typed reason: not installed, controller unreachable, node unknown, or their words."""
+    answered = [(tool, a) for tool, a in (("scontrol", scontrol), ("sinfo", sinfo)) if a]
+    if answered and all(a.rc == _COMMAND_NOT_FOUND for _, a in answered):
+        return (
+            "slurm not installed on this node (scontrol and sinfo not found); for hosts outside"
+            " Slurm set the host var fleetfix_slurm: false"
+        )
+    unknown = next((found for _, a in answered if (found := _node_unknown(a))), None)
+    if unknown:
+        return unknown
+    for _, answer in answered:
+        words = next((ln.strip() for _, ln in answer.lines if _UNREACHABLE.search(ln)), None)
+        if words:
+            return f"cannot reach the Slurm controller: {words}"
+    told = "; ".join(f"{tool} exited {a.rc}: {a.said()}" for tool, a in answered)
+    return f"Slurm did not answer ({told or 'no output'})"
 
 
 # --- state words -------------------------------------------------------------------------
@@ -428,21 +530,51 @@ def _sinfo_columns(line: str) -> list[str] | None:
     return titles if "NODELIST" in titles or "HOSTNAMES" in titles else None
 
 
+MAX_HOSTLIST_NAMES = 1_000_000
+"""A node list naming more is refused before it is expanded (a garbled line must not eat the
+controller's memory); the inventory's host ranges have the same cap."""
+
+
 def expand_hostlist(hostlist: str) -> tuple[str, ...]:
-    """Slurm hostlist expression -> names: `c[002,008-010]` -> c002, c008, c009, c010."""
+    """Slurm hostlist expression -> names: `c[002,008-010]` -> c002, c008, c009, c010.
+
+    Raises:
+        ValueError: a bound is not a number, or the list names more than MAX_HOSTLIST_NAMES.
+    """
+    items = re.split(r",(?![^\[]*\])", hostlist.strip())
+    size = sum(_hostlist_size(item) for item in items)
+    if size > MAX_HOSTLIST_NAMES:
+        raise ValueError(f"node list names {size} nodes, more than {MAX_HOSTLIST_NAMES:,}")
     names: list[str] = []
-    for item in re.split(r",(?![^\[]*\])", hostlist.strip()):
-        match = re.match(r"^([^\[]*)\[([^\]]+)\](.*)$", item)
+    for item in items:
+        match = _HOSTLIST_ITEM.match(item)
         if match is None:
             names.append(item)
             continue
         head, ranges, tail = match.groups()
-        for part in ranges.split(","):
-            low, _, high = part.partition("-")
+        for low, high in _hostlist_ranges(ranges):
             width = len(low)
-            for number in range(int(low), int(high or low) + 1):
+            for number in range(int(low), int(high) + 1):
                 names.extend(expand_hostlist(f"{head}{number:0{width}d}{tail}"))
     return tuple(names)
+
+
+_HOSTLIST_ITEM = re.compile(r"^([^\[]*)\[([^\]]+)\](.*)$")
+
+
+def _hostlist_ranges(ranges: str) -> list[tuple[str, str]]:
+    bounds = [part.partition("-") for part in ranges.split(",")]
+    return [(low, high or low) for low, _, high in bounds]
+
+
+def _hostlist_size(item: str) -> int:
+    """How many names one comma-free item stands for, without expanding it."""
+    match = _HOSTLIST_ITEM.match(item)
+    if match is None:
+        return 1
+    _, ranges, tail = match.groups()
+    count = sum(max(int(high) - int(low) + 1, 0) for low, high in _hostlist_ranges(ranges))
+    return count * _hostlist_size(tail)
 
 
 def _sinfo_rows(lines: list[tuple[int, str]], text: str) -> list[tuple[int, dict[str, str]]]:
