@@ -24,6 +24,7 @@ from fleetfix.events import (
     ActionTaken,
     CommandRan,
     Event,
+    HostLeft,
     HostStepFinished,
     HostStepStarted,
     PlayStarted,
@@ -90,6 +91,7 @@ class ReportCollector:
         self._busbw: dict[str, float] = {}
         self._links: dict[str, dict[str, dict[str, str]]] = {}
         self._stops: list[str] = []
+        self._left: dict[str, tuple[str, str]] = {}
 
     def __call__(self, event: Event) -> None:
         if isinstance(event, RunStarted):
@@ -109,6 +111,8 @@ class ReportCollector:
             self._step_finished(event)
         elif isinstance(event, SafetyStop):
             self._stops.append(event.reason)
+        elif isinstance(event, HostLeft):
+            self._left[event.host] = (event.kind, event.reason)
         elif isinstance(event, RunFinished):
             self._finished = event
 
@@ -197,6 +201,7 @@ class ReportCollector:
             steps=tuple(self._steps.get(name, ())),
             busbw=self._busbw.get(name),
             held=status is HostStatus.HELD,
+            left=self._left.get(name),
         )
 
     # -- events ---------------------------------------------------------------------------

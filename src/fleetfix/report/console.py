@@ -15,8 +15,10 @@ from fleetfix.events import (
     CommandRan,
     Event,
     FindingRaised,
+    HostLeft,
     HostOutOfService,
     HostStepFinished,
+    OwnershipOverridden,
     PlayStarted,
     RunFinished,
     RunStarted,
@@ -130,8 +132,21 @@ class ConsoleView:
             SafetyStop: lambda e: self._say(f"\nSAFETY STOP: {e.reason}", "bold red"),
             FindingRaised: self._finding,
             HostOutOfService: self._out_of_service,
+            HostLeft: self._left,
+            OwnershipOverridden: self._override,
             RunFinished: lambda e: self._finish(e.result),
         }
+
+    def _left(self, event: HostLeft) -> None:
+        if event.kind != "unhealthy":  # those are listed once, after the recap
+            self._say(f"  [{event.host}] {event.reason}", "bold yellow")
+
+    def _override(self, event: OwnershipOverridden) -> None:
+        self._say(
+            f"  [{event.host}] OWNERSHIP OVERRIDDEN by {event.by}: {event.owner} had it"
+            f" ({event.reason})",
+            "bold red",
+        )
 
     def _finding(self, event: FindingRaised) -> None:
         hold = " Disruptive actions there are held." if event.hold else ""
@@ -210,6 +225,10 @@ class ConsoleView:
                 else ("yellow" if stats.changed else "green")
             )
             self._say(recap_line(host, stats), style)
+        if result.left:
+            self._say("\nLEFT UNHEALTHY OR UNTOUCHED (the run exits non-zero for these):", "bold")
+            for host in sorted(result.left):
+                self._say(f"  {host}: {result.left[host]}", "yellow")
         self._say("")
 
 

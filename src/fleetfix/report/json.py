@@ -101,6 +101,7 @@ def _host(host: HostReport) -> dict[str, Any]:
         "recap": dict(host.recap),
         "domains": dict(host.domains),
         "busbw": host.busbw,
+        "left": {"kind": host.left[0], "reason": host.left[1]} if host.left else None,
         "steps": [_step(s) for s in host.steps],
     }
 

@@ -80,6 +80,8 @@ class HostReport:
     steps: tuple[StepRecord, ...] = ()
     busbw: float | None = None
     held: bool = False
+    left: tuple[str, str] | None = None
+    """(kind, why) when the run left this host unhealthy or untouched; it exits non-zero."""
 
 
 @dataclass(frozen=True, slots=True)
