@@ -10,7 +10,7 @@ the engine: nothing here imports fleetfix's engine, and the engine only sees SSH
 """
 
 from fleetfix.lab.control import LabHandle, LabServer, astart_lab, find_lab, start_lab
-from fleetfix.lab.embedded import connection_vars, embedded_lab, ensure_lab
+from fleetfix.lab.embedded import attach_lab, connection_vars, embedded_lab, ensure_lab
 from fleetfix.lab.scenario import Scenario
 from fleetfix.lab.scenario_file import load_scenario, shipped_scenarios
 
@@ -19,6 +19,7 @@ __all__ = [
     "LabServer",
     "Scenario",
     "astart_lab",
+    "attach_lab",
     "connection_vars",
     "embedded_lab",
     "ensure_lab",
