@@ -13,7 +13,7 @@ import pytest
 from fleetfix.actions import action_registry
 from fleetfix.actions.base import Action
 from fleetfix.engine import Engine, RunOptions
-from fleetfix.events import Event, EventBus
+from fleetfix.events import Event, EventBus, EventSink
 from fleetfix.inventory import load_inventory
 from fleetfix.playbook.conditions import Templar
 from fleetfix.playbook.loader import StepCatalog, load_playbook
@@ -46,7 +46,8 @@ def fake() -> FakeTransport:
 
 @pytest.fixture
 def run_playbook(tmp_path: Path, fake: FakeTransport) -> Runner:
-    """run_playbook(yaml, hosts=[...] or inventory=INI, probes=(), actions=(), **options)."""
+    """run_playbook(yaml, hosts=[...] or inventory=INI, probes=(), actions=(), subscribe=sink,
+    **options)."""
 
     async def run(
         playbook: str,
@@ -55,6 +56,7 @@ def run_playbook(tmp_path: Path, fake: FakeTransport) -> Runner:
         inventory: str | None = None,
         probes: tuple[Probe[Any], ...] = (),
         actions: tuple[Action, ...] = (),
+        subscribe: EventSink | None = None,
         **options: Any,
     ) -> Run:
         book = tmp_path / "playbook.yml"
@@ -73,6 +75,8 @@ def run_playbook(tmp_path: Path, fake: FakeTransport) -> Runner:
         inventory_obj = load_inventory([inv])
         events: list[Event] = []
         bus = EventBus()
+        if subscribe is not None:
+            bus.subscribe(subscribe)  # e.g. a journal: it sees each event first
         bus.subscribe(events.append)
         engine = Engine(
             inventory=inventory_obj,
