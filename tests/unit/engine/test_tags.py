@@ -56,7 +56,7 @@ NAMED = [
     (("debug",), (), ("all",), False),
     ((), (), ("all",), False),
     (("debug",), (), ("tagged",), False),
-    ((), (), ("tagged",), False + True),  # untagged steps are not tagged
+    ((), (), ("tagged",), True),  # untagged steps are not tagged
     ((), (), ("untagged",), False),
     (("always", "debug"), (), ("debug",), False),
     (("always", "debug"), (), ("all", "debug"), True),  # Ansible checks `all` first
