@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import argparse
 import asyncio
 import contextlib
+import io
 import re
 from collections.abc import Iterator
 from typing import Any
@@ -11,6 +13,7 @@ from typing import Any
 import asyncssh
 import pytest
 
+from fleetfix.lab.cli import add_lab_parser, run_lab
 from fleetfix.lab.control import LabHandle
 from fleetfix.lab.inventory import render_inventory
 from fleetfix.lab.scenario_file import load_scenario
@@ -206,3 +209,15 @@ async def test_a_human_takes_the_node_over_after_its_sixth_command(lab: LabHandl
     assert (slurm["drain"], slurm["reason_user"]) == (True, "carol")
     audit = (await lab.aaudit())["gpu09"]
     assert [e["tool"] for e in audit] == ["scontrol"], "a human's change is not a tool call"
+
+
+def test_truth_command_names_the_traps(lab: LabHandle) -> None:
+    parser = argparse.ArgumentParser(prog="fleetfix")
+    add_lab_parser(parser.add_subparsers(dest="command"))
+    out = io.StringIO()
+    code = run_lab(parser.parse_args(["lab", "truth", "--state-dir", str(lab.state_dir)]), out)
+    rows = {line.split()[0]: line for line in out.getvalue().splitlines()[1:] if line.strip()}
+    assert code == 0
+    assert "[unreadable from the node]" in rows["gpu05"]
+    assert "gpu_missing_after_reboot gpu3" in rows["gpu07"]
+    assert "(bob: investigating NVLink, ticket OPS-2210)" in rows["gpu04"]

@@ -229,6 +229,8 @@ def _slurm_text(slurm: dict[str, Any]) -> str:
         state += f" job {slurm['job_id']}"
     if slurm.get("reason"):
         state += f" ({slurm['reason_user']}: {slurm['reason']})"
+    if slurm.get("unreadable"):
+        state += " [unreadable from the node]"
     return state
 
 

@@ -391,9 +391,13 @@ class LabRuntime:
         seen = (e for n in self.fleet.nodes.values() for e in n.audit) if self.fleet else ()
         if any(e.tool == "kill" and str(pid) in e.argv for e in seen):
             return
-        name = signal.Signals(-returncode).name.removeprefix("SIG")
         entry = AuditEntry(
-            "kill", (f"-{name}", str(pid)), "unknown", time.time(), node.boot_number, None
+            "kill",
+            (_signal_option(-returncode), str(pid)),
+            "unknown",
+            time.time(),
+            node.boot_number,
+            None,
         )
         node.audit.append(entry)
 
@@ -433,6 +437,14 @@ class LabRuntime:
         task = asyncio.get_running_loop().create_task(coroutine)
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
+
+
+def _signal_option(number: int) -> str:
+    """`-TERM`, or `-34` for a signal without a name (real-time signals)."""
+    try:
+        return "-" + signal.Signals(number).name.removeprefix("SIG")
+    except ValueError:
+        return f"-{number}"
 
 
 def _free_port(address: str) -> int:
