@@ -106,10 +106,17 @@ def fleetfix_run(
     return Run(done.returncode, done.stdout, done.stderr)
 
 
+VOLATILE = ("commands",)
+"""Truth keys that count the run's reads, not the node's state (SSH commands answered)."""
+
+
 def nodes(truth: dict[str, Any]) -> dict[str, dict[str, Any]]:
-    """Per node truth, keyed by node name."""
-    found: dict[str, dict[str, Any]] = truth["nodes"]
-    return found
+    """Per node truth, keyed by node name, without the counters of reads (VOLATILE): two
+    readings are equal when the nodes are in the same state."""
+    return {
+        name: {key: value for key, value in node.items() if key not in VOLATILE}
+        for name, node in truth["nodes"].items()
+    }
 
 
 def fault_kinds(node: dict[str, Any]) -> set[str]:

@@ -21,6 +21,7 @@ from fleetfix.journal import Journal
 from fleetfix.lab.control import LabHandle
 from fleetfix.lab.embedded import connection_vars
 from fleetfix.report.json import schema_path
+from tests.e2e.labrun import nodes
 from tests.lab.support import running_lab
 from tests.unit.report.schema_check import validate
 
@@ -54,7 +55,7 @@ class Lab:
         )
 
     def truth(self) -> dict[str, Any]:
-        return self.handle.truth()["nodes"]  # type: ignore[no-any-return]
+        return nodes(self.handle.truth())
 
 
 def lab_inventory(handle: LabHandle, path: Path) -> Path:

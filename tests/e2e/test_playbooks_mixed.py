@@ -192,11 +192,11 @@ def test_ecc_resets_what_a_reset_fixes_and_leaves_the_rest(lab: MixedLab) -> Non
 
 
 def test_ecc_check_changes_nothing_and_shows_the_plan(lab: MixedLab) -> None:
-    before = lab.handle.truth()
+    before = nodes(lab.handle.truth())
 
     done = lab.run("ecc.yml", "--check", "--limit", ANSWERING, "-e", "drain_wait=3s")
 
-    assert lab.handle.truth() == before
+    assert nodes(lab.handle.truth()) == before
     assert done.returncode == 2, done.output  # gpu008 would be left for RMA
     for planned in (
         "[gpu004] would run: scontrol update NodeName=gpu004 State=DRAIN "
@@ -279,11 +279,11 @@ def test_health_sweep_fixes_hygiene_over_the_whole_fleet(lab: MixedLab) -> None:
 
 
 def test_health_sweep_check_changes_nothing_and_shows_the_plan(lab: MixedLab) -> None:
-    before = lab.handle.truth()
+    before = nodes(lab.handle.truth())
 
     done = lab.run("health-sweep.yml", "--check", "--detailed-exitcode", "--limit", "gpu[001:012]")
 
-    assert lab.handle.truth() == before
+    assert nodes(lab.handle.truth()) == before
     assert done.returncode == 7, done.output  # --check found changes to make
     for planned in (
         "[gpu002] would run: nvidia-smi -i 3 -p 0\n",
