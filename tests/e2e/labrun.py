@@ -57,6 +57,19 @@ class Run:
         return {host for host, row in self.recap.items() if row[counter]}
 
     @property
+    def left(self) -> dict[str, str]:
+        """host -> why, from the list the run prints after the recap of the hosts it leaves
+        unhealthy or untouched (each makes it exit non-zero)."""
+        found: dict[str, str] = {}
+        _, marker, rest = self.stdout.partition("LEFT UNHEALTHY OR UNTOUCHED")
+        for line in rest.splitlines()[1:] if marker else ():
+            if not line.startswith("  "):
+                break
+            host, _, why = line.strip().partition(": ")
+            found[host] = why
+        return found
+
+    @property
     def output(self) -> str:
         """Both streams, for assertion messages."""
         return f"--- stdout\n{self.stdout}\n--- stderr\n{self.stderr}"

@@ -40,7 +40,15 @@ def _problems(state: HostState) -> list[str]:
         for name in sorted(HEALTH_PROBES & state.probe_failures.keys())
     ]
     for name in sorted(HEALTH_PROBES & state.probe_data.keys()):
-        verdict = summarize(name, state.probe_data[name])
+        data = state.probe_data[name]
+        if name == "xid":
+            # The log since boot keeps an Xid a GPU reset already cured; only one that calls
+            # for a reboot is still a fault in this boot (nvidia-smi tells the rest).
+            if data.get("reboot_required"):
+                codes = ", ".join(str(c) for c in data.get("codes", ()))
+                problems.append(f"xid: Xid {codes} since boot calls for a reboot")
+            continue
+        verdict = summarize(name, data)
         if verdict.level is Level.BAD:
             problems.append(f"{name}: {verdict.text}")
     return problems
