@@ -11,7 +11,7 @@ from fleetfix.engine.commands import NO_LOG_TEXT, run_command, step_timeout
 from fleetfix.engine.context import HostState, RunContext
 from fleetfix.engine.variables import PlayScope
 from fleetfix.errors import ProbeParseError
-from fleetfix.events import HostObserved
+from fleetfix.events import ActionStarted, ActionTaken, HostObserved
 from fleetfix.playbook.model import Play, Step
 from fleetfix.probes.base import to_data
 from fleetfix.results import CommandResult
@@ -72,6 +72,19 @@ class HostStep:
 
     def with_step(self, step: Step) -> HostStep:
         return replace(self, step=step)
+
+    def action_event(
+        self, kind: type[ActionStarted | ActionTaken], action: str, **fields: Any
+    ) -> None:
+        """Tell every consumer (first the journal) an action of this step starts or ended."""
+        event = kind(
+            host=self.state.name,
+            step=self.step.name,
+            key=str(self.step.position),
+            action=action,
+            **fields,
+        )
+        self.ctx.bus.emit(event)
 
     async def command(self, command: str, *, timeout: float | None = None) -> CommandResult:
         """Run a command for this step: delegation, become, environment and timeout applied."""

@@ -65,13 +65,5 @@ def _forget(hs: HostStep, intent: OpenIntent) -> None:
 def _finish(hs: HostStep, action: Action, outcome: Outcome) -> Outcome:
     """Close the interrupted intent in the journal with this outcome."""
     hs.ctx.safety.replay_out(hs.state.name, action)
-    hs.ctx.bus.emit(
-        ActionTaken(
-            host=hs.state.name,
-            step=hs.step.name,
-            key=str(hs.step.position),
-            action=action.name,
-            failed=outcome.failed,
-        )
-    )
+    hs.action_event(ActionTaken, action.name, failed=outcome.failed)
     return outcome

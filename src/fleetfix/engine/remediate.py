@@ -121,26 +121,9 @@ async def _carry_out(hs: HostStep, action: Action, plan: ActionPlan) -> Outcome:
             return Outcome(failed=True, message=f"check mode: {action.name}: {plan.failure}")
         return Outcome(changed=action.changes_state, message=planned_text)
     evidence = await _evidence(hs, plan)
-    hs.ctx.bus.emit(
-        ActionStarted(
-            host=hs.state.name,
-            step=hs.step.name,
-            key=str(hs.step.position),
-            action=action.name,
-            disruptive=action.disruptive,
-            evidence=evidence,
-        )
-    )
+    hs.action_event(ActionStarted, action.name, disruptive=action.disruptive, evidence=evidence)
     outcome = await _run_plan(hs, action, plan, evidence)
-    hs.ctx.bus.emit(
-        ActionTaken(
-            host=hs.state.name,
-            step=hs.step.name,
-            key=str(hs.step.position),
-            action=action.name,
-            failed=outcome.failed,
-        )
-    )
+    hs.action_event(ActionTaken, action.name, failed=outcome.failed)
     return outcome
 
 
