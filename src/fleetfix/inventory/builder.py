@@ -17,6 +17,10 @@ from typing import Any
 from fleetfix.errors import InventoryError, SourcePosition
 from fleetfix.inventory.model import Group, Host
 
+MAX_INVENTORY_HOSTS = 1_000_000
+"""The most hosts one inventory may hold (as many as one range may stand for, see ranges.py):
+more would take gigabytes; no fleet is this big."""
+
 
 class BuildError(ValueError):
     """An inventory operation Ansible refuses (cycle, unknown group, bad name, ...)."""
@@ -75,6 +79,10 @@ class InventoryBuilder:
             raise BuildError(f"Could not find group {group} in inventory")
         draft = self.hosts.get(name)
         if draft is None:
+            if len(self.hosts) >= MAX_INVENTORY_HOSTS:
+                raise BuildError(
+                    f"the inventory would hold more than {MAX_INVENTORY_HOSTS:,} hosts (the limit)"
+                )
             draft = self.hosts[name] = _HostDraft(name)
             self.origins[name] = self.origin
             if port:

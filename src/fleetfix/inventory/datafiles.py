@@ -3,7 +3,10 @@
 Like Ansible's DataLoader, text is tried as JSON first and then as YAML 1.1 with the safe
 loader; `!unsafe` marks strings as never to be templated and `__ansible_unsafe` does the same in
 JSON. Vault-encrypted files and `!vault` values are refused (fleetfix holds no vault secrets).
-Parser errors become InventoryError at the file, line and column the parser names.
+Parser errors become InventoryError at the file, line and column the parser names; a character
+neither JSON nor YAML allows (a NUL byte, a control character) is refused before parsing; data
+nested deeper than MAX_DEPTH collections, or whose YAML aliases expand it to more than
+MAX_EXPANDED_VALUES values (a "billion laughs"), is refused after it, before anything walks it.
 """
 
 from __future__ import annotations
@@ -11,6 +14,7 @@ from __future__ import annotations
 import copy
 import json
 import os
+import re
 from collections.abc import Hashable, Sequence
 from pathlib import Path
 from typing import Any
@@ -23,6 +27,10 @@ from fleetfix.inventory.model import UnsafeText
 VAULT_HEADER = "$ANSIBLE_VAULT"
 
 _BaseLoader: type[yaml.SafeLoader] = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+# What YAML 1.1 does not allow in a stream (PyYAML's Reader.NON_PRINTABLE); JSON allows less.
+NOT_PRINTABLE = re.compile(
+    "[^\x09\x0a\x0d\x20-\x7e\x85\xa0-\ud7ff\ue000-\ufffd\U00010000-\U0010ffff]"
+)
 
 
 class _VaultRefusedError(Exception):
@@ -105,19 +113,129 @@ def load_data(path: str, text: str) -> Any:
     Raises:
         InventoryError: neither valid JSON nor valid YAML; positioned where YAML failed.
     """
+    refuse_characters(path, text, NOT_PRINTABLE)
     try:
-        return json.loads(text, object_hook=_json_object)
+        data = json.loads(text, object_hook=_json_object)
+        _check_shape(path, text, data)
+        return data
     except _VaultRefusedError as exc:
         raise InventoryError(str(exc), SourcePosition(path, 1)) from exc
     except (ValueError, RecursionError):
         pass
     try:
         # _Loader derives from the safe loader: no arbitrary Python objects.
-        return yaml.load(text, Loader=_Loader)
+        data = yaml.load(text, Loader=_Loader)
     except yaml.MarkedYAMLError as exc:
         raise _yaml_error(path, text, exc) from exc
     except (yaml.YAMLError, RecursionError) as exc:
         raise InventoryError(f"YAML parsing failed: {exc}", SourcePosition(path, 1)) from exc
+    _check_shape(path, text, data)
+    return data
+
+
+def refuse_characters(path: str, text: str, forbidden: re.Pattern[str]) -> None:
+    """Raise InventoryError at the first character `forbidden` matches, naming it.
+
+    Lines are counted as `str.splitlines` counts them, which is how the parsers number them."""
+    match = forbidden.search(text)
+    if match is None:
+        return
+    before = text[: match.start()].splitlines(keepends=True)
+    at_line_start = not before or before[-1].endswith(tuple(_LINE_ENDS))
+    line = len(before) + 1 if at_line_start else len(before)
+    column = 1 if at_line_start else len(before[-1]) + 1
+    position = SourcePosition(path, line, column)
+    shown = line_text(text, position)
+    raise InventoryError(
+        f"{describe_character(match.group())} is not allowed in an inventory file",
+        position,
+        source_line=forbidden.sub("\ufffd", shown) if shown is not None else None,
+        hint="remove it (a file saved by a binary tool or a bad copy-paste?)",
+    )
+
+
+MAX_DEPTH = 100
+"""Collections nested in collections, at most (50 levels of child groups fit)."""
+MAX_EXPANDED_VALUES = 1_000_000
+"""Values a document may stand for once its aliases are expanded (it holds far fewer)."""
+
+_LINE_ENDS = ("\n", "\r", "\v", "\f", "\x1c", "\x1d", "\x1e", "\x85", "\u2028", "\u2029")
+_CHARACTER_NAMES = {0x00: "NUL byte", 0x1B: "escape character U+001B (ESC)"}
+
+
+def describe_character(character: str) -> str:
+    """An operator's name for a character that cannot be shown: `control character U+0007`."""
+    code = ord(character)
+    if code in _CHARACTER_NAMES:
+        return _CHARACTER_NAMES[code]
+    if 0xDC80 <= code <= 0xDCFF:
+        return f"byte 0x{code - 0xDC00:02X} that is not UTF-8"
+    if code < 0x20 or 0x7F <= code <= 0x9F:
+        return f"control character U+{code:04X}"
+    return f"character U+{code:04X}"
+
+
+def _check_shape(path: str, text: str, data: Any) -> None:
+    """Refuse data too deep or, with aliases expanded, too big; walks each value once."""
+    too_deep = _first_too_deep(data)
+    if too_deep is not None:
+        position = locate(path, text, too_deep)
+        raise InventoryError(
+            f"data nested too deeply (more than {MAX_DEPTH} levels)",
+            position,
+            source_line=line_text(text, position),
+        )
+    expanded = _expanded_size(data)
+    if expanded > MAX_EXPANDED_VALUES:
+        raise InventoryError(
+            f"YAML aliases expand this file to {expanded:,} values, more than"
+            f" {MAX_EXPANDED_VALUES:,} (a 'billion laughs' document?)",
+            SourcePosition(path, 1),
+        )
+
+
+def _items(value: Any) -> list[tuple[Hashable, Any]]:
+    if isinstance(value, dict):
+        return list(value.items())
+    if isinstance(value, list):
+        return list(enumerate(value))
+    return []
+
+
+def _first_too_deep(data: Any) -> list[Hashable] | None:
+    """The key path to a collection below MAX_DEPTH others, or None."""
+    deepest_seen: dict[int, int] = {}
+    pending: list[tuple[Any, list[Hashable]]] = [(data, [])]
+    while pending:
+        value, path = pending.pop()
+        if len(path) >= MAX_DEPTH:
+            return path
+        if deepest_seen.get(id(value), -1) >= len(path):
+            continue  # an alias already walked at least this deep
+        deepest_seen[id(value)] = len(path)
+        pending.extend(
+            (item, [*path, key]) for key, item in _items(value) if isinstance(item, dict | list)
+        )
+    return None
+
+
+def _expanded_size(data: Any) -> int:
+    """How many values `data` stands for with shared (aliased) values counted each time."""
+    sizes: dict[int, int] = {}
+    pending: list[tuple[Any, bool]] = [(data, False)]
+    while pending:
+        value, children_done = pending.pop()
+        if id(value) in sizes or not isinstance(value, dict | list):
+            continue
+        if children_done:
+            sizes[id(value)] = 1 + sum(
+                sizes.get(id(item), 1)
+                for item in (value.values() if isinstance(value, dict) else value)
+            )
+        else:
+            pending.append((value, True))
+            pending.extend((item, False) for _, item in _items(value))
+    return sizes.get(id(data), 1)
 
 
 def locate(path: str, text: str, keys: Sequence[Hashable]) -> SourcePosition:

@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from typing import Any, NoReturn
 
 from fleetfix.errors import InventoryError, SourcePosition
+from fleetfix.inventory import datafiles
 from fleetfix.inventory.addresses import AddressError, parse_address
 from fleetfix.inventory.builder import BuildError, InventoryBuilder
 from fleetfix.inventory.model import UnsafeText
@@ -36,6 +37,8 @@ _SMALL_INT = re.compile(r"[1-9]\d{0,17}|0")
 # Characters that make shlex do more than split on blanks.
 _SHLEX_SPECIAL = re.compile(r"[\"'\\#]")
 _BLANKS = re.compile(r"[ \t\r\n]+")
+# NUL and control characters (C0 but tab and line ends, DEL, C1): never meant in an inventory.
+_CONTROL = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f]")
 
 
 @dataclass(slots=True)
@@ -55,7 +58,9 @@ def parse_ini(builder: InventoryBuilder, path: str, data: bytes) -> None:
         InventoryError: the text is not a valid INI inventory; names file and line.
     """
     # Like Ansible, bytes that are not UTF-8 are kept as surrogates rather than refused.
-    _IniReader(builder, path).read(data.decode("utf-8", "surrogateescape").splitlines())
+    text = data.decode("utf-8", "surrogateescape")
+    datafiles.refuse_characters(path, text, _CONTROL)
+    _IniReader(builder, path).read(text.splitlines())
 
 
 def parse_value(text: str) -> Any:

@@ -81,7 +81,7 @@ def select(inventory: Inventory, pattern: str) -> list[str]:
     Raises:
         PatternError: the pattern is empty or malformed.
     """
-    return evaluate(inventory, checked_terms(pattern))
+    return _in_context(inventory, checked_terms(pattern), f"host pattern {pattern!r}")
 
 
 def limit(inventory: Inventory, hosts: list[str], limit_text: str) -> list[str]:
@@ -99,8 +99,16 @@ def limit(inventory: Inventory, hosts: list[str], limit_text: str) -> list[str]:
         expanded.extend(read_limit_file(term[1:]) if term.startswith("@") else [term])
     if not expanded:
         return []
-    allowed = set(evaluate(inventory, expanded))
+    allowed = set(_in_context(inventory, expanded, f"--limit {limit_text!r}"))
     return [host for host in hosts if host in allowed]
+
+
+def _in_context(inventory: Inventory, terms: list[str], where: str) -> list[str]:
+    """evaluate(), its errors saying which pattern they come from."""
+    try:
+        return evaluate(inventory, terms)
+    except PatternError as exc:
+        raise PatternError(f"{exc.message} (in {where})", hint=exc.hint) from exc
 
 
 def range_terms(inventory: Inventory, pattern: str) -> list[str]:

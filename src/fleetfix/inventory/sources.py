@@ -21,7 +21,7 @@ from pathlib import Path
 from fleetfix.errors import InventoryError, SourcePosition
 from fleetfix.inventory import datafiles
 from fleetfix.inventory.addresses import AddressError, parse_address
-from fleetfix.inventory.builder import InventoryBuilder
+from fleetfix.inventory.builder import BuildError, InventoryBuilder
 from fleetfix.inventory.ini import parse_ini
 from fleetfix.inventory.model import Inventory, VarsDirectory
 from fleetfix.inventory.vars_dirs import load_vars_directory
@@ -87,7 +87,10 @@ def _read_host_list(builder: InventoryBuilder, source: str) -> None:
         except AddressError:
             name, port = entry, None
         if name not in builder.hosts:
-            builder.add_host(name, "ungrouped", port)
+            try:
+                builder.add_host(name, "ungrouped", port)
+            except BuildError as exc:
+                raise InventoryError(f"host list {source[:80]!r}: {exc}") from exc
 
 
 def _read_directory(builder: InventoryBuilder, directory: str, visited: set[str]) -> bool:

@@ -7,7 +7,10 @@ point a caret at any key or value. YAML errors become PlaybookError with a posit
 
 Deliberate differences from `yaml.safe_load`: a key repeated in one mapping is reported (PyYAML
 silently keeps the last), a recursive alias is refused, `!unsafe` marks a string that must never
-be templated (Ansible's tag), and `!vault` is refused with a clear message.
+be templated (Ansible's tag), and `!vault` is refused with a clear message. A character YAML does
+not allow (a NUL byte, a control character) is refused before parsing, at its line and column;
+so is a document nested deeper than MAX_DEPTH collections or one whose aliases expand it to
+more than MAX_EXPANDED_NODES values (a "billion laughs"), which every later walk would choke on.
 """
 
 from __future__ import annotations
@@ -25,6 +28,15 @@ from fleetfix.errors import PlaybookError, SourcePosition
 
 # YAML's own line breaks (str.splitlines also splits on \f, \v and others YAML does not).
 _LINE_BREAK = re.compile("\r\n|[\n\r\x85\u2028\u2029]")
+# What YAML 1.1 does not allow in a stream (PyYAML's Reader.NON_PRINTABLE).
+_NOT_PRINTABLE = re.compile(
+    "[^\x09\x0a\x0d\x20-\x7e\x85\xa0-\ud7ff\ue000-\ufffd\U00010000-\U0010ffff]"
+)
+_CHARACTER_NAMES = {0x00: "NUL byte", 0x1B: "escape character U+001B (ESC)"}
+MAX_DEPTH = 100
+"""Collections nested in collections, at most (a playbook needs about ten)."""
+MAX_EXPANDED_NODES = 1_000_000
+"""Values a document may stand for once its aliases are expanded."""
 
 
 class UnsafeText(str):
@@ -153,13 +165,18 @@ def parse_yaml(text: str, file: str) -> YamlDocument:
         PlaybookError: the text is not valid YAML, or uses a recursive alias or unknown tag.
     """
     lines = tuple(_LINE_BREAK.split(text))
-    loader = _SafeLoader(text)
+    _refuse_unprintable(text, file, lines)
+    try:
+        loader = _SafeLoader(text)
+    except yaml.reader.ReaderError as exc:  # the check above should have caught it
+        raise _character_error(text, exc.position, file, lines) from exc
     try:
         composed = loader.get_single_node()
         if composed is None:
             return YamlDocument(file, None)
         problems = tuple(_duplicate_keys(composed, file, lines))
         loader.construct_object(composed, deep=True)
+        _check_shape(composed, file, lines)
         root = _Builder(file, lines, loader.constructed_objects).build(composed)
     except yaml.MarkedYAMLError as exc:
         raise _marked_error(exc, file, lines) from exc
@@ -170,6 +187,102 @@ def parse_yaml(text: str, file: str) -> YamlDocument:
     finally:
         loader.dispose()
     return YamlDocument(file, root, problems)
+
+
+def _children(node: yaml.Node) -> list[yaml.Node]:
+    if isinstance(node, MappingNode):
+        return [child for pair in node.value for child in pair]
+    if isinstance(node, SequenceNode):
+        return list(node.value)
+    return []
+
+
+def _check_shape(root: yaml.Node, file: str, lines: tuple[str, ...]) -> None:
+    """Refuse a document too deep or too big once expanded; walks each node once."""
+    too_deep = _first_too_deep(root)
+    if too_deep is not None:
+        raise PlaybookError(
+            f"YAML is nested too deeply (more than {MAX_DEPTH} levels)",
+            _position(file, too_deep),
+            source_line=_line(lines, too_deep.start_mark.line),
+        )
+    sizes = _expanded_sizes(root)
+    if sizes[id(root)][1] > MAX_EXPANDED_NODES:
+        # The smallest node over the limit is where the aliases multiply past it.
+        node, size = min((entry for entry in sizes.values() if entry[1] > MAX_EXPANDED_NODES),
+                         key=lambda entry: entry[1])  # fmt: skip
+        raise PlaybookError(
+            f"YAML aliases expand this value to {size:,} values, more than {MAX_EXPANDED_NODES:,}",
+            _position(file, node),
+            source_line=_line(lines, node.start_mark.line),
+            hint="a 'billion laughs' document? write the values out instead of nesting aliases",
+        )
+
+
+def _first_too_deep(root: yaml.Node) -> yaml.Node | None:
+    deepest_seen: dict[int, int] = {}
+    pending = [(root, 1)]
+    while pending:
+        node, depth = pending.pop()
+        if depth > MAX_DEPTH:
+            return node
+        if deepest_seen.get(id(node), 0) >= depth:
+            continue  # an alias already walked at least this deep
+        deepest_seen[id(node)] = depth
+        pending.extend(
+            (child, depth + 1)
+            for child in _children(node)
+            if isinstance(child, MappingNode | SequenceNode)
+        )
+    return None
+
+
+def _expanded_sizes(root: yaml.Node) -> dict[int, tuple[yaml.Node, int]]:
+    """Each node's value count with aliases expanded (memoised: aliases share nodes)."""
+    sizes: dict[int, tuple[yaml.Node, int]] = {}
+    pending: list[tuple[yaml.Node, bool]] = [(root, False)]
+    while pending:
+        node, children_done = pending.pop()
+        if id(node) in sizes:
+            continue
+        if children_done:
+            total = 1 + sum(sizes[id(child)][1] for child in _children(node))
+            sizes[id(node)] = (node, total)
+        else:
+            pending.append((node, True))
+            pending.extend((child, False) for child in _children(node))
+    return sizes
+
+
+def describe_character(character: str) -> str:
+    """An operator's name for a character that cannot be shown: `control character U+0007`."""
+    code = ord(character)
+    if code in _CHARACTER_NAMES:
+        return _CHARACTER_NAMES[code]
+    if 0xDC80 <= code <= 0xDCFF:
+        return f"byte 0x{code - 0xDC00:02X} that is not UTF-8"
+    if code < 0x20 or 0x7F <= code <= 0x9F:
+        return f"control character U+{code:04X}"
+    return f"character U+{code:04X}"
+
+
+def _refuse_unprintable(text: str, file: str, lines: tuple[str, ...]) -> None:
+    match = _NOT_PRINTABLE.search(text)
+    if match is not None:
+        raise _character_error(text, match.start(), file, lines)
+
+
+def _character_error(text: str, index: int, file: str, lines: tuple[str, ...]) -> PlaybookError:
+    """A PlaybookError at the character `text[index]`, named, its line shown without it."""
+    line = len(_LINE_BREAK.findall(text, 0, index))
+    start = max((m.end() for m in _LINE_BREAK.finditer(text, 0, index)), default=0)
+    shown = _NOT_PRINTABLE.sub("\ufffd", _line(lines, line))
+    return PlaybookError(
+        f"{describe_character(text[index])} is not allowed in YAML",
+        SourcePosition(file, line + 1, index - start + 1),
+        source_line=shown,
+        hint="remove it (a file saved by a binary tool or a bad copy-paste?)",
+    )
 
 
 def _marked_error(exc: yaml.MarkedYAMLError, file: str, lines: tuple[str, ...]) -> PlaybookError:

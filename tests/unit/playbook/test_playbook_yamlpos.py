@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from fleetfix.errors import PlaybookError, SourcePosition
-from fleetfix.playbook.yamlpos import Node, NodeKind, UnsafeText, parse_yaml
+from fleetfix.playbook.yamlpos import Node, NodeKind, UnsafeText, load_yaml, parse_yaml
 
 TEXT = """\
 - name: drain
@@ -143,3 +145,76 @@ def test_crlf_and_unicode_line_breaks_keep_source_lines() -> None:
 def test_deep_nesting_is_an_error_not_a_crash() -> None:
     with pytest.raises(PlaybookError, match="nested too deeply"):
         parse_yaml("[" * 1000 + "]" * 1000, "pb.yml")
+
+
+@pytest.mark.parametrize(
+    ("character", "named"),
+    [
+        ("\x00", "NUL byte"),
+        ("\x07", "control character U+0007"),
+        ("\x1b", "escape character U+001B (ESC)"),
+        ("\x7f", "control character U+007F"),
+        ("\x9b", "control character U+009B"),
+        ("\ufffe", "character U+FFFE"),
+    ],
+)
+def test_characters_yaml_refuses_are_named_at_their_place(character: str, named: str) -> None:
+    text = f"- hosts: gpu\n  tasks:\n    - name: wipe {character}now\n"
+    with pytest.raises(PlaybookError) as raised:
+        parse_yaml(text, "pb.yml")
+    assert raised.value.message == f"{named} is not allowed in YAML"
+    assert raised.value.position == at(3, 18)
+    # The line is shown, the character itself never reaches the terminal.
+    assert raised.value.source_line == "    - name: wipe \ufffdnow"
+
+
+def test_character_positions_count_yaml_lines_and_code_points() -> None:
+    for text, where in [
+        ("a: 1\r\nb: \x01\n", at(2, 4)),
+        ("a: 1\rb: 2\n\x00", at(3, 1)),
+        ("a: \u2028b: \x02", at(2, 4)),
+        ("\tname: \u540d\u524d\x03", at(1, 10)),
+    ]:
+        with pytest.raises(PlaybookError) as raised:
+            parse_yaml(text, "pb.yml")
+        assert raised.value.position == where, repr(text)
+
+
+def test_a_playbook_file_with_a_nul_byte_names_the_file(tmp_path: Path) -> None:
+    path = tmp_path / "pb.yml"
+    path.write_bytes(b'- hosts: gpu\n  tasks: []\n  vars: {a: "x\x00"}\n')
+    with pytest.raises(PlaybookError) as raised:
+        load_yaml(path)
+    assert str(raised.value.position) == f"{path}:3:15"
+    assert raised.value.message.startswith("NUL byte")
+
+
+def _nested(depth: int) -> str:
+    # The list of plays, the play and its vars are three levels already.
+    inner = depth - 3
+    return f"- hosts: gpu\n  vars:\n    x: {'[' * inner}{']' * inner}\n"
+
+
+def test_nesting_deeper_than_the_limit_is_refused_where_it_goes_too_deep() -> None:
+    assert _root(_nested(100)).items[0].value["hosts"] == "gpu"
+    with pytest.raises(
+        PlaybookError, match=r"nested too deeply \(more than 100 levels\)"
+    ) as raised:
+        parse_yaml(_nested(101), "pb.yml")
+    assert raised.value.position == at(3, 8 + 97)  # the 98th bracket is level 101
+
+
+def _laughs(levels: int, width: int = 9) -> str:
+    lines = [f"    a0: &a0 [{', '.join(['lol'] * width)}]"]
+    for level in range(1, levels):
+        lines.append(f"    a{level}: &a{level} [{', '.join([f'*a{level - 1}'] * width)}]")
+    return "- hosts: gpu\n  vars:\n" + "\n".join(lines) + "\n"
+
+
+def test_aliases_that_expand_past_the_limit_are_refused_at_the_line_that_does_it() -> None:
+    # Six levels of nine: 597,871 values once expanded; shared, so cheap to accept.
+    assert len(_root(_laughs(6)).items[0].value["vars"]["a5"]) == 9
+    with pytest.raises(PlaybookError, match="expand this value to 5,380,840 values") as raised:
+        parse_yaml(_laughs(9), "pb.yml")
+    assert raised.value.position == at(9, 9)  # a6, the first value over 1,000,000
+    assert raised.value.hint is not None and "billion laughs" in raised.value.hint
