@@ -16,7 +16,6 @@ import json
 import os
 import re
 from collections.abc import Hashable, Sequence
-from pathlib import Path
 from typing import Any
 
 import yaml
@@ -39,6 +38,16 @@ class _VaultRefusedError(Exception):
 
 class _Loader(_BaseLoader):  # type: ignore[valid-type,misc]
     """The safe YAML loader plus Ansible's `!unsafe` tag; `!vault` is refused."""
+
+    def construct_object(self, node: yaml.Node, deep: bool = False) -> Any:
+        # PyYAML lets a value it cannot build escape as a bare ValueError (`2024-13-45` is a
+        # timestamp with month 13): give it the node's place like its own errors.
+        try:
+            return super().construct_object(node, deep=deep)
+        except (ValueError, TypeError, OverflowError) as exc:
+            raise yaml.constructor.ConstructorError(
+                None, None, f"cannot read this value: {exc}", node.start_mark
+            ) from exc
 
 
 def _construct_unsafe(loader: _Loader, node: yaml.Node) -> Any:
@@ -79,12 +88,25 @@ def list_directory(path: str) -> list[str]:
         raise InventoryError(f"cannot list {path}: {exc.strerror or exc}") from exc
 
 
+MAX_FILE_BYTES = 128 * 1024 * 1024
+"""An inventory or vars file larger than this is refused (a 1,000,000-host INI file is about
+20 MB); reading stops there, so `-i /dev/zero` is an error, not the machine's memory."""
+
+
 def read_bytes(path: str) -> bytes:
-    """The raw bytes of an inventory file. Raises InventoryError when it cannot be read."""
+    """The raw bytes of an inventory file.
+
+    Raises:
+        InventoryError: it cannot be read, or holds more than MAX_FILE_BYTES.
+    """
     try:
-        return Path(path).read_bytes()
+        with open(path, "rb") as handle:
+            data = handle.read(MAX_FILE_BYTES + 1)
     except OSError as exc:
         raise InventoryError(f"cannot read {path}: {exc.strerror or exc}") from exc
+    if len(data) > MAX_FILE_BYTES:
+        raise InventoryError(f"{path} is larger than {MAX_FILE_BYTES // 2**20} MiB; refused")
+    return data
 
 
 def decode_text(path: str, data: bytes) -> str:
@@ -145,11 +167,10 @@ def refuse_characters(path: str, text: str, forbidden: re.Pattern[str]) -> None:
     line = len(before) + 1 if at_line_start else len(before)
     column = 1 if at_line_start else len(before[-1]) + 1
     position = SourcePosition(path, line, column)
-    shown = line_text(text, position)
     raise InventoryError(
         f"{describe_character(match.group())} is not allowed in an inventory file",
         position,
-        source_line=forbidden.sub("\ufffd", shown) if shown is not None else None,
+        source_line=line_text(text, position),
         hint="remove it (a file saved by a binary tool or a bad copy-paste?)",
     )
 
@@ -257,11 +278,17 @@ def locate(path: str, text: str, keys: Sequence[Hashable]) -> SourcePosition:
 
 
 def line_text(text: str, position: SourcePosition) -> str | None:
-    """The source line at `position`, for error messages."""
+    """The source line at `position`, for error messages (see `shown`)."""
     lines = text.splitlines()
     if 1 <= position.line <= len(lines):
-        return lines[position.line - 1]
+        return shown(lines[position.line - 1])
     return None
+
+
+def shown(text: str) -> str:
+    """`text` safe to print: what YAML would not allow (control characters, bytes that were
+    not UTF-8) becomes U+FFFD, one for one, so a caret below still points right."""
+    return NOT_PRINTABLE.sub("\ufffd", text)
 
 
 def _key_node(node: yaml.Node | None, key: Hashable) -> tuple[yaml.Node, yaml.Node] | None:
@@ -278,7 +305,7 @@ def _same_key(key_node: yaml.ScalarNode, key: Hashable) -> bool:
         return bool(key_node.value == key)
     try:
         return bool(yaml.safe_load(key_node.value) == key)
-    except yaml.YAMLError:
+    except (yaml.YAMLError, ValueError, TypeError, OverflowError):
         return False
 
 

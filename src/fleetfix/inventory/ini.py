@@ -261,7 +261,7 @@ class _IniReader:
     def _fail(self, message: str, token: str | None = None) -> NoReturn:
         column = self._raw.find(token) + 1 if token and token in self._raw else 1
         raise InventoryError(
-            message,
+            datafiles.shown(message),
             SourcePosition(self._path, self._number, column),
-            source_line=self._raw or None,
+            source_line=datafiles.shown(self._raw) or None,
         )

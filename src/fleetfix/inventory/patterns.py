@@ -54,17 +54,29 @@ def split_pattern(pattern: str) -> list[str]:
 
 
 def checked_terms(pattern: str, what: str = "host pattern") -> list[str]:
-    """The terms of `pattern`, refusing what a typo makes: unbalanced brackets, a bare `!` or
-    `&`. A malformed --limit must never fall back to "all hosts"."""
+    """The terms of `pattern`, refusing what a typo makes: unbalanced brackets, a bare or doubled
+    `!` or `&`. A malformed --limit must never fall back to "all hosts"."""
     terms = split_pattern(pattern)
     if not terms:
         raise PatternError(f"empty {what}: {pattern!r}")
-    if not pattern.lstrip().startswith("~") and pattern.count("[") != pattern.count("]"):
+    if _unbalanced(pattern, terms):
         raise PatternError(f"unbalanced brackets in {what} {pattern!r}")
     for term in terms:
-        if not term.lstrip("&!") or term.lstrip("&!")[0] in "&!":
+        body = term[1:] if term[0] in "&!" else term
+        if not body or body[0] in "&!":  # `!!gpu` would exclude nothing: everyone
             raise PatternError(f"malformed term {term!r} in {what} {pattern!r}")
     return terms
+
+
+def _unbalanced(pattern: str, terms: list[str]) -> bool:
+    """A bracket the `:` split leaves out of every term (Ansible's split drops a lone one), or
+    a term, other than a regex, whose brackets do not pair."""
+    if "," not in pattern:
+        left_over = _COLON_TERMS.sub("", pattern)
+        if "[" in left_over or "]" in left_over:
+            return True
+    plain = (term.lstrip("&!") for term in terms)
+    return any(not term.startswith("~") and term.count("[") != term.count("]") for term in plain)
 
 
 def order_terms(terms: Iterable[str]) -> list[str]:

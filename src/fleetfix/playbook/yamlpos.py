@@ -37,6 +37,8 @@ MAX_DEPTH = 100
 """Collections nested in collections, at most (a playbook needs about ten)."""
 MAX_EXPANDED_NODES = 1_000_000
 """Values a document may stand for once its aliases are expanded."""
+MAX_FILE_BYTES = 16 * 1024 * 1024
+"""A playbook or vars file larger than this is refused; reading stops there (`/dev/zero`)."""
 
 
 class UnsafeText(str):
@@ -114,6 +116,16 @@ class YamlDocument:
 class _SafeLoader(yaml.SafeLoader):
     """The safe loader plus Ansible's `!unsafe` and a clear refusal of `!vault`."""
 
+    def construct_object(self, node: yaml.Node, deep: bool = False) -> Any:
+        # PyYAML lets a value it cannot build escape as a bare ValueError (`2024-13-45` is a
+        # timestamp with month 13): give it the node's place like its own errors.
+        try:
+            return super().construct_object(node, deep=deep)
+        except (ValueError, TypeError, OverflowError) as exc:
+            raise yaml.constructor.ConstructorError(
+                None, None, f"cannot read this value: {exc}", node.start_mark
+            ) from exc
+
 
 def _construct_unsafe(loader: yaml.SafeLoader, node: yaml.Node) -> UnsafeText:
     if not isinstance(node, ScalarNode):
@@ -146,10 +158,13 @@ def load_yaml(path: str | Path) -> YamlDocument:
     """
     file = str(path)
     try:
-        data = Path(path).read_bytes()
+        with open(path, "rb") as handle:
+            data = handle.read(MAX_FILE_BYTES + 1)
     except OSError as exc:
         reason = exc.strerror or str(exc)
         raise PlaybookError(f"cannot read {file}: {reason}") from exc
+    if len(data) > MAX_FILE_BYTES:
+        raise PlaybookError(f"{file} is larger than {MAX_FILE_BYTES // 2**20} MiB; refused")
     try:
         text = data.decode("utf-8-sig")
     except UnicodeDecodeError as exc:
@@ -177,7 +192,7 @@ def parse_yaml(text: str, file: str) -> YamlDocument:
         problems = tuple(_duplicate_keys(composed, file, lines))
         loader.construct_object(composed, deep=True)
         _check_shape(composed, file, lines)
-        root = _Builder(file, lines, loader.constructed_objects).build(composed)
+        root = _Builder(file, lines, loader).build(composed)
     except yaml.MarkedYAMLError as exc:
         raise _marked_error(exc, file, lines) from exc
     except yaml.YAMLError as exc:
@@ -356,11 +371,18 @@ def _duplicates_in(node: MappingNode, file: str, lines: tuple[str, ...]) -> list
 class _Builder:
     """Turns composed YAML nodes into `Node`s, sharing one `Node` per aliased YAML node."""
 
-    def __init__(self, file: str, lines: tuple[str, ...], constructed: dict[Any, Any]) -> None:
+    def __init__(self, file: str, lines: tuple[str, ...], loader: _SafeLoader) -> None:
         self._file = file
         self._lines = lines
-        self._constructed = constructed
+        self._loader = loader
         self._built: dict[int, Node] = {}
+
+    def _value(self, node: yaml.Node) -> Any:
+        constructed = self._loader.constructed_objects
+        if node in constructed:
+            return constructed[node]
+        # !!omap, !!pairs and !!set build their parts without constructing those nodes.
+        return self._loader.construct_object(node, deep=True)
 
     def build(self, node: yaml.Node) -> Node:
         # Construction ran first and refuses recursive nodes, so this walk always ends.
@@ -372,7 +394,7 @@ class _Builder:
     def _build_new(self, node: yaml.Node) -> Node:
         position = _position(self._file, node)
         source_line = _line(self._lines, node.start_mark.line)
-        value = self._constructed[node]
+        value = self._value(node)
         if isinstance(node, MappingNode):
             entries = self._entries(node)
             return Node(NodeKind.MAPPING, value, position, source_line, entries=entries)
@@ -387,6 +409,6 @@ class _Builder:
         # keep the last pair per key, as the constructed dict does, in first-seen order.
         by_key: dict[Any, Entry] = {}
         for key_node, value_node in node.value:
-            key = self._constructed[key_node]
+            key = self._value(key_node)
             by_key[key] = Entry(self.build(key_node), self.build(value_node))
         return tuple(by_key.values())

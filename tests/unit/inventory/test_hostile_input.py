@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from fleetfix.errors import InventoryError, PatternError
-from fleetfix.inventory import Inventory, builder, load_inventory
+from fleetfix.inventory import Inventory, builder, datafiles, load_inventory
 from fleetfix.inventory.ranges import (
     MAX_HOSTS_PER_PATTERN,
     HostRangeError,
@@ -182,3 +182,34 @@ def test_a_host_pattern_too_large_is_refused_naming_the_pattern(fleet: Inventory
         fleet.select("node[0:999999999999]")
     # A group subscript is not a range: Ansible slices, nothing is expanded.
     assert fleet.select("rack1[0:999999999999]") == ["gpu001", "gpu002", "gpu003", "gpu004"]
+
+
+def test_a_file_without_end_is_refused_after_the_size_limit(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(datafiles, "MAX_FILE_BYTES", 1000)
+    with pytest.raises(InventoryError, match="/dev/zero is larger than 0 MiB; refused"):
+        load_inventory(["/dev/zero"])
+    assert load_text(tmp_path, "[gpu]\n" + "#" * 990 + "\n").host_names() == []
+
+
+def test_a_value_pyyaml_cannot_build_is_an_error_at_its_place(tmp_path: Path) -> None:
+    text = "all:\n  hosts:\n    h1:\n  vars:\n    since: 2024-02-30\n"
+    with pytest.raises(InventoryError, match="cannot read this value: day is out of range"):
+        load_text(tmp_path, text, "hosts.yml")
+    write(tmp_path, "group_vars/all.yml", "since: 2024-02-30\n")
+    with pytest.raises(InventoryError) as raised:
+        load_text(tmp_path, "[gpu]\ngpu01\n")
+    assert str(raised.value.position) == f"{tmp_path / 'group_vars' / 'all.yml'}:1:8"
+
+
+@pytest.mark.parametrize("limit", ["!!gpu001", "&!rack1", "gpu001,!&gpu002", "~gpu00[12]:gpu[1:2"])
+def test_doubled_operators_and_dropped_brackets_are_refused(fleet: Inventory, limit: str) -> None:
+    # `!!gpu001` would exclude a host named "!gpu001": nobody, so every host. Ansible's `:` split
+    # drops a lone bracket silently, even after a regex term.
+    with pytest.raises(PatternError, match=r"malformed term|unbalanced brackets"):
+        fleet.limit(fleet.select("all"), limit)
+
+
+def test_a_regex_with_brackets_still_reads(fleet: Inventory) -> None:
+    assert fleet.select("~gpu00[12]$:gpu004") == ["gpu001", "gpu002", "gpu004"]

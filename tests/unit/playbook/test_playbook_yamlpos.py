@@ -7,6 +7,7 @@ from pathlib import Path
 import pytest
 
 from fleetfix.errors import PlaybookError, SourcePosition
+from fleetfix.playbook import yamlpos
 from fleetfix.playbook.yamlpos import Node, NodeKind, UnsafeText, load_yaml, parse_yaml
 
 TEXT = """\
@@ -218,3 +219,25 @@ def test_aliases_that_expand_past_the_limit_are_refused_at_the_line_that_does_it
         parse_yaml(_laughs(9), "pb.yml")
     assert raised.value.position == at(9, 9)  # a6, the first value over 1,000,000
     assert raised.value.hint is not None and "billion laughs" in raised.value.hint
+
+
+def test_a_file_without_end_is_refused_after_the_size_limit(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(yamlpos, "MAX_FILE_BYTES", 1000)
+    with pytest.raises(PlaybookError, match="/dev/zero is larger than 0 MiB; refused"):
+        load_yaml("/dev/zero")
+
+
+def test_a_value_pyyaml_cannot_build_is_an_error_at_its_place() -> None:
+    with pytest.raises(PlaybookError) as raised:
+        parse_yaml("- hosts: gpu\n  vars: {when: 2024-13-45}\n", "pb.yml")
+    assert raised.value.message == "invalid YAML: cannot read this value: month must be in 1..12"
+    assert raised.value.position == at(2, 16)
+
+
+def test_ordered_maps_pairs_and_sets_build_their_parts() -> None:
+    root = _root("a: !!omap [b: 1, c: 2]\nd: !!pairs [e: 3]\nf: !!set {g, h}\n")
+    assert root.value == {"a": [("b", 1), ("c", 2)], "d": [("e", 3)], "f": {"g", "h"}}
+    a = root.get("a")
+    assert a is not None and a.items[1].value == {"c": 2}
