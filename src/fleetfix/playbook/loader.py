@@ -198,7 +198,10 @@ class _PlaybookLoader:
         return files
 
     def _check_vars_file(self, item: Node) -> None:
-        path = Path(os.path.normpath(self._base_dir / Path(item.value).expanduser()))
+        # A number is a file name too (to_names reads `vars_files: [0]` as "0"); an unknown
+        # `~user` stays as written, as os.path.expanduser (and Ansible) leave it.
+        name = os.path.expanduser(str(item.value))
+        path = Path(os.path.normpath(self._base_dir / name))
         try:
             document = load_yaml(path)
         except PlaybookError as exc:
@@ -243,7 +246,9 @@ class _PlaybookLoader:
         return topics
 
     def _check_notified(self, notified: list[tuple[str, Node]], handler_topics: set[str]) -> None:
-        for topic, node in notified:
+        for written, node in notified:
+            # `notify: 2024` names the topic "2024", as to_names reads it (not the number).
+            topic = written if isinstance(written, str) else str(written)
             if topic in handler_topics:
                 continue
             hint = suggest(topic, handler_topics) or (
