@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import pytest
@@ -241,3 +242,17 @@ def test_ordered_maps_pairs_and_sets_build_their_parts() -> None:
     assert root.value == {"a": [("b", 1), ("c", 2)], "d": [("e", 3)], "f": {"g", "h"}}
     a = root.get("a")
     assert a is not None and a.items[1].value == {"c": 2}
+
+
+def test_pyyamls_own_reader_error_is_translated_with_its_place(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # The check before parsing uses PyYAML's own rule, so PyYAML's reader never sees such a
+    # character; should the two ever differ, its error still becomes a positioned one.
+    monkeypatch.setattr(yamlpos, "_NOT_PRINTABLE", re.compile("(?!)"))
+    with pytest.raises(PlaybookError) as raised:
+        parse_yaml("a: 1\nb: x\x07y\n", "pb.yml")
+    assert (raised.value.message, raised.value.position) == (
+        "control character U+0007 is not allowed in YAML",
+        at(2, 5),
+    )
