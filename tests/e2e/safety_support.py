@@ -1,0 +1,250 @@
+"""Helpers for the safety e2e tests: start `fleetfix run` and stop it at a journaled point,
+read the journal (read-only, while a run may still write it) and hold it against the lab's audit
+of disruptive tool calls."""
+
+from __future__ import annotations
+
+import os
+import signal
+import sqlite3
+import subprocess
+import sys
+import time
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import closing, contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from tests.e2e.labrun import PLAYBOOKS
+
+POLL = 0.01
+"""Seconds between two looks at the journal while waiting for a kill point."""
+REBOOT_TOOLS = frozenset({"reboot", "shutdown"})
+SYSTEMCTL_REBOOTS = frozenset({"reboot", "poweroff", "halt", "kexec"})
+UNDELIVERED = "undelivered"
+
+
+def run_argv(playbook: str, inventory: Path, journal: Path, *extra: str) -> list[str]:
+    """`fleetfix run` as labrun.fleetfix_run starts it (shipped playbook, --yes, own journal)."""
+    return [
+        sys.executable,
+        "-m",
+        "fleetfix",
+        "run",
+        str(PLAYBOOKS / playbook),
+        "-i",
+        str(inventory),
+        "--yes",
+        "--journal",
+        str(journal),
+        *extra,
+    ]
+
+
+def run_env() -> dict[str, str]:
+    env = {key: value for key, value in os.environ.items() if key != "FLEETFIX_DEBUG"}
+    env["NO_COLOR"] = "1"
+    env["PYTHONUNBUFFERED"] = "1"  # the "run id:" line reaches the file before a kill -9
+    return env
+
+
+@dataclass
+class Started:
+    """A `fleetfix run` started in the background, its output going to files."""
+
+    process: subprocess.Popen[bytes]
+    stdout: Path
+    stderr: Path
+
+    def output(self) -> str:
+        """Both streams so far, for assertion messages."""
+        out = self.stdout.read_text(errors="replace")
+        err = self.stderr.read_text(errors="replace")
+        return f"--- stdout\n{out[-6000:]}\n--- stderr\n{err[-3000:]}"
+
+    def wait(self, timeout: float) -> int:
+        return self.process.wait(timeout=timeout)
+
+
+@contextmanager
+def started_run(argv: Sequence[str], workdir: Path, name: str) -> Iterator[Started]:
+    """Start `argv` in `workdir`; on leaving the block a process still running is killed and
+    reaped, so no controller outlives its test."""
+    out, err = workdir / f"{name}.stdout", workdir / f"{name}.stderr"
+    with out.open("wb") as stdout, err.open("wb") as stderr:
+        process = subprocess.Popen(
+            list(argv), stdout=stdout, stderr=stderr, env=run_env(), cwd=workdir
+        )
+    started = Started(process, out, err)
+    try:
+        yield started
+    finally:
+        if process.poll() is None:
+            process.kill()
+        process.wait(timeout=30)
+
+
+def query(journal: Path, sql: str, params: Sequence[Any] = ()) -> list[tuple[Any, ...]]:
+    """Rows from the journal through a read-only connection (a run may be writing it)."""
+    uri = f"file:{journal}?mode=ro"
+    with closing(sqlite3.connect(uri, uri=True, timeout=10.0)) as db:
+        return db.execute(sql, tuple(params)).fetchall()
+
+
+def count_events(journal: Path, kind: str, body_contains: str | None = None) -> int:
+    if not journal.exists():
+        return 0
+    if body_contains is None:
+        rows = query(journal, "SELECT count(*) FROM events WHERE type=?", (kind,))
+    else:
+        rows = query(
+            journal,
+            "SELECT count(*) FROM events WHERE type=? AND instr(body, ?) > 0",
+            (kind, body_contains),
+        )
+    return int(rows[0][0])
+
+
+def wait_for_events(
+    journal: Path,
+    run: Started,
+    kind: str,
+    count: int,
+    body_contains: str | None = None,
+    timeout: float = 180.0,
+) -> None:
+    """Return as soon as the journal holds `count` events of type `kind` (whose body contains
+    `body_contains`); fail when the run ends first or the deadline passes."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        try:
+            if count_events(journal, kind, body_contains) >= count:
+                return
+        except sqlite3.OperationalError:  # the run is still creating the journal's tables
+            pass
+        if run.process.poll() is not None:
+            raise AssertionError(
+                f"the run exited ({run.process.returncode}) before {count} {kind} event(s)"
+                f" matching {body_contains!r}\n{run.output()}"
+            )
+        time.sleep(POLL)
+    raise AssertionError(f"no {count} {kind} event(s) within {timeout}s\n{run.output()}")
+
+
+def interrupt(run: Started, signum: int, timeout: float = 90.0) -> int:
+    """Send `signum` to the controller and return its exit code."""
+    run.process.send_signal(signum)
+    try:
+        return run.wait(timeout)
+    except subprocess.TimeoutExpired as exc:
+        raise AssertionError(
+            f"fleetfix did not exit within {timeout}s of {signal.Signals(signum).name}\n"
+            + run.output()
+        ) from exc
+
+
+def only_run_id(journal: Path) -> str:
+    rows = query(journal, "SELECT run_id FROM runs")
+    assert len(rows) == 1, f"expected one run in a fresh journal, found {rows}"
+    return str(rows[0][0])
+
+
+@dataclass(frozen=True, slots=True)
+class ActionRow:
+    """One row of the journal's `actions` table."""
+
+    id: int
+    run_id: str
+    host: str
+    action: str
+    state: str
+    at: float
+    step_key: str
+
+
+def action_rows(journal: Path) -> list[ActionRow]:
+    rows = query(
+        journal, "SELECT id, run_id, host, action, state, at, step_key FROM actions ORDER BY id"
+    )
+    return [ActionRow(int(r[0]), r[1], r[2], r[3], r[4], float(r[5]), r[6]) for r in rows]
+
+
+def delivered(rows: Sequence[ActionRow]) -> set[tuple[str, str]]:
+    """(host, action) of every action row a resumed run did not prove undelivered."""
+    return {(row.host, row.action) for row in rows if row.state != UNDELIVERED}
+
+
+def is_reboot(entry: Mapping[str, Any]) -> bool:
+    """An audit entry that takes the node down for a reboot."""
+    words = [a for a in entry["argv"] if not a.startswith("-")]
+    if entry["tool"] in REBOOT_TOOLS:
+        return True
+    return entry["tool"] == "systemctl" and bool(words) and words[0] in SYSTEMCTL_REBOOTS
+
+
+def actions_for(entry: Mapping[str, Any]) -> frozenset[str] | None:
+    """The fleetfix actions that may issue this disruptive call; None: any action may."""
+    tool, argv = entry["tool"], list(entry["argv"])
+    if is_reboot(entry):
+        return frozenset({"reboot"})
+    if tool == "scontrol":
+        states = {a.partition("=")[2].upper() for a in argv if a.lower().startswith("state=")}
+        if states & {"RESUME", "UNDRAIN"}:
+            return frozenset({"slurm_resume"})
+        if states & {"DRAIN", "DOWN"}:
+            return frozenset({"slurm_drain"})
+        return frozenset({"slurm_drain", "slurm_resume"})  # a reason that says why
+    if tool == "nvidia-smi" and {"-r", "--gpu-reset"} & set(argv):
+        return frozenset({"gpu_reset"})
+    if tool in ("rmmod", "insmod", "modprobe"):
+        return frozenset({"reload_driver"})
+    return None
+
+
+def unjournaled(
+    audit: Mapping[str, Sequence[Mapping[str, Any]]], rows: Sequence[ActionRow]
+) -> list[str]:
+    """Every disruptive call in the lab's audit that no journal intent covers: an action row
+    on that host, for an action that issues such a call, journaled no later than the call.
+    Reboots are matched one to one (two reboots need two intents)."""
+    problems: list[str] = []
+    for host, entries in sorted(audit.items()):
+        unused_reboots = sorted(
+            (
+                row
+                for row in rows
+                if row.host == host and row.action == "reboot" and row.state != UNDELIVERED
+            ),
+            key=lambda row: row.at,
+        )
+        for entry in entries:
+            wanted = actions_for(entry)
+            candidates = [
+                row
+                for row in rows
+                if row.host == host
+                and row.at <= entry["at"]
+                and (wanted is None or row.action in wanted)
+            ]
+            if is_reboot(entry):
+                candidates = [row for row in unused_reboots if row.at <= entry["at"]]
+                if candidates:
+                    unused_reboots.remove(candidates[0])
+            if not candidates:
+                shown = " ".join([entry["tool"], *entry["argv"]])
+                problems.append(f"{host}: {shown!r} at {entry['at']:.3f} has no journal intent")
+    return problems
+
+
+def reboots(audit: Mapping[str, Sequence[Mapping[str, Any]]]) -> dict[str, int]:
+    """host -> reboot calls the lab saw."""
+    return {host: sum(1 for e in entries if is_reboot(e)) for host, entries in audit.items()}
+
+
+def slurm_view(truth_nodes: Mapping[str, Mapping[str, Any]]) -> dict[str, dict[str, Any]]:
+    """Per node: boots and the Slurm record (state, drain, reason, its author, job)."""
+    return {
+        name: {"boots": node["boots"], **{k: node["slurm"][k] for k in sorted(node["slurm"])}}
+        for name, node in truth_nodes.items()
+    }
