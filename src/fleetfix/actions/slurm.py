@@ -66,12 +66,12 @@ def _wait_drained(ctx: ActionContext, node: str) -> PlannedCommand:
     base = drain_reason(ctx).removeprefix(REASON_PREFIX).strip()
     pending = shlex.quote(f"{REASON_PREFIX} pending {base}; waiting for job(s) ")
     script = (
-        f"deadline=$((SECONDS + {int(wait)})); "
+        f"deadline=$(($(date +%s) + {int(wait)})); "
         "while :; do "
         f"out=$(scontrol show node {quoted}) || "
         f"{{ echo 'cannot read the Slurm state of {node}' >&2; exit 1; }}; "
         """printf '%s\\n' "$out" | grep -Eq 'State=[A-Z+]*(ALLOC|MIX|COMPLETING)' || exit 0; """
-        "if [ $SECONDS -ge $deadline ]; then "
+        'if [ "$(date +%s)" -ge "$deadline" ]; then '
         f"jobs=$(squeue -h -w {quoted} -o %i 2>/dev/null | paste -sd, -); "
         "jobs=${jobs:-unknown}; "
         f'scontrol update NodeName={quoted} Reason={pending}"$jobs"; '

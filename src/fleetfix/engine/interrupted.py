@@ -48,6 +48,7 @@ async def settle(
         message = f"{action.name}: started by the interrupted run; verified, not repeated"
         return _finish(hs, action, Outcome(changed=action.changes_state, message=message))
     if action.repeatable and not before:
+        _forget(hs, intent)  # it runs again as a new attempt; the old row must not count twice
         return None
     message = (
         f"{action.name}: started by the interrupted run and not repeated (it may have run): "
