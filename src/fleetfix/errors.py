@@ -156,6 +156,21 @@ class CommandTimeout(TransportError):
         self.timeout = timeout
 
 
+_CHARACTER_NAMES = {0x00: "NUL byte", 0x1B: "escape character U+001B (ESC)"}
+
+
+def describe_character(character: str) -> str:
+    """An operator's name for a character that cannot be shown: `control character U+0007`."""
+    code = ord(character)
+    if code in _CHARACTER_NAMES:
+        return _CHARACTER_NAMES[code]
+    if 0xDC80 <= code <= 0xDCFF:
+        return f"byte 0x{code - 0xDC00:02X} that is not UTF-8"
+    if code < 0x20 or 0x7F <= code <= 0x9F:
+        return f"control character U+{code:04X}"
+    return f"character U+{code:04X}"
+
+
 def _excerpt(text: str, line: int | None, width: int = 160) -> str:
     """A short piece of `text` around `line` (1-based), for error messages."""
     lines = text.splitlines()

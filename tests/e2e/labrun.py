@@ -93,12 +93,9 @@ def write_inventory(lab: LabHandle, path: Path) -> Path:
     return path
 
 
-def fleetfix_run(
-    playbook: str | Path, inventory: Path, workdir: Path, *extra: str, timeout: float = 240.0
-) -> Run:
-    """`fleetfix run PLAYBOOK -i INVENTORY --yes` in a subprocess, plain output; a bare name is
-    one of the shipped playbooks."""
-    argv = [
+def run_argv(playbook: str | Path, inventory: Path, journal: Path, *extra: str) -> list[str]:
+    """`fleetfix run` on a shipped playbook (or a path), --yes, its own journal."""
+    return [
         sys.executable,
         "-m",
         "fleetfix",
@@ -108,13 +105,33 @@ def fleetfix_run(
         str(inventory),
         "--yes",
         "--journal",
-        str(workdir / "j.sqlite"),
+        str(journal),
         *extra,
     ]
+
+
+def run_env() -> dict[str, str]:
+    """Plain output, no debug tracebacks, unbuffered (the "run id:" line survives a kill -9)."""
     env = {key: value for key, value in os.environ.items() if key != "FLEETFIX_DEBUG"}
     env["NO_COLOR"] = "1"
+    env["PYTHONUNBUFFERED"] = "1"
+    return env
+
+
+def fleetfix_run(
+    playbook: str | Path, inventory: Path, workdir: Path, *extra: str, timeout: float = 240.0
+) -> Run:
+    """`fleetfix run PLAYBOOK -i INVENTORY --yes` in a subprocess, plain output; a bare name is
+    one of the shipped playbooks."""
+    argv = run_argv(playbook, inventory, workdir / "j.sqlite", *extra)
     done = subprocess.run(
-        argv, check=False, capture_output=True, text=True, timeout=timeout, env=env, cwd=workdir
+        argv,
+        check=False,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        env=run_env(),
+        cwd=workdir,
     )
     return Run(done.returncode, done.stdout, done.stderr)
 

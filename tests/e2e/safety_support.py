@@ -4,11 +4,9 @@ of disruptive tool calls."""
 
 from __future__ import annotations
 
-import os
 import signal
 import sqlite3
 import subprocess
-import sys
 import time
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import closing, contextmanager
@@ -16,37 +14,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from tests.e2e.labrun import PLAYBOOKS
+from tests.e2e.labrun import run_env
 
 POLL = 0.01
 """Seconds between two looks at the journal while waiting for a kill point."""
 REBOOT_TOOLS = frozenset({"reboot", "shutdown"})
 SYSTEMCTL_REBOOTS = frozenset({"reboot", "poweroff", "halt", "kexec"})
 UNDELIVERED = "undelivered"
-
-
-def run_argv(playbook: str, inventory: Path, journal: Path, *extra: str) -> list[str]:
-    """`fleetfix run` as labrun.fleetfix_run starts it (shipped playbook, --yes, own journal)."""
-    return [
-        sys.executable,
-        "-m",
-        "fleetfix",
-        "run",
-        str(PLAYBOOKS / playbook),
-        "-i",
-        str(inventory),
-        "--yes",
-        "--journal",
-        str(journal),
-        *extra,
-    ]
-
-
-def run_env() -> dict[str, str]:
-    env = {key: value for key, value in os.environ.items() if key != "FLEETFIX_DEBUG"}
-    env["NO_COLOR"] = "1"
-    env["PYTHONUNBUFFERED"] = "1"  # the "run id:" line reaches the file before a kill -9
-    return env
 
 
 @dataclass
@@ -128,7 +102,7 @@ def wait_for_events(
                 f"the run exited ({run.process.returncode}) before {count} {kind} event(s)"
                 f" matching {body_contains!r}\n{run.output()}"
             )
-        time.sleep(POLL)
+        time.sleep(POLL)  # the condition is a row in another process's SQLite file: poll it
     raise AssertionError(f"no {count} {kind} event(s) within {timeout}s\n{run.output()}")
 
 

@@ -26,7 +26,7 @@ from typing import Any
 
 import pytest
 
-from tests.e2e.labrun import Run, fleetfix_run, nodes, write_inventory
+from tests.e2e.labrun import Run, fleetfix_run, nodes, run_argv, write_inventory
 from tests.e2e.safety_support import (
     ActionRow,
     action_rows,
@@ -36,7 +36,6 @@ from tests.e2e.safety_support import (
     only_run_id,
     query,
     reboots,
-    run_argv,
     slurm_view,
     started_run,
     unjournaled,

@@ -20,7 +20,7 @@ from typing import Any
 
 import yaml
 
-from fleetfix.errors import InventoryError, SourcePosition
+from fleetfix.errors import InventoryError, SourcePosition, describe_character
 from fleetfix.inventory.model import UnsafeText
 
 VAULT_HEADER = "$ANSIBLE_VAULT"
@@ -181,19 +181,6 @@ MAX_EXPANDED_VALUES = 1_000_000
 """Values a document may stand for once its aliases are expanded (it holds far fewer)."""
 
 _LINE_ENDS = ("\n", "\r", "\v", "\f", "\x1c", "\x1d", "\x1e", "\x85", "\u2028", "\u2029")
-_CHARACTER_NAMES = {0x00: "NUL byte", 0x1B: "escape character U+001B (ESC)"}
-
-
-def describe_character(character: str) -> str:
-    """An operator's name for a character that cannot be shown: `control character U+0007`."""
-    code = ord(character)
-    if code in _CHARACTER_NAMES:
-        return _CHARACTER_NAMES[code]
-    if 0xDC80 <= code <= 0xDCFF:
-        return f"byte 0x{code - 0xDC00:02X} that is not UTF-8"
-    if code < 0x20 or 0x7F <= code <= 0x9F:
-        return f"control character U+{code:04X}"
-    return f"character U+{code:04X}"
 
 
 def _check_shape(path: str, text: str, data: Any) -> None:

@@ -24,7 +24,7 @@ from typing import Any
 import yaml
 from yaml.nodes import MappingNode, ScalarNode, SequenceNode
 
-from fleetfix.errors import PlaybookError, SourcePosition
+from fleetfix.errors import PlaybookError, SourcePosition, describe_character
 
 # YAML's own line breaks (str.splitlines also splits on \f, \v and others YAML does not).
 _LINE_BREAK = re.compile("\r\n|[\n\r\x85\u2028\u2029]")
@@ -32,7 +32,6 @@ _LINE_BREAK = re.compile("\r\n|[\n\r\x85\u2028\u2029]")
 _NOT_PRINTABLE = re.compile(
     "[^\x09\x0a\x0d\x20-\x7e\x85\xa0-\ud7ff\ue000-\ufffd\U00010000-\U0010ffff]"
 )
-_CHARACTER_NAMES = {0x00: "NUL byte", 0x1B: "escape character U+001B (ESC)"}
 MAX_DEPTH = 100
 """Collections nested in collections, at most (a playbook needs about ten)."""
 MAX_EXPANDED_NODES = 1_000_000
@@ -267,18 +266,6 @@ def _expanded_sizes(root: yaml.Node) -> dict[int, tuple[yaml.Node, int]]:
             pending.append((node, True))
             pending.extend((child, False) for child in _children(node))
     return sizes
-
-
-def describe_character(character: str) -> str:
-    """An operator's name for a character that cannot be shown: `control character U+0007`."""
-    code = ord(character)
-    if code in _CHARACTER_NAMES:
-        return _CHARACTER_NAMES[code]
-    if 0xDC80 <= code <= 0xDCFF:
-        return f"byte 0x{code - 0xDC00:02X} that is not UTF-8"
-    if code < 0x20 or 0x7F <= code <= 0x9F:
-        return f"control character U+{code:04X}"
-    return f"character U+{code:04X}"
 
 
 def _refuse_unprintable(text: str, file: str, lines: tuple[str, ...]) -> None:
