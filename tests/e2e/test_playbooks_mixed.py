@@ -184,8 +184,12 @@ def test_ecc_resets_what_a_reset_fixes_and_leaves_the_rest(lab: MixedLab) -> Non
     assert busy["gpu_processes"] == before["gpu024"]["gpu_processes"]
     assert busy["slurm"]["job_id"] == 50117
     assert "xid" in fault_kinds(busy)
-    assert busy["slurm"]["drain"] is True and busy["slurm"]["reason"] == "fleetfix: ECC remediation"
-    assert first.recap["gpu024"]["rescued"] == 1
+    # Its job did not leave within the bounded drain wait: deferred, the reason naming the job.
+    assert busy["slurm"]["drain"] is True
+    assert busy["slurm"]["reason"].startswith("fleetfix: pending ECC remediation"), busy["slurm"]
+    assert "50117" in busy["slurm"]["reason"]
+    assert first.left["gpu024"].startswith("deferred: job(s) 50117"), first.output
+    assert first.recap["gpu024"]["failed"] == first.recap["gpu024"]["rescued"] == 0
     # gpu031 was drained by fleetfix for an Xid 79: not ECC's business, it stays as it was.
     assert after["gpu031"] == before["gpu031"]
     assert first.recap["gpu031"]["changed"] == first.recap["gpu031"]["failed"] == 0

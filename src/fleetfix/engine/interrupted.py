@@ -41,7 +41,7 @@ async def settle(
             return None
         result = await back_with_new_boot(hs, "reboot (resumed)", before, time.monotonic())
         if result.timed_out:
-            failed = Outcome(failed=True, message=f"{action.name}: {result.stderr}")
+            failed = Outcome(failed=True, changed=True, message=f"{action.name}: {result.stderr}")
             return _finish(hs, action, failed)
     problem = await verify(hs, action, handlers, action_context(hs, params, {}))
     if problem is None:
@@ -54,7 +54,8 @@ async def settle(
         f"{action.name}: started by the interrupted run and not repeated (it may have run): "
         f"verification failed: {problem}"
     )
-    return _finish(hs, action, Outcome(failed=True, message=message))
+    # It may have run (a reboot did): a rescue must not say nothing happened.
+    return _finish(hs, action, Outcome(failed=True, changed=action.changes_state, message=message))
 
 
 def _forget(hs: HostStep, intent: OpenIntent) -> None:
