@@ -21,6 +21,7 @@ POLL = 0.01
 REBOOT_TOOLS = frozenset({"reboot", "shutdown"})
 SYSTEMCTL_REBOOTS = frozenset({"reboot", "poweroff", "halt", "kexec"})
 UNDELIVERED = "undelivered"
+HARMFUL_TOOLS = frozenset({"reboot", "shutdown", "rmmod", "insmod", "modprobe", "scancel", "kill"})
 
 
 @dataclass
@@ -155,6 +156,14 @@ def is_reboot(entry: Mapping[str, Any]) -> bool:
     if entry["tool"] in REBOOT_TOOLS:
         return True
     return entry["tool"] == "systemctl" and bool(words) and words[0] in SYSTEMCTL_REBOOTS
+
+
+def harmful(entry: Mapping[str, Any]) -> bool:
+    """A call that kills a job or takes GPUs away: reboot, GPU reset, module (un)load,
+    scancel, a kill of a GPU process."""
+    argv = entry["argv"]
+    reset = entry["tool"] == "nvidia-smi" and bool({"-r", "--gpu-reset"} & set(argv))
+    return is_reboot(entry) or reset or entry["tool"] in HARMFUL_TOOLS
 
 
 def actions_for(entry: Mapping[str, Any]) -> frozenset[str] | None:

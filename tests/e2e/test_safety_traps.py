@@ -28,6 +28,7 @@ from tests.e2e.labrun import Run, fault_kinds, fleetfix_run, nodes, write_invent
 from tests.e2e.safety_support import (
     ActionRow,
     action_rows,
+    harmful,
     is_reboot,
     query,
     reboots,
@@ -47,7 +48,6 @@ NEVER_REBOOTED = ("gpu03", "gpu04", "gpu05", "gpu08", "gpu09")
 SWEEP_UNHEALTHY = {"gpu01", "gpu02", "gpu03", "gpu05", "gpu06", "gpu07", "gpu09"}
 """In service (or Slurm unreadable) with Xid 79 or a hung nvidia-smi: the sweep names them.
 gpu04 has the same Xid but bob has it drained: known, not counted."""
-HARMFUL_TOOLS = frozenset({"reboot", "shutdown", "rmmod", "insmod", "modprobe", "scancel"})
 
 
 @dataclass(frozen=True, slots=True)
@@ -111,13 +111,6 @@ def traps(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Traps]:
         yield Traps(fleet.result(), sweep.result(), takeover.result())
 
 
-def _harmful(entry: dict[str, Any]) -> bool:
-    """A call that kills a job or takes GPUs away: reboot, GPU reset, module unload, scancel."""
-    argv = entry["argv"]
-    reset = entry["tool"] == "nvidia-smi" and bool({"-r", "--gpu-reset"} & set(argv))
-    return is_reboot(entry) or reset or entry["tool"] in HARMFUL_TOOLS
-
-
 def _held(run: Run) -> set[str]:
     return set(re.findall(r"^fatal: \[(\S+)\]: .*held: max_unavailable_per", run.stdout, re.M))
 
@@ -132,7 +125,7 @@ def test_owned_busy_and_unreadable_nodes_are_never_rebooted(traps: Traps) -> Non
     for name in NEVER_REBOOTED:
         node = fleet.truth[name]
         assert node["boots"] == 1, f"{name} rebooted\n{out}"
-        assert [e for e in node["audit"] if _harmful(e)] == [], f"{name}: {node['audit']}"
+        assert [e for e in node["audit"] if harmful(e)] == [], f"{name}: {node['audit']}"
 
     busy = fleet.truth["gpu03"]
     assert busy["slurm"]["job_id"] == DAVES_JOB, busy["slurm"]
@@ -172,7 +165,7 @@ def test_a_human_taking_a_node_over_mid_remediation_wins(traps: Traps) -> None:
     assert _carol_fired(node), f"carol's drain never happened: {node['events']}\n{out}"
     first = node["audit"][0]
     assert first["tool"] == "scontrol" and "Reason=fleetfix: xid79 remediation" in first["argv"]
-    assert node["boots"] == 1 and [e for e in node["audit"] if _harmful(e)] == [], node["audit"]
+    assert node["boots"] == 1 and [e for e in node["audit"] if harmful(e)] == [], node["audit"]
     slurm = node["slurm"]
     assert (slurm["drain"], slurm["reason_user"], slurm["reason"]) == (True, "carol", CAROL)
     assert f"[gpu09] left alone: owned by carol: {CAROL}" in takeover.run.stdout, out
