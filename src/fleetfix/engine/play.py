@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Sequence
+from collections.abc import Hashable, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -28,7 +28,9 @@ class BatchRun:
     ctx: RunContext
     env: StepEnv
     hosts: list[str]
-    announced: set[int] = field(default_factory=set)
+    announced: set[Hashable] = field(default_factory=set)
+    """Steps whose TASK banner this batch printed, by place in the playbook: a block's
+    children are copied per host (_inherit), so a banner is once per step, not per copy."""
     stop_play: bool = False
     fatal: bool = False
     """any_errors_fatal: a host failed (unrescued); every other host stops before its next
@@ -41,8 +43,9 @@ class BatchRun:
         return [s for s in self.states() if s.active]
 
     def announce(self, step: Step, *, handler: bool = False) -> None:
-        if id(step) not in self.announced:
-            self.announced.add(id(step))
+        key: Hashable = (step.position, step.name, handler) if step.position else id(step)
+        if key not in self.announced:
+            self.announced.add(key)
             self.ctx.bus.emit(TaskStarted(name=step.name, position=step.position, handler=handler))
 
 
