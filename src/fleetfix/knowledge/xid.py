@@ -9,6 +9,9 @@ Recovery Action") overrides the static table:
   other codes the driver's recovery state does not summarise that Xid, so the table stands;
 * an unknown code with no reported action gets CONTACT_SUPPORT, never a silent "no action".
 
+Codes the catalog lists without a resolution bucket (162-172) get fleetfix's own bucket from the
+table's `fleetfix_action` column, marked as such (`RecommendationSource.FLEETFIX`).
+
 Without an override, NVIDIA's workflow buckets that depend on companions are resolved from
 `with_codes` (other Xids seen on the same GPU): 48 alone -> RESET_GPU, 48 with 63/64 ->
 DRAIN_AND_RESET; 45 alone -> RESTART_FM, 45 with another Xid -> IGNORE (follow that Xid).
@@ -55,26 +58,39 @@ class RecommendationSource(enum.StrEnum):
     """Where a recommendation came from."""
 
     CATALOG = "catalog"
+    FLEETFIX = "fleetfix"
+    """The catalog lists the code without a bucket; the table's fleetfix_action applies."""
     RECOVERY_ACTION = "recovery_action"
     UNKNOWN_CODE = "unknown_code"
 
 
 @dataclass(frozen=True, slots=True)
 class XidInfo:
-    """One catalog entry: NVIDIA's columns plus fleetfix's severity and playbook."""
+    """One catalog entry: NVIDIA's columns plus fleetfix's severity, playbook and own action."""
 
     code: int
     mnemonic: str
     description: str
-    immediate_action: str
-    investigatory_action: str
+    immediate_action: str | None
+    """NVIDIA's immediate bucket; None where the catalog gives none (then see fleetfix_action)."""
+    investigatory_action: str | None
     immediate_action_text: str | None
     investigatory_action_text: str | None
     links_to_154: bool
     xid154_since: str | None
+    """NVIDIA's "Xid 154 linkage" cell: the CUDA and driver release that reports it."""
     severity: Severity
     fleetfix_playbook: str | None
     trigger: str | None
+    fleetfix_action: str | None = None
+    """fleetfix's bucket where NVIDIA's immediate bucket is empty; None otherwise."""
+    fleetfix_note: str | None = None
+    """Why fleetfix chose fleetfix_action."""
+
+    @property
+    def action(self) -> str:
+        """The bucket fleetfix starts from: NVIDIA's immediate bucket, else fleetfix's own."""
+        return self.immediate_action or self.fleetfix_action or "CONTACT_SUPPORT"
 
 
 @dataclass(frozen=True, slots=True)
@@ -88,6 +104,7 @@ class Recommendation:
     """NVIDIA's text for `action` (quoted in reports), when the catalog has it."""
     source: RecommendationSource
     catalog_action: str | None
+    """The table's bucket for the code (NVIDIA's, or fleetfix_action where NVIDIA has none)."""
     recovery_action: RecoveryAction | None
     playbook: str | None
     reason: str
@@ -142,6 +159,8 @@ class XidCatalog:
     source: str
     entries: Mapping[int, XidInfo]
     buckets: Mapping[str, str]
+    playbooks: Mapping[str, str]
+    """Shipped playbook file name -> what it does, in operator words."""
 
     def get(self, code: int) -> XidInfo | None:
         """The entry for `code`, or None when the catalog does not know it."""
@@ -155,6 +174,10 @@ class XidCatalog:
     def bucket_text(self, bucket: str) -> str | None:
         """NVIDIA's text for a resolution bucket name, if the catalog has it."""
         return self.buckets.get(bucket)
+
+    def playbook_text(self, playbook: str) -> str | None:
+        """What a shipped playbook does, in operator words, if the table describes it."""
+        return self.playbooks.get(playbook)
 
     def recommended_action(
         self,
@@ -176,7 +199,7 @@ class XidCatalog:
         """
         info = self.get(code)
         recovery = parse_recovery_action(recovery_action)
-        catalog_action = info.immediate_action if info else None
+        catalog_action = info.action if info else None
         playbook = info.fleetfix_playbook if info else None
         if _recovery_overrides(info, recovery) and recovery is not None:
             action = _RECOVERY_BUCKETS[recovery]
@@ -190,7 +213,11 @@ class XidCatalog:
             reason = f"Xid {code} is not in fleetfix's catalog (version {self.version})"
         else:
             action, reason = _catalog_action(info, set(with_codes) - {code})
-            source = RecommendationSource.CATALOG
+            source = (
+                RecommendationSource.CATALOG
+                if info.immediate_action
+                else RecommendationSource.FLEETFIX
+            )
         return Recommendation(
             code=code,
             action=action,
@@ -260,10 +287,11 @@ def load_catalog(text: str) -> XidCatalog:
         raise KnowledgeError(f"xid catalog: invalid YAML: {exc}") from exc
     if not isinstance(document, dict):
         raise KnowledgeError("xid catalog: top level must be a mapping")
-    buckets = _buckets(document.get("buckets"))
+    buckets = _text_map(document.get("buckets"), "buckets")
+    playbooks = _text_map(document.get("playbooks", {}), "playbooks")
     entries: dict[int, XidInfo] = {}
     for raw in _list(document.get("xids"), "xids"):
-        info = _entry(raw, buckets)
+        info = _entry(raw, buckets, playbooks)
         if info.code in entries:
             raise KnowledgeError(f"xid catalog: Xid {info.code} is listed twice")
         entries[info.code] = info
@@ -272,6 +300,7 @@ def load_catalog(text: str) -> XidCatalog:
         source=_text(document, "source", "catalog"),
         entries=MappingProxyType(entries),
         buckets=MappingProxyType(buckets),
+        playbooks=MappingProxyType(playbooks),
     )
 
 
@@ -286,6 +315,12 @@ def _recovery_overrides(info: XidInfo | None, recovery: RecoveryAction | None) -
 
 def _catalog_action(info: XidInfo, others: set[int]) -> tuple[str, str]:
     bucket = info.immediate_action
+    if bucket is None:
+        why = f" ({info.fleetfix_note})" if info.fleetfix_note else ""
+        return info.action, (
+            f"catalog: Xid {info.code} {info.mnemonic} has no NVIDIA bucket;"
+            f" fleetfix -> {info.action}{why}"
+        )
     head = f"catalog: Xid {info.code} {info.mnemonic} -> {bucket}"
     if bucket == "WORKFLOW_XID_48":
         companions = sorted(others & _WORKFLOW_48_COMPANIONS)
@@ -315,44 +350,83 @@ def _as_number(key: str) -> int | None:
         return None
 
 
-def _buckets(raw: Any) -> dict[str, str]:
+def _text_map(raw: Any, name: str) -> dict[str, str]:
     if not isinstance(raw, dict) or not all(
         isinstance(k, str) and isinstance(v, str) for k, v in raw.items()
     ):
-        raise KnowledgeError("xid catalog: 'buckets' must map bucket names to text")
+        raise KnowledgeError(f"xid catalog: '{name}' must map names to text")
     return {k: " ".join(v.split()) for k, v in raw.items()}
 
 
-def _entry(raw: Any, buckets: Mapping[str, str]) -> XidInfo:
+def _entry(raw: Any, buckets: Mapping[str, str], playbooks: Mapping[str, str]) -> XidInfo:
     if not isinstance(raw, dict) or not isinstance(raw.get("code"), int):
         raise KnowledgeError(f"xid catalog: each entry needs an integer 'code': {raw!r}")
     code: int = raw["code"]
     where = f"Xid {code}"
-    immediate = _text(raw, "immediate_action", where)
-    if immediate not in buckets:
-        raise KnowledgeError(f"xid catalog: {where}: unknown bucket {immediate!r}")
-    investigatory = _text(raw, "investigatory_action", where)
-    links = raw.get("links_to_154")
-    if not isinstance(links, bool):
-        raise KnowledgeError(f"xid catalog: {where}: 'links_to_154' must be true or false")
-    try:
-        severity = Severity(str(raw.get("severity")))
-    except ValueError as exc:
-        raise KnowledgeError(f"xid catalog: {where}: bad severity {raw.get('severity')!r}") from exc
+    immediate = _bucket(raw, "immediate_action", buckets, where)
+    investigatory = _bucket(raw, "investigatory_action", buckets, where)
     return XidInfo(
         code=code,
         mnemonic=_text(raw, "mnemonic", where),
         description=_text(raw, "description", where),
         immediate_action=immediate,
         investigatory_action=investigatory,
-        immediate_action_text=buckets.get(immediate),
-        investigatory_action_text=buckets.get(investigatory),
-        links_to_154=links,
+        immediate_action_text=buckets.get(immediate) if immediate else None,
+        investigatory_action_text=buckets.get(investigatory) if investigatory else None,
+        links_to_154=_links(raw, where),
         xid154_since=_optional_text(raw, "xid154_since", where),
-        severity=severity,
-        fleetfix_playbook=_optional_text(raw, "fleetfix_playbook", where),
+        severity=_severity(raw, where),
+        fleetfix_playbook=_playbook(raw, playbooks, where),
         trigger=_optional_text(raw, "trigger", where),
+        fleetfix_action=_fleetfix_action(raw, immediate, buckets, where),
+        fleetfix_note=_optional_text(raw, "fleetfix_note", where),
     )
+
+
+def _bucket(raw: Mapping[str, Any], key: str, buckets: Mapping[str, str], where: str) -> str | None:
+    bucket = _optional_text(raw, key, where)
+    if bucket is not None and bucket not in buckets:
+        raise KnowledgeError(f"xid catalog: {where}: unknown bucket {bucket!r}")
+    return bucket
+
+
+def _fleetfix_action(
+    raw: Mapping[str, Any], immediate: str | None, buckets: Mapping[str, str], where: str
+) -> str | None:
+    # One source per code: NVIDIA's bucket where it has one, fleetfix's only where it has none.
+    action = _bucket(raw, "fleetfix_action", buckets, where)
+    if immediate is None and action is None:
+        raise KnowledgeError(
+            f"xid catalog: {where}: no immediate_action, so 'fleetfix_action' must say what to do"
+        )
+    if immediate is not None and action is not None:
+        raise KnowledgeError(
+            f"xid catalog: {where}: 'fleetfix_action' is only for codes NVIDIA gives no bucket"
+        )
+    return action
+
+
+def _links(raw: Mapping[str, Any], where: str) -> bool:
+    links = raw.get("links_to_154")
+    if not isinstance(links, bool):
+        raise KnowledgeError(f"xid catalog: {where}: 'links_to_154' must be true or false")
+    return links
+
+
+def _severity(raw: Mapping[str, Any], where: str) -> Severity:
+    try:
+        return Severity(str(raw.get("severity")))
+    except ValueError as exc:
+        raise KnowledgeError(f"xid catalog: {where}: bad severity {raw.get('severity')!r}") from exc
+
+
+def _playbook(raw: Mapping[str, Any], playbooks: Mapping[str, str], where: str) -> str | None:
+    playbook = _optional_text(raw, "fleetfix_playbook", where)
+    if playbook is not None and playbook not in playbooks:
+        raise KnowledgeError(
+            f"xid catalog: {where}: playbook {playbook!r} is not described under 'playbooks'"
+        )
+    return playbook
 
 
 def _list(raw: Any, name: str) -> list[Any]:

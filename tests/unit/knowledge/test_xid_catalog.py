@@ -1,23 +1,36 @@
-"""The packaged Xid catalog and the recovery-action override rule."""
+"""The packaged Xid catalog, held to NVIDIA's published catalog, and the recovery-action rule."""
 
 from __future__ import annotations
 
+import csv
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
 import pytest
+import yaml
 
 from fleetfix.errors import KnowledgeError
 from fleetfix.knowledge.xid import (
     RecommendationSource,
     RecoveryAction,
     Severity,
+    XidCatalog,
     load_catalog,
     parse_recovery_action,
     recommended_action,
     xid_catalog,
 )
 
+ROOT = Path(__file__).resolve().parents[3]
+FIXTURE = ROOT / "tests" / "fixtures" / "xid-catalog" / "xid-catalog.csv"
+
 REQUIRED = (
     8, 13, 31, 32, 43, 45, 46, 48, 54, 56, 57, 61, 62, 63, 64, 68, 69, 74, 79, 92, 94, 95,
-    109, 110, 119, 120, 121, 136, 137, 140, 143, 144, 145, 146, 147, 148, 149, 150, 154, 155,
+    109, 110, 119, 120, 121, 136, 137, 140, 143, 144, 145, 146, 147, 148, 149, 150, 151, 154,
+    155, 156, 157, 158, 159, 160, 161, 162, 163, 164, 165, 166, 167, 168, 169, 170, 171, 172,
 )  # fmt: skip
 
 
@@ -28,10 +41,14 @@ def test_catalog_is_versioned_and_covers_the_required_codes() -> None:
     assert catalog.get(12345) is None
 
 
-def test_every_entry_quotes_nvidia_text_for_its_immediate_action() -> None:
-    for code in xid_catalog().codes:
-        info = xid_catalog().get(code)
-        assert info is not None and info.immediate_action_text, code
+def test_every_entry_quotes_the_text_of_the_bucket_it_starts_from() -> None:
+    catalog = xid_catalog()
+    for code in catalog.codes:
+        info = catalog.get(code)
+        assert info is not None
+        if info.immediate_action is not None:
+            assert info.immediate_action_text, code
+        assert catalog.bucket_text(info.action), code
 
 
 @pytest.mark.parametrize(
@@ -204,3 +221,247 @@ def test_duplicate_codes_are_refused() -> None:
     )
     with pytest.raises(KnowledgeError, match="listed twice"):
         load_catalog(BASE + f"xids: [{entry}, {entry}]\n")
+
+
+# --- the shipped table against NVIDIA's catalog (tests/fixtures/xid-catalog/PROVENANCE.md) ---
+
+
+@dataclass(frozen=True, slots=True)
+class CatalogRow:
+    """One row of NVIDIA's catalog as the fixture stores it ("" where NVIDIA's cell is empty)."""
+
+    code: int
+    mnemonic: str
+    description: str
+    immediate_action: str
+    investigatory_action: str
+    xid154_linkage: str
+
+
+COLUMNS = [
+    "code",
+    "mnemonic",
+    "description",
+    "immediate_action",
+    "investigatory_action",
+    "xid154_linkage",
+    "trigger_conditions",
+]
+
+
+def read_catalog_fixture(path: Path) -> dict[int, CatalogRow]:
+    with path.open(encoding="utf-8", newline="") as handle:
+        reader = csv.DictReader(handle)
+        assert reader.fieldnames == COLUMNS
+        rows = [
+            CatalogRow(
+                code=int(row["code"]),
+                mnemonic=row["mnemonic"],
+                description=row["description"],
+                immediate_action=row["immediate_action"],
+                investigatory_action=row["investigatory_action"],
+                xid154_linkage=row["xid154_linkage"],
+            )
+            for row in reader
+        ]
+    by_code = {row.code: row for row in rows}
+    assert len(by_code) == len(rows), "a code is listed twice in the fixture"
+    return by_code
+
+
+def catalog_differences(published: Mapping[int, CatalogRow], shipped: XidCatalog) -> list[str]:
+    """Every way the shipped table departs from NVIDIA's catalog; [] when they agree."""
+    problems = [
+        f"Xid {code}: in xid.yml but not in NVIDIA's catalog"
+        for code in sorted(set(shipped.codes) - set(published))
+    ]
+    for code, row in sorted(published.items()):
+        info = shipped.get(code)
+        if info is None:
+            problems.append(f"Xid {code}: in NVIDIA's catalog but missing from xid.yml")
+            continue
+        pairs = {
+            "mnemonic": (info.mnemonic, row.mnemonic),
+            "description": (info.description, row.description),
+            "immediate_action": (info.immediate_action or "", row.immediate_action),
+            "investigatory_action": (info.investigatory_action or "", row.investigatory_action),
+            "xid154_since": (info.xid154_since or "", row.xid154_linkage),
+            "links_to_154": (info.links_to_154, bool(row.xid154_linkage)),
+        }
+        problems += [
+            f"Xid {code}: {name} is {ours!r}, NVIDIA's is {theirs!r}"
+            for name, (ours, theirs) in pairs.items()
+            if ours != theirs
+        ]
+    return problems
+
+
+@pytest.fixture(scope="module")
+def published() -> dict[int, CatalogRow]:
+    return read_catalog_fixture(FIXTURE)
+
+
+def test_fixture_holds_the_whole_catalog_up_to_172(published: dict[int, CatalogRow]) -> None:
+    assert sorted(published) == list(range(1, 173))
+    assert published[79].immediate_action == "RESTART_BM"
+    assert published[171].mnemonic == "UNCORRECTABLE_DRAM_ERROR"
+
+
+def test_shipped_table_is_nvidias_catalog(published: dict[int, CatalogRow]) -> None:
+    assert catalog_differences(published, xid_catalog()) == []
+
+
+def _packaged_document() -> dict[str, Any]:
+    text = resources.files("fleetfix.knowledge").joinpath("xid.yml").read_text("utf-8")
+    document = yaml.safe_load(text)
+    assert isinstance(document, dict)
+    return document
+
+
+def _entry(document: dict[str, Any], code: int) -> dict[str, Any]:
+    (entry,) = [e for e in document["xids"] if e["code"] == code]
+    assert isinstance(entry, dict)
+    return entry
+
+
+def _drop_79(document: dict[str, Any]) -> None:
+    document["xids"] = [e for e in document["xids"] if e["code"] != 79]
+
+
+def _bucket_48(document: dict[str, Any]) -> None:
+    _entry(document, 48)["immediate_action"] = "RESET_GPU"
+
+
+def _investigate_74(document: dict[str, Any]) -> None:
+    _entry(document, 74)["investigatory_action"] = "IGNORE"
+
+
+def _unlink_63(document: dict[str, Any]) -> None:
+    entry = _entry(document, 63)
+    entry["links_to_154"] = False
+    del entry["xid154_since"]
+
+
+def _reword_13(document: dict[str, Any]) -> None:
+    _entry(document, 13)["description"] = "Graphics Exception"
+
+
+def _invent_173(document: dict[str, Any]) -> None:
+    document["xids"].append({**_entry(document, 172), "code": 173})
+
+
+@pytest.mark.parametrize(
+    ("mutate", "expected"),
+    [
+        (_drop_79, "Xid 79: in NVIDIA's catalog but missing from xid.yml"),
+        (_bucket_48, "Xid 48: immediate_action is 'RESET_GPU', NVIDIA's is 'WORKFLOW_XID_48'"),
+        (_investigate_74, "Xid 74: investigatory_action is 'IGNORE', NVIDIA's is 'CONTACT_"),
+        (_unlink_63, "Xid 63: links_to_154 is False, NVIDIA's is True"),
+        (_reword_13, "Xid 13: description is 'Graphics Exception'"),
+        (_invent_173, "Xid 173: in xid.yml but not in NVIDIA's catalog"),
+    ],
+)
+def test_comparison_catches_a_table_that_departs_from_the_catalog(
+    published: dict[int, CatalogRow],
+    mutate: Callable[[dict[str, Any]], None],
+    expected: str,
+) -> None:
+    document = _packaged_document()
+    mutate(document)
+    altered = load_catalog(yaml.safe_dump(document, allow_unicode=True))
+    assert any(p.startswith(expected) for p in catalog_differences(published, altered))
+
+
+def test_fleetfix_decides_only_where_nvidia_gives_no_bucket(
+    published: dict[int, CatalogRow],
+) -> None:
+    catalog = xid_catalog()
+    without_bucket = {code for code, row in published.items() if not row.immediate_action}
+    assert without_bucket == set(range(162, 173))
+    for code in catalog.codes:
+        info = catalog.get(code)
+        assert info is not None
+        assert (info.fleetfix_action is not None) == (code in without_bucket), code
+        assert (info.fleetfix_note is not None) == (code in without_bucket), code
+
+
+def test_every_named_playbook_is_shipped_and_described() -> None:
+    catalog = xid_catalog()
+    named = {info.fleetfix_playbook for info in catalog.entries.values()} - {None}
+    assert named == {"xid79.yml", "ecc.yml", "driver-reload.yml", "nccl-health.yml"}
+    for playbook in named:
+        assert playbook is not None
+        assert (ROOT / "playbooks" / playbook).is_file(), playbook
+        assert catalog.playbook_text(playbook), playbook
+
+
+@pytest.mark.parametrize(
+    ("code", "action", "source", "reason"),
+    [
+        (171, "IGNORE (sympathetic)", RecommendationSource.FLEETFIX, "act on the Xid 48"),
+        (167, "CONTACT_SUPPORT", RecommendationSource.FLEETFIX, "does not guess"),
+        (162, "IGNORE", RecommendationSource.FLEETFIX, "has no NVIDIA bucket"),
+        (156, "RESET_GPU", RecommendationSource.CATALOG, "RESOURCE_RETIREMENT_EVENT"),
+        (151, "RESTART_VM", RecommendationSource.CATALOG, "KEY_ROTATION"),
+        (159, "CHECK_UVM", RecommendationSource.CATALOG, "CHI_NON_DATA"),
+    ],
+)
+def test_new_codes_recommendations(
+    code: int, action: str, source: RecommendationSource, reason: str
+) -> None:
+    advice = recommended_action(code)
+    assert (advice.action, advice.source) == (action, source)
+    assert reason in advice.reason
+    assert advice.catalog_action == action
+
+
+def test_reported_recovery_action_overrides_a_fleetfix_default_too() -> None:
+    advice = recommended_action(172, "Reboot")
+    assert (advice.action, advice.source) == ("RESTART_BM", RecommendationSource.RECOVERY_ACTION)
+    assert "overrides the catalog (IGNORE (sympathetic))" in advice.reason
+
+
+def test_unused_codes_have_no_investigatory_bucket() -> None:
+    info = xid_catalog().get(1)
+    assert info is not None
+    assert (info.description, info.immediate_action) == ("Unused", "CONTACT_SUPPORT")
+    assert info.investigatory_action is None and info.investigatory_action_text is None
+
+
+ENTRY = "{code: 1, mnemonic: M, description: D, links_to_154: false, severity: info"
+
+
+@pytest.mark.parametrize(
+    ("entry", "message"),
+    [
+        (ENTRY + ", immediate_action: null}", "'fleetfix_action' must say what to do"),
+        (
+            ENTRY + ", immediate_action: IGNORE, fleetfix_action: IGNORE}",
+            "only for codes NVIDIA gives no bucket",
+        ),
+        (ENTRY + ", immediate_action: null, fleetfix_action: NOPE}", "unknown bucket 'NOPE'"),
+        (ENTRY + ", immediate_action: IGNORE, investigatory_action: NOPE}", "unknown bucket"),
+        (
+            ENTRY + ", immediate_action: IGNORE, fleetfix_playbook: nope.yml}",
+            "playbook 'nope.yml' is not described under 'playbooks'",
+        ),
+    ],
+)
+def test_table_schema_for_fleetfix_columns(entry: str, message: str) -> None:
+    with pytest.raises(KnowledgeError, match=message):
+        load_catalog(BASE + f"xids: [{entry}]\n")
+
+
+def test_a_fleetfix_action_entry_loads() -> None:
+    catalog = load_catalog(
+        BASE
+        + "playbooks: {x.yml: does x}\n"
+        + f"xids: [{ENTRY}, immediate_action: null, fleetfix_action: IGNORE,"
+        + " fleetfix_note: why, fleetfix_playbook: x.yml}]\n"
+    )
+    info = catalog.get(1)
+    assert info is not None
+    assert (info.immediate_action, info.action, info.fleetfix_note) == (None, "IGNORE", "why")
+    assert catalog.playbook_text("x.yml") == "does x"
+    advice = catalog.recommended_action(1)
+    assert (advice.action, advice.source) == ("IGNORE", RecommendationSource.FLEETFIX)
