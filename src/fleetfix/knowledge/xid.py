@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import enum
 import functools
-import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from importlib import resources
@@ -32,6 +31,14 @@ import yaml
 
 from fleetfix.errors import KnowledgeError
 
+# Re-exported (`X as X`): the recovery-action table lives in knowledge/recovery.py now.
+from fleetfix.knowledge.recovery import (
+    RecoveryAction as RecoveryAction,  # noqa: PLC0414
+)
+from fleetfix.knowledge.recovery import (
+    parse_recovery_action as parse_recovery_action,  # noqa: PLC0414
+)
+
 
 class Severity(enum.StrEnum):
     """fleetfix's own urgency class for an Xid (not an NVIDIA column)."""
@@ -39,19 +46,6 @@ class Severity(enum.StrEnum):
     INFO = "info"
     WARNING = "warning"
     CRITICAL = "critical"
-
-
-class RecoveryAction(enum.StrEnum):
-    """The GPU recovery action the driver reports (nvmlDeviceGpuRecoveryAction_t, Xid 154)."""
-
-    NONE = "None"
-    GPU_RESET = "Reset"
-    NODE_REBOOT = "Reboot"
-    DRAIN_P2P = "Drain P2P"
-    DRAIN_AND_RESET = "Drain and Reset"
-    RECOVER_IMEX_DOMAIN = "Recover IMEX Domain"
-    BUS_RESET = "Bus Reset"
-    SYSTEM_REBOOT = "System Reboot"
 
 
 class RecommendationSource(enum.StrEnum):
@@ -124,30 +118,6 @@ _RECOVERY_BUCKETS: Mapping[RecoveryAction, str] = MappingProxyType(
     }
 )
 
-# Spellings seen in nvidia-smi (-q, XML), NVML enum names and Xid 154 messages, normalised by
-# `_recovery_key`; the NVML numeric values are accepted too.
-_RECOVERY_ALIASES: Mapping[str, RecoveryAction] = MappingProxyType(
-    {
-        "none": RecoveryAction.NONE,
-        "reset": RecoveryAction.GPU_RESET,
-        "gpu reset": RecoveryAction.GPU_RESET,
-        "gpu reset required": RecoveryAction.GPU_RESET,
-        "reboot": RecoveryAction.NODE_REBOOT,
-        "node reboot": RecoveryAction.NODE_REBOOT,
-        "node reboot required": RecoveryAction.NODE_REBOOT,
-        "drain p2p": RecoveryAction.DRAIN_P2P,
-        "drain and reset": RecoveryAction.DRAIN_AND_RESET,
-        "drain p2p and reset gpu": RecoveryAction.DRAIN_AND_RESET,
-        "recover imex domain": RecoveryAction.RECOVER_IMEX_DOMAIN,
-        "bus reset": RecoveryAction.BUS_RESET,
-        "system reboot": RecoveryAction.SYSTEM_REBOOT,
-    }
-)
-_RECOVERY_BY_NUMBER = tuple(RecoveryAction)  # NVML values 0..7 in declaration order
-# What nvidia-smi prints when it has no value: the action is absent, not "None".
-_NOT_REPORTED = frozenset(
-    {"", "n/a", "not supported", "unknown", "requested functionality has been deprecated"}
-)
 _WORKFLOW_48_COMPANIONS = frozenset({63, 64})
 
 
@@ -228,27 +198,6 @@ class XidCatalog:
             playbook=playbook,
             reason=reason,
         )
-
-
-def parse_recovery_action(value: str | RecoveryAction | None) -> RecoveryAction | None:
-    """A reported recovery action in any spelling nvidia-smi, NVML or Xid 154 uses.
-
-    Returns None when nothing is reported (None, "", "N/A", "[Not Supported]").
-
-    Raises:
-        KnowledgeError: the text is not a recovery action fleetfix knows.
-    """
-    if value is None or isinstance(value, RecoveryAction):
-        return value
-    key = _recovery_key(value)
-    if key in _NOT_REPORTED:
-        return None
-    if key in _RECOVERY_ALIASES:
-        return _RECOVERY_ALIASES[key]
-    number = _as_number(key)
-    if number is not None and number < len(_RECOVERY_BY_NUMBER):
-        return _RECOVERY_BY_NUMBER[number]
-    raise KnowledgeError(f"unrecognised GPU recovery action {value!r}")
 
 
 def recommended_action(
@@ -334,20 +283,6 @@ def _catalog_action(info: XidInfo, others: set[int]) -> tuple[str, str]:
     if bucket == "XID_154":
         return "IGNORE", f"{head}; no recovery action reported -> IGNORE"
     return bucket, head
-
-
-def _recovery_key(value: str) -> str:
-    key = re.sub(r"[\s_\-\[\]]+", " ", value.strip().lower()).strip()
-    for prefix in ("nvml gpu recovery action ", "gpu recovery action "):
-        key = key.removeprefix(prefix)
-    return key
-
-
-def _as_number(key: str) -> int | None:
-    try:
-        return int(key, 16) if key.startswith("0x") else int(key)
-    except ValueError:
-        return None
 
 
 def _text_map(raw: Any, name: str) -> dict[str, str]:

@@ -18,6 +18,7 @@ from types import MappingProxyType
 from typing import TypeVar
 
 from fleetfix.errors import ProbeParseError
+from fleetfix.knowledge import recovery
 
 K = TypeVar("K")
 V = TypeVar("V")
@@ -147,7 +148,6 @@ class ValueReader:
 
 
 _SRAM_SOURCE_NAMES = {"mcu": "microcontroller"}
-_NON_WORD = re.compile(r"[^a-z0-9]+")
 
 
 def sram_source_name(key: str) -> str:
@@ -157,8 +157,12 @@ def sram_source_name(key: str) -> str:
 
 
 def recovery_action_name(raw: str | None) -> str | None:
-    """The driver's recovery action in snake case: `Drain and Reset` -> `drain_and_reset`."""
-    return None if raw is None else _NON_WORD.sub("_", raw.lower()).strip("_")
+    """The driver's recovery action as a fact name: `Drain and Reset` -> `drain_and_reset`.
+
+    Read through knowledge/recovery.py's table (every nvidia-smi, NVML and Xid 154 wording);
+    a value the table does not know is `unknown`, never passed through as free text.
+    """
+    return recovery.recovery_action_name(raw)
 
 
 def sum_known(*values: int | None) -> int | None:
@@ -367,8 +371,9 @@ class GpuFacts:
     """() = the tool said no processes; None = the output did not show the process list."""
     fabric: Fabric | None = None
     recovery_action: str | None = None
-    """The driver's GPU recovery action in snake case (none, reset, reboot, drain_p2p,
-    drain_and_reset); None when the driver does not report one."""
+    """The driver's GPU recovery action as a fact name (none, reset, reboot, drain_p2p,
+    drain_and_reset, recover_imex_domain, bus_reset, system_reboot, or unknown for a value
+    knowledge/recovery.py cannot read); None when the driver does not report one."""
     reset_required: bool | None = None
     drain_and_reset_recommended: bool | None = None
     error_fields: tuple[str, ...] = ()
