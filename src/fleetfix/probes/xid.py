@@ -1,15 +1,26 @@
 """The `xid` probe: NVRM Xid events from the kernel log, in bursts, joined with the Xid catalog.
 
-Reads `dmesg -T` (fallback `journalctl -k -o short-iso`), and also the shapes operators paste: raw
-/dev/kmsg records, monotonic `[ 1234.5678]` and ctime `[Mon Jan ...]` stamps, `dmesg --decode
---time-format=iso`, syslog/journal `host kernel:` prefixes, and lines with no timestamp at all.
-Lines that are not Xids are ignored, but text that is not a kernel log (HTML, binary, a tool error)
-is rejected. Kernel records are line-independent, so a cut-off log yields the events it holds;
-`complete` is False when the text did not end with a newline (the capture was cut).
+Reads `dmesg -T` (fallback `journalctl -k -o short-iso`) and every shape kernel_log.py reads.
+Besides `NVRM: Xid` lines it reads:
+
+* the driver's bus-off reports without an Xid line, `NVRM: GPU 0000:3b:00.0: GPU has fallen off
+  the bus.` and the probe-time block `NVRM: The NVIDIA GPU 0000:3b:00.0 / (PCI ID: ...) installed
+  in this system has / fallen off the bus and is not responding to commands.`: each becomes a
+  code-79 event with `source: bus_off` unless an Xid 79 of the same GPU is logged near it (the
+  driver prints both for one fault);
+* Xid 154 in every driver's wording (knowledge/recovery.py; the hex code decides);
+* NVSwitch SXid reports, kernel and Fabric Manager (sxid.py), as separate `sxid_*` facts.
+
+Lines that are not Xids are ignored, but text that is not a kernel log (HTML, binary, a tool
+error) is rejected. A line that names an Xid or SXid but cannot be read is listed in `unparsed`
+and the other events stand. Kernel records are line-independent, so a cut-off log yields the
+events it holds; `complete` is False when the text did not end with a newline (the capture was
+cut).
 
 Per-event `recommended_action` applies knowledge.xid's rule using the latest Xid 154 the same GPU
-logged; a playbook holding nvidia-smi's live recovery action should call
-`knowledge.xid.recommended_action` itself with it.
+logged (a 154 whose action fleetfix cannot read leaves the catalog's advice for the other codes
+and asks CONTACT_SUPPORT for itself); a playbook holding nvidia-smi's live recovery action should
+call `knowledge.xid.recommended_action` itself with it.
 """
 
 from __future__ import annotations
@@ -18,42 +29,58 @@ import enum
 import re
 from collections import Counter
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, replace
-from datetime import UTC, datetime
+from dataclasses import dataclass, field, replace
 from types import MappingProxyType
 from typing import Any
 
-from fleetfix.errors import FleetfixError, ProbeParseError
-from fleetfix.knowledge.xid import XidCatalog, parse_recovery_action, xid_catalog
+from fleetfix.errors import FleetfixError
+from fleetfix.knowledge.recovery import RecoveryAction, read_recovery_action, read_xid154
+from fleetfix.knowledge.xid import XidCatalog, xid_catalog
 from fleetfix.probes.base import Probe
 from fleetfix.probes.gpu_facts import normalize_bus_id
-from fleetfix.probes.text import Line, clean_lines, is_elision
+from fleetfix.probes.kernel_log import (
+    UNREADABLE_MARKER,
+    Clock,
+    LogFormat,
+    Record,
+    check_kernel_log,
+    records,
+    source_format,
+)
+from fleetfix.probes.sxid import SxidEvent, SxidSeverity, names_sxid, sxid_event
+
+__all__ = [
+    "DEFAULT_BURST_WINDOW_S",
+    "NAME",
+    "PROBE",
+    "UNREADABLE_MARKER",
+    "Clock",
+    "EventSource",
+    "LogFormat",
+    "NvlinkDetail",
+    "SxidEvent",
+    "SxidSeverity",
+    "UnparsedLine",
+    "XidBurst",
+    "XidEvent",
+    "XidFacts",
+    "bus_to_index",
+    "group_bursts",
+    "parse",
+]
 
 NAME = "xid"
 DEFAULT_BURST_WINDOW_S = 180.0
 """NVIDIA Fleet Intelligence's burst rule: related Xids until three minutes of silence."""
-UNREADABLE_MARKER = "fleetfix-xid: no readable kernel log"
 
 
-class Clock(enum.StrEnum):
-    """What `seconds` counts: since boot, or POSIX time (naive stamps read as UTC)."""
+class EventSource(enum.StrEnum):
+    """What kind of kernel line an Xid event was read from."""
 
-    MONOTONIC = "monotonic"
-    WALL = "wall"
-
-
-class LogFormat(enum.StrEnum):
-    """The line shape a kernel log was written in."""
-
-    DMESG_CTIME = "dmesg-ctime"
-    DMESG_MONOTONIC = "dmesg-monotonic"
-    DMESG_ISO = "dmesg-iso"
-    KMSG = "kmsg"
-    JOURNAL = "journal"
-    JOURNAL_ISO = "journal-iso"
-    KERNEL = "kernel-prefix"
-    BARE = "bare"
-    EMPTY = "empty"
+    XID = "xid"
+    """An `NVRM: Xid (...)` line."""
+    BUS_OFF = "bus_off"
+    """A bus-off report without an Xid line, read as Xid 79."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -76,13 +103,13 @@ class NvlinkDetail:
 
 @dataclass(frozen=True, slots=True)
 class XidEvent:
-    """One NVRM Xid line."""
+    """One Xid: an NVRM Xid line, or a bus-off line read as Xid 79 (see `source`)."""
 
     code: int
     bus_id: str | None
-    """Normalised `dddd:bb:dd.f` (lower case), None when the bus was elided."""
+    """Normalised `dddddddd:bb:dd.f` (lower case), None when the bus was elided."""
     pci: str
-    """The GPU identifier exactly as written between the parentheses."""
+    """The GPU identifier exactly as written (`PCI:0000:3b:00`, `0000:3b:00.0`); "" if none."""
     pid: int | None
     process: str | None
     message: str
@@ -90,7 +117,12 @@ class XidEvent:
     caused_by: int | None
     """Xid 45: the earlier Xid it names ("caused by previous Xid 149")."""
     recovery_action: str | None
-    """Xid 154: the recovery action the driver changed to."""
+    """Xid 154: the action the driver changed to, as a fact name (`reset`, `reboot`,
+    `drain_and_reset`, ..., `unknown` when neither code nor wording is known)."""
+    recovery_code: int | None
+    """Xid 154: the NVML value the message printed (`0x2` -> 2)."""
+    recovery_text: str | None
+    """Xid 154: the driver's wording as printed (`OS Reboot`, `Node Reboot Required`)."""
     nvlink: NvlinkDetail | None
     uuid: str | None
     """From a preceding `NVRM: GPU at PCI:...: GPU-...` line for the same bus."""
@@ -98,6 +130,7 @@ class XidEvent:
     seconds: float | None
     clock: Clock | None
     line: int
+    source: EventSource
     mnemonic: str | None
     immediate_action: str | None
     severity: str | None
@@ -120,8 +153,17 @@ class XidBurst:
 
 
 @dataclass(frozen=True, slots=True)
+class UnparsedLine:
+    """A line that names an Xid or SXid but that fleetfix could not read."""
+
+    line: int
+    text: str
+    reason: str
+
+
+@dataclass(frozen=True, slots=True)
 class XidFacts:
-    """Everything the kernel log says about Xids."""
+    """Everything the kernel log says about Xids and NVSwitch SXids."""
 
     events: tuple[XidEvent, ...]
     count: int
@@ -132,69 +174,32 @@ class XidFacts:
     gpus: tuple[str, ...]
     """Bus ids with at least one Xid."""
     recovery_actions: Mapping[str, str]
-    """Bus id -> the recovery action of that GPU's latest Xid 154."""
+    """Bus id -> the recovery action (fact name) of that GPU's latest Xid 154."""
     actions: tuple[str, ...]
     """Distinct recommended actions, sorted."""
     reboot_required: bool
     reset_required_gpus: tuple[str, ...]
     critical_codes: tuple[int, ...]
+    sxid_events: tuple[SxidEvent, ...]
+    sxid_count: int
+    sxid_codes: tuple[int, ...]
+    sxid_counts: Mapping[int, int]
+    sxid_fatal_codes: tuple[int, ...]
+    """SXid codes reported at least once as Fatal."""
+    sxid_switches: tuple[str, ...]
+    """Bus ids of the NVSwitches with at least one SXid."""
+    unparsed: tuple[UnparsedLine, ...]
+    """Xid/SXid lines fleetfix could not read (a new wording, a cut line): never silence."""
     source_format: LogFormat
     complete: bool
 
 
-@dataclass(frozen=True, slots=True)
-class _Record:
-    """A kernel log line split into its time prefix and its message."""
-
-    line: Line
-    fmt: LogFormat | None
-    timestamp: str | None
-    seconds: float | None
-    clock: Clock | None
-    message: str
-
-
-_DECODE = r"(?:[a-z]+\s*:[a-z]+\s*: ?)?"  # dmesg --decode "kern  :warn  : "
-_LEVEL = r"(?:<\d+>)?"  # dmesg -r printk level
-_ISO = r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:[.,]\d+)?(?:Z|[+-]\d\d:?\d\d)?"
-_PREFIXES: tuple[tuple[LogFormat, re.Pattern[str]], ...] = (
-    (LogFormat.KMSG, re.compile(r"^\d+,\d+,(?P<ts>\d+),[^;]*;")),
-    (
-        LogFormat.DMESG_CTIME,
-        re.compile(
-            rf"^{_DECODE}{_LEVEL}\[(?P<ts>[A-Z][a-z]{{2}} [A-Z][a-z]{{2}} [ \d]\d "
-            rf"\d\d:\d\d:\d\d \d{{4}})\] ?"
-        ),
-    ),
-    (LogFormat.DMESG_MONOTONIC, re.compile(rf"^{_DECODE}{_LEVEL}\[\s*(?P<ts>\d+\.\d+)\] ?")),
-    (LogFormat.JOURNAL_ISO, re.compile(rf"^(?P<ts>{_ISO}) \S+ kernel: ")),
-    (LogFormat.DMESG_ISO, re.compile(rf"^{_DECODE}(?P<ts>{_ISO})(?: |$)")),
-    (
-        LogFormat.JOURNAL,
-        re.compile(r"^(?P<ts>[A-Z][a-z]{2} [ \d]\d \d\d:\d\d:\d\d) \S+ kernel: "),
-    ),
-    (LogFormat.KERNEL, re.compile(r"^kernel: ")),
-)
-_EMBEDDED_MONOTONIC = re.compile(r"^\[\s*\d+\.\d+\] ?")  # syslog keeping printk time
-_JOURNAL_META = re.compile(r"^-- .* --$")  # "-- No entries --", "-- Boot 1a2b... --"
-_KMSG_DICT = re.compile(r"^ [A-Z_]+=")  # /dev/kmsg continuation (SUBSYSTEM=pci)
-_UNREADABLE = (
-    UNREADABLE_MARKER,
-    "No journal files were opened",
-    "Hint: You are currently not seeing messages",
-    "dmesg: read kernel buffer failed",
-)
 _XID_MARK = "NVRM: Xid"
 _XID = re.compile(r"NVRM: Xid \((?P<pci>[^)]*)\): (?P<code>\d+)\b[,:]?\s*(?P<rest>.*)$")
 _PID = re.compile(r"^pid=(?P<pid>'?<unknown>'?|\d+)(?:,\s*|$)")
 _NAME = re.compile(r"^name=(?P<name>[^,]*)(?:,\s*|$)")
 _CHANNEL = re.compile(r"\b(?:Ch|channel|Channel ID) (?:0x)?(?P<ch>[0-9a-fA-F]{8})\b")
 _CAUSED_BY = re.compile(r"caused by previous Xid (?P<code>\d+)")
-_RECOVERY = re.compile(
-    r"recovery action changed from 0x[0-9a-fA-F]+ \((?P<old>[^)]*)\) "
-    r"to 0x[0-9a-fA-F]+ \((?P<new>[^)]*)\)",
-    re.IGNORECASE,
-)
 _NVLINK = re.compile(
     r"^(?P<unit>[A-Z][A-Z0-9_]*) (?P<sev>Nonfatal|Non-fatal|Fatal)\b\s*(?P<xc>XC\d+)?\s*"
     r"(?:i(?P<inj>[01])\s*)?(?:Link (?P<link>\d+))?\s*(?:\((?P<regs>[^)]*)\))?",
@@ -203,19 +208,27 @@ _NVLINK = re.compile(
 _UUID_LINE = re.compile(
     r"NVRM: GPU at PCI:(?P<pci>[0-9a-fA-F:.]+): (?P<uuid>GPU-[0-9a-fA-F-]{36})\b"
 )
+_BUS = r"(?:[0-9a-fA-F]{4,8}:)?[0-9a-fA-F]{2}:[0-9a-fA-F]{2}(?:\.[0-7])?"
+_BUS_OFF_LINE = re.compile(rf"NVRM: GPU (?P<pci>{_BUS}): (?P<text>GPU has fallen off the bus\b.*)$")
+_BUS_OFF_HEADER = re.compile(rf"NVRM: The NVIDIA GPU (?P<pci>{_BUS})\b")
+_BUS_OFF_TAIL = re.compile(r"(?P<text>fallen off the bus and is not responding to commands.*)$")
+_BUS_OFF_REACH = 3
+"""A bus-off block's last line names no GPU: it belongs to a header at most this many lines up."""
 _DURATION = re.compile(r"^(?P<n>\d+)\s*(?P<unit>s|m|min|h|d)?$")
 _DURATION_UNITS = MappingProxyType({"s": 1, "m": 60, "min": 60, "h": 3600, "d": 86400})
-_MONTHS = ("Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec")
 _RESETS = frozenset({"RESET_GPU", "DRAIN_AND_RESET", "BUS_RESET"})
 
 
 def parse(text: str) -> XidFacts:
     """Xid facts from kernel log text; raises ProbeParseError if it is not a kernel log."""
-    records = _records(text)
-    _check_kernel_log(text, records)
-    events = _events(records, text)
-    events = _with_recommendations(events, xid_catalog())
-    return _facts(events, records, complete=not text or text.endswith(("\n", "\r")))
+    found = records(text)
+    check_kernel_log(text, found)
+    cut = bool(text) and not text.endswith(("\n", "\r"))
+    reader = _Reader(cut=cut, last=_last_line(found))
+    for record in found:
+        reader.feed(record)
+    events = _with_recommendations(reader.events(), xid_catalog())
+    return _facts(events, reader, found, complete=not cut)
 
 
 def group_bursts(
@@ -283,130 +296,135 @@ def _duration_seconds(since: str) -> int:
 # --- reading lines ---------------------------------------------------------------------------
 
 
-def _records(text: str) -> tuple[_Record, ...]:
-    records = []
-    for line in clean_lines(text):
-        if line.text.strip() and not is_elision(line.text):
-            records.append(_record(line))
-    return tuple(records)
+@dataclass(slots=True)
+class _Reader:
+    """Walks the records once: Xid lines, bus-off reports, SXids, and what it could not read."""
 
+    cut: bool
+    """The text stops inside its last line."""
+    last: int
+    xids: list[XidEvent] = field(default_factory=list)
+    bus_offs: list[XidEvent] = field(default_factory=list)
+    sxids: list[SxidEvent] = field(default_factory=list)
+    unparsed: list[UnparsedLine] = field(default_factory=list)
+    uuids: dict[str, str] = field(default_factory=dict)
+    header: tuple[str, Record, int] | None = None
+    """The GPU a bus-off block may be about (as written), where it was named, and how many
+    records ago."""
 
-def _record(line: Line) -> _Record:
-    for fmt, pattern in _PREFIXES:
-        match = pattern.match(line.text)
-        if match:
-            stamp = match.groupdict().get("ts")
-            seconds, clock = _seconds(fmt, stamp)
-            message = _EMBEDDED_MONOTONIC.sub("", line.text[match.end() :], count=1)
-            return _Record(line, fmt, stamp, seconds, clock, message)
-    return _Record(line, None, None, None, None, line.text)
+    def feed(self, record: Record) -> None:
+        self._age_header()
+        try:
+            if _XID_MARK in record.message:
+                self._xid(record)
+            elif names_sxid(record.message):
+                self._sxid(record)
+            else:
+                self._gpu_line(record)
+        except ValueError as exc:  # a line fleetfix cannot read costs that line, not the log
+            cut = self.cut and record.line.number == self.last
+            reason = "cut off mid-line" if cut else str(exc)
+            self.unparsed.append(UnparsedLine(record.line.number, record.line.text, reason))
 
+    def events(self) -> tuple[XidEvent, ...]:
+        """Xid events, plus the bus-off reports no Xid 79 line already accounts for."""
+        xid79 = [event for event in self.xids if event.code == 79]
+        derived: list[XidEvent] = []
+        for candidate in self.bus_offs:
+            if not any(_same_fault(other, candidate) for other in (*xid79, *derived)):
+                derived.append(candidate)
+        return tuple(sorted((*self.xids, *derived), key=lambda event: event.line))
 
-def _seconds(fmt: LogFormat, stamp: str | None) -> tuple[float | None, Clock | None]:
-    if stamp is None or fmt is LogFormat.JOURNAL:  # syslog stamps carry no year
-        return None, None
-    if fmt is LogFormat.KMSG:
-        return int(stamp) / 1_000_000, Clock.MONOTONIC
-    if fmt is LogFormat.DMESG_MONOTONIC:
-        return float(stamp), Clock.MONOTONIC
-    if fmt is LogFormat.DMESG_CTIME:
-        return _ctime_seconds(stamp), Clock.WALL
-    return _iso_seconds(stamp), Clock.WALL
+    def _xid(self, record: Record) -> None:
+        match = _XID.search(record.message)
+        if match is None:
+            raise ValueError("malformed Xid line")
+        self.xids.append(_event(record, match, self.uuids))
 
+    def _sxid(self, record: Record) -> None:
+        event = sxid_event(record)
+        if event is not None:
+            self.sxids.append(event)
 
-def _ctime_seconds(stamp: str) -> float | None:
-    # Parsed by hand: strptime's %a/%b follow the controller's locale, dmesg -T prints English.
-    _, month, day, clock, year = stamp.split()
-    if month not in _MONTHS:
-        return None
-    hour, minute, second = (int(part) for part in clock.split(":"))
-    moment = datetime(
-        int(year), _MONTHS.index(month) + 1, int(day), hour, minute, second, tzinfo=UTC
-    )
-    return moment.timestamp()
-
-
-def _iso_seconds(stamp: str) -> float | None:
-    try:
-        moment = datetime.fromisoformat(stamp.replace(",", "."))
-    except ValueError:
-        return None
-    return (moment if moment.tzinfo else moment.replace(tzinfo=UTC)).timestamp()
-
-
-def _check_kernel_log(text: str, records: tuple[_Record, ...]) -> None:
-    if not records:
-        return
-    if _looks_binary(text):
-        raise ProbeParseError(NAME, "binary data, not kernel log text", text)
-    for record in records:
-        if record.message.startswith(_UNREADABLE) or record.line.text.startswith(_UNREADABLE):
-            raise ProbeParseError(NAME, "kernel log not readable", text, line=record.line.number)
-    first = records[0].line.text.lstrip()
-    if first.startswith("<") and not re.match(r"<\d+>", first):
-        raise ProbeParseError(
-            NAME, "HTML/XML, not kernel log text", text, line=records[0].line.number
-        )
-    _check_record_mix(text, records)
-
-
-def _check_record_mix(text: str, records: tuple[_Record, ...]) -> None:
-    stamped = sum(1 for r in records if r.fmt is not None)
-    other = [r for r in records if r.fmt is None and not _is_known_bare(r.line.text)]
-    if stamped == 0 and len(other) == len(records):
-        raise ProbeParseError(
-            NAME,
-            "no kernel log records (no timestamps, no NVRM lines)",
-            text,
-            line=records[0].line.number,
-        )
-    if stamped and len(other) > stamped:
-        raise ProbeParseError(
-            NAME, "most lines are not kernel log records", text, line=other[0].line.number
-        )
-
-
-def _is_known_bare(text: str) -> bool:
-    return "NVRM:" in text or bool(_JOURNAL_META.match(text) or _KMSG_DICT.match(text))
-
-
-def _looks_binary(text: str) -> bool:
-    if "\x00" in text:
-        return True
-    odd = sum(1 for ch in text if not ch.isprintable() and ch not in "\n\r\t")
-    return odd > max(8, len(text) // 50)
-
-
-# --- Xid lines -------------------------------------------------------------------------------
-
-
-def _events(records: tuple[_Record, ...], text: str) -> tuple[XidEvent, ...]:
-    uuids: dict[str, str] = {}
-    events: list[XidEvent] = []
-    last = records[-1].line.number if records else 0
-    for record in records:
-        uuid_line = _UUID_LINE.search(record.message)
+    def _gpu_line(self, record: Record) -> None:
+        message = record.message
+        uuid_line = _UUID_LINE.search(message)
         if uuid_line:
             bus = normalize_bus_id(uuid_line["pci"])
             if bus is not None:
-                uuids[bus] = uuid_line["uuid"]
-        if _XID_MARK not in record.message:
-            continue
-        match = _XID.search(record.message)
-        if match is None:
-            if record.line.number == last and not text.endswith(("\n", "\r")):
-                continue  # the capture was cut inside this line; `complete` says so
-            raise ProbeParseError(NAME, "malformed Xid line", text, line=record.line.number)
-        events.append(_event(record, match, uuids, text))
-    return tuple(events)
+                self.uuids[bus] = uuid_line["uuid"]
+            self.header = (uuid_line["pci"], record, 0)
+            return
+        header = _BUS_OFF_HEADER.search(message)
+        if header:
+            self.header = (header["pci"], record, 0)
+        if tail := _BUS_OFF_TAIL.search(message):
+            pci, named, _ = self.header or ("", record, 0)
+            # The block's continuation lines may carry no time stamp; its first line does.
+            self._bus_off(record if record.seconds is not None else named, pci, tail["text"])
+            self.header = None
+        elif line := _BUS_OFF_LINE.search(message):
+            self._bus_off(record, line["pci"], line["text"])
+
+    def _bus_off(self, record: Record, pci: str, text: str) -> None:
+        """A bus-off report as an Xid 79 event, stamped and numbered as `record`."""
+        bus = normalize_bus_id(pci) if pci else None
+        self.bus_offs.append(
+            XidEvent(
+                code=79,
+                bus_id=bus,
+                pci=pci,
+                pid=None,
+                process=None,
+                message=text.strip(),
+                channel=None,
+                caused_by=None,
+                recovery_action=None,
+                recovery_code=None,
+                recovery_text=None,
+                nvlink=None,
+                uuid=self.uuids.get(bus) if bus else None,
+                timestamp=record.timestamp,
+                seconds=record.seconds,
+                clock=record.clock,
+                line=record.line.number,
+                source=EventSource.BUS_OFF,
+                mnemonic=None,
+                immediate_action=None,
+                severity=None,
+                recommended_action="",
+            )
+        )
+
+    def _age_header(self) -> None:
+        if self.header is not None:
+            pci, named, age = self.header
+            self.header = (pci, named, age + 1) if age < _BUS_OFF_REACH else None
 
 
-def _event(record: _Record, match: re.Match[str], uuids: Mapping[str, str], text: str) -> XidEvent:
+def _last_line(found: tuple[Record, ...]) -> int:
+    return found[-1].line.number if found else 0
+
+
+def _same_fault(other: XidEvent, candidate: XidEvent) -> bool:
+    """Whether a bus-off report is the one fault `other` (an Xid 79) already counts."""
+    same_gpu = candidate.bus_id is None or other.bus_id in (None, candidate.bus_id)
+    return same_gpu and _near(other, candidate)
+
+
+def _near(first: XidEvent, second: XidEvent) -> bool:
+    if first.seconds is None or second.seconds is None or first.clock != second.clock:
+        return True  # two reports fleetfix cannot tell apart count as one fault, not two
+    return abs(first.seconds - second.seconds) <= DEFAULT_BURST_WINDOW_S
+
+
+def _event(record: Record, match: re.Match[str], uuids: Mapping[str, str]) -> XidEvent:
     code = int(match["code"])
     bus_id = normalize_bus_id(match["pci"])
     pid, process, message = _pid_and_name(match["rest"].strip())
     channel = _CHANNEL.search(message)
     caused = _CAUSED_BY.search(message)
+    recovery, recovery_code, recovery_text = _recovery(code, message)
     return XidEvent(
         code=code,
         bus_id=bus_id,
@@ -416,13 +434,16 @@ def _event(record: _Record, match: re.Match[str], uuids: Mapping[str, str], text
         message=message,
         channel=int(channel["ch"], 16) if channel else None,
         caused_by=int(caused["code"]) if caused else None,
-        recovery_action=_recovery(code, message, record, text),
+        recovery_action=recovery,
+        recovery_code=recovery_code,
+        recovery_text=recovery_text,
         nvlink=_nvlink(message) if 144 <= code <= 150 else None,
         uuid=uuids.get(bus_id) if bus_id else None,
         timestamp=record.timestamp,
         seconds=record.seconds,
         clock=record.clock,
         line=record.line.number,
+        source=EventSource.XID,
         mnemonic=None,
         immediate_action=None,
         severity=None,
@@ -445,17 +466,14 @@ def _pid_and_name(rest: str) -> tuple[int | None, str | None, str]:
     return pid, process, rest.strip()
 
 
-def _recovery(code: int, message: str, record: _Record, text: str) -> str | None:
+def _recovery(code: int, message: str) -> tuple[str | None, int | None, str | None]:
+    """Xid 154's new action (fact name), NVML code and wording; `unknown` if unreadable."""
     if code != 154:
-        return None
-    match = _RECOVERY.search(message)
-    if match is None:
-        return None
-    try:
-        action = parse_recovery_action(match["new"])
-    except FleetfixError as exc:
-        raise ProbeParseError(NAME, str(exc), text, line=record.line.number) from exc
-    return action.value if action is not None else None
+        return None, None, None
+    change = read_xid154(message)
+    if change is None:
+        return RecoveryAction.UNKNOWN.fact_name, None, None
+    return change.action.fact_name, change.code, change.text
 
 
 def _nvlink(message: str) -> NvlinkDetail | None:
@@ -490,7 +508,7 @@ def _with_recommendations(
     events: tuple[XidEvent, ...], catalog: XidCatalog
 ) -> tuple[XidEvent, ...]:
     codes_by_gpu: dict[str, set[int]] = {}
-    recovery_by_gpu: dict[str, str] = {}
+    recovery_by_gpu: dict[str, RecoveryAction | None] = {}
     for event in events:
         gpu = event.bus_id or event.pci
         codes = codes_by_gpu.setdefault(gpu, set())
@@ -498,32 +516,45 @@ def _with_recommendations(
         if event.caused_by is not None:  # "caused by previous Xid N": N counts as seen
             codes.add(event.caused_by)
         if event.recovery_action is not None:
-            recovery_by_gpu[gpu] = event.recovery_action
+            recovery_by_gpu[gpu] = read_recovery_action(event.recovery_action)
     joined = []
     for event in events:
         gpu = event.bus_id or event.pci
         info = catalog.get(event.code)
-        advice = catalog.recommended_action(
-            event.code, recovery_by_gpu.get(gpu), with_codes=codes_by_gpu[gpu]
-        )
         joined.append(
             replace(
                 event,
                 mnemonic=info.mnemonic if info else None,
                 immediate_action=info.immediate_action if info else None,
                 severity=info.severity.value if info else None,
-                recommended_action=advice.action,
+                recommended_action=_advice(
+                    catalog, event.code, recovery_by_gpu.get(gpu), codes_by_gpu[gpu]
+                ),
             )
         )
     return tuple(joined)
 
 
+def _advice(
+    catalog: XidCatalog, code: int, recovery: RecoveryAction | None, with_codes: set[int]
+) -> str:
+    if recovery is RecoveryAction.UNKNOWN:
+        # The driver asks for an action fleetfix cannot name: it overrides nothing, and the
+        # Xid 154 that announced it is a question for support, not "no action".
+        if code == 154:
+            return "CONTACT_SUPPORT"
+        recovery = None
+    return catalog.recommended_action(code, recovery, with_codes=with_codes).action
+
+
 def _facts(
-    events: tuple[XidEvent, ...], records: tuple[_Record, ...], *, complete: bool
+    events: tuple[XidEvent, ...], reader: _Reader, found: tuple[Record, ...], *, complete: bool
 ) -> XidFacts:
     counts = Counter(e.code for e in events)
     recovery = {e.bus_id: e.recovery_action for e in events if e.bus_id and e.recovery_action}
     actions = {e.recommended_action for e in events}
+    sxids = tuple(reader.sxids)
+    sxid_counts = Counter(e.code for e in sxids)
     return XidFacts(
         events=events,
         count=len(events),
@@ -538,16 +569,16 @@ def _facts(
             sorted({e.bus_id for e in events if e.bus_id and e.recommended_action in _RESETS})
         ),
         critical_codes=tuple(sorted({e.code for e in events if e.severity == "critical"})),
-        source_format=_source_format(records),
+        sxid_events=sxids,
+        sxid_count=len(sxids),
+        sxid_codes=tuple(sorted(sxid_counts)),
+        sxid_counts=MappingProxyType(dict(sorted(sxid_counts.items()))),
+        sxid_fatal_codes=tuple(sorted({e.code for e in sxids if e.fatal})),
+        sxid_switches=tuple(sorted({e.bus_id for e in sxids if e.bus_id})),
+        unparsed=tuple(reader.unparsed),
+        source_format=source_format(found),
         complete=complete,
     )
-
-
-def _source_format(records: tuple[_Record, ...]) -> LogFormat:
-    if not records:
-        return LogFormat.EMPTY
-    formats = Counter(r.fmt for r in records if r.fmt is not None)
-    return formats.most_common(1)[0][0] if formats else LogFormat.BARE
 
 
 def _same_burst(previous: XidEvent, event: XidEvent, window_s: float) -> bool:
