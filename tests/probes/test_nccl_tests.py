@@ -118,6 +118,38 @@ def test_wrong_values_fail_the_run() -> None:
     assert meets_threshold(facts, 1.0) is False
 
 
+def test_a_wrong_count_past_999999_in_exponent_form_fails_the_run() -> None:
+    # Synthetic: no shared sample has a count >= 1e6. nccl-tests prints #wrong with
+    # PRINT("  %6g", (double)wrongElts) since v2.13 (NVIDIA/nccl-tests 51af557, src/common.cu),
+    # so 1572864 wrong elements print as `1.57286e+06`; the rows were printed with that format.
+    facts = _sample("nccl-tests", "synthetic-allreduce-wrong-count-exponent-form-failed.txt")
+    assert [(row.out_of_place.wrong, row.in_place.wrong) for row in facts.rows] == [
+        (0, 0),
+        (1572860, 1572860),
+        (8388610, 8388610),
+        (999999, 0),
+    ]
+    assert facts.wrong_total == 20922939
+    assert (facts.failed, facts.complete, facts.oob_values) == (True, True, 0)
+    assert meets_threshold(facts, 1.0) is False
+
+
+def test_exponent_wrong_count_in_a_header_less_row() -> None:
+    row = (
+        "    16777216       4194304     float     sum      -1     82.7  202.97  355.20  1.57286e+06"
+        "     83.5  200.96  351.68       0\n"
+    )
+    facts = PROBE.parse(row + "# Avg bus bandwidth    : 353.44\n")
+    (parsed,) = facts.rows
+    assert (parsed.out_of_place.wrong, parsed.out_of_place.max_error) == (1572860, None)
+    assert (facts.wrong_total, facts.failed) == (1572860, True)
+    # The old `error` column (%.0le, no fraction) stays a deviation, never a count.
+    legacy = PROBE.parse(
+        "     4      1   float   sum   47.54  0.00  0.00  1e+00   49.35  0.00  0.00  4e-07\n"
+    )
+    assert (legacy.rows[0].out_of_place.max_error, legacy.wrong_total) == (1.0, None)
+
+
 def test_probe_command_output_splits_runs_per_op() -> None:
     facts = _sample("nccl-tests", "synthetic-probe-command-two-ops-8xh100.txt")
     assert facts.ops == ("all_reduce_perf", "all_gather_perf")

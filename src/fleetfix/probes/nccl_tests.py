@@ -6,7 +6,8 @@ The parser reads what those binaries print, in every layout seen in real runs:
   rank lines (with or without `Group`/`Pid`; bus ids `[0x1b]` or `[0002:00:01]`);
 * result rows: `size count type redop root` + out-of-place and in-place `time algbw busbw
   #wrong`; the older `error` column (max deviation, `4e-07`) and the pre-redop layouts, found
-  from the table header or, for header-less tails, from the number of cells;
+  from the table header or, for header-less tails, from the number of cells. `#wrong` is printed
+  with `%6g`: a count past 999999 reads `1.57286e+06`, and still counts;
 * `# Out of bounds values : N OK|FAILED`, `# Avg bus bandwidth : X`;
 * failures: `Test NCCL failure`, `Test failure common.cu:915`, NCCL 1's `NCCL failure ...`,
   CUDA failures, `# Test FAILED`, mpirun's abort notices, and `NCCL WARN` lines that report an
@@ -24,6 +25,7 @@ except as the very last line, where it is the cut itself.
 
 from __future__ import annotations
 
+import math
 import re
 import shlex
 from collections.abc import Mapping
@@ -75,7 +77,8 @@ class NcclResult:
     algbw: float | None
     busbw: float | None
     wrong: int | None
-    """`#wrong` count (nccl-tests >= 2.10-ish); None in the older `error` layout."""
+    """`#wrong` count (nccl-tests >= 2.13); None in the older `error` layout. Past 999999 the
+    tool prints it as `1.57286e+06`, read to those 6 significant digits."""
     max_error: float | None
     """The older `error`/`res` column: largest deviation seen; None in the `#wrong` layout."""
 
@@ -237,6 +240,7 @@ _FAILURE = re.compile(
     r"\bcommand not found\b|\berror while loading shared libraries\b|\bcannot execute\b"
 )
 _ROW_START = re.compile(r"^\s*\d+\s+\d+")
+_G_COUNT = re.compile(r"^-?\d\.\d+e\+\d+$")  # `%g` of a count >= 1e6: `1.57286e+06`
 _TABLE_TITLES = frozenset({"size", "bytes", "count", "N", "type", "redop", "op", "root", "time"})
 
 
@@ -288,12 +292,26 @@ def _result(cells: list[str], wrong_is_count: bool | None) -> NcclResult:
     wrong: int | None = None
     max_error: float | None = None
     if check not in ("N/A", "-", "n/a"):
-        counts = wrong_is_count if wrong_is_count is not None else check.lstrip("-").isdigit()
+        counts = wrong_is_count if wrong_is_count is not None else _looks_like_count(check)
         if counts:
-            wrong = int(check)
+            wrong = _count(check)
         else:
             max_error = float(check)
     return NcclResult(_number(time_us), _number(algbw), _number(busbw), wrong, max_error)
+
+
+def _looks_like_count(cell: str) -> bool:
+    """A header-less row's check cell: digits, or `%g` exponent form with a fraction (a count
+    of 1e6 or more); the old `error` column's `%.0le` (`4e-07`, `1e+00`) has no fraction."""
+    return cell.lstrip("-").isdigit() or bool(_G_COUNT.match(cell))
+
+
+def _count(cell: str) -> int:
+    """A `#wrong` cell: `12`, or `1.57286e+06` (nccl-tests prints the count with `%6g`)."""
+    value = float(cell)
+    if not math.isfinite(value):
+        raise ValueError(f"#wrong is not a count: {cell!r}")
+    return round(value)
 
 
 def _row(line: str, layout: _Layout | None, op: str | None) -> NcclRow:
