@@ -123,3 +123,50 @@ def test_command_prefers_ibstat_and_keeps_stderr() -> None:
         "if command -v ibstat >/dev/null 2>&1; then ibstat 2>&1; else ibstatus 2>&1; fi"
     )
     assert "ibstat 'mlx5_0; rm' 2>&1" in PROBE.command({"ca": "mlx5_0; rm"})
+
+
+def _last_record_cuts(text: str) -> list[int]:
+    """Every place to cut `text` inside its last CA record, from its `CA '...'` line on."""
+    start = text.index("\n", text.rindex("CA '"))
+    return list(range(start, len(text)))
+
+
+@pytest.mark.parametrize(
+    "name",
+    ["gpud-ibstat-h100-cx7-ndr-some-down.txt", "oyanghd-ibstat-mlx4-cx3-fdr56-active.txt"],
+)
+def test_real_output_cut_anywhere_in_its_last_record_is_truncated(name: str) -> None:
+    text = (SAMPLES / "ibstat" / name).read_text(encoding="utf-8").rstrip("\n")
+    whole = PROBE.parse(text)
+    assert (whole.complete, whole.truncated) == (True, False)
+    for cut in _last_record_cuts(text):
+        facts = PROBE.parse(text[:cut])
+        assert (facts.complete, facts.truncated) == (False, True), repr(text[:cut][-40:])
+        assert [ca.name for ca in facts.cas] == [ca.name for ca in whole.cas]
+
+
+def test_a_cut_inside_a_ca_header_keeps_the_cas_before_it() -> None:
+    text = (SAMPLES / "ibstat" / "gpud-ibstat-h100-cx7-ndr-some-down.txt").read_text()
+    facts = PROBE.parse(text[: text.rindex("CA '") + len("CA 'mlx")])
+    assert [ca.name for ca in facts.cas][-1] == "mlx5_8"
+    assert (facts.truncated, facts.complete) == (True, False)
+
+
+def test_a_ca_cut_before_its_port_count_is_incomplete() -> None:
+    text = (SAMPLES / "ibstat" / "gpud-ibstat-h100-cx7-ndr-some-down.txt").read_text()
+    cut = text[: text.index("\tNumber of ports", text.rindex("CA '"))]  # ends "CA type: MT4129\n"
+    facts = PROBE.parse(cut)
+    last = facts.cas[-1]
+    assert (last.name, last.ca_type, last.ports, last.complete) == ("mlx5_9", "MT4129", (), False)
+    assert all(ca.complete for ca in facts.cas[:-1])
+    assert (facts.truncated, facts.complete) == (True, False)
+
+
+def test_a_value_cut_at_the_end_is_the_cut_not_garbage() -> None:
+    text = (SAMPLES / "ibstat" / "oyanghd-ibstat-mlx4-cx3-fdr56-active.txt").read_text()
+    body = text.rstrip("\n")
+    for cut in (body[: -len("niBand")], body[: -len(" InfiniBand")]):  # `Infi`, `Link layer:`
+        port = PROBE.parse(cut).cas[0].ports[0]
+        assert (port.link_layer, port.complete) == (None, False)
+    with pytest.raises(ProbeParseError, match="unknown link layer"):
+        PROBE.parse(body[: -len("niBand")] + "\n")  # a whole line that reads `Infi` is garbage

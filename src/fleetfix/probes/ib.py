@@ -12,9 +12,12 @@ traces, a poster's `...` elisions; `...` as a value is a redaction and reads as 
 name goes to `failed_cas`. Output that names no CA at all is refused, even a lone ibpanic: no
 data must never look like "no port down".
 
-Truncation: a port is complete when its last field (`Link layer`) was printed, a CA when it
-shows as many ports as it announced; `complete` is False otherwise or after an ibpanic, and
-what was read is kept (a `Down` port seen before the cut still matters).
+Truncation: a port is complete when its last field (`Link layer`) was printed; a CA when it
+printed its port count (ibstat and ibv_devinfo print it before anything that can be cut) and shows
+that many complete ports. A last line cut mid-key or mid-value (no final newline, not readable, or
+a key with no value) is the cut itself, not garbage: it is dropped and the output is `truncated`.
+`complete` is False when anything is truncated or after an ibpanic; what was read is kept (a
+`Down` port seen before the cut still matters).
 """
 
 from __future__ import annotations
@@ -100,6 +103,8 @@ class Ca:
     port_count: int | None = None
     """Ports the CA announced (`Number of ports`); may exceed len(ports) in a cut-off output."""
     ports: tuple[Port, ...] = ()
+    complete: bool = False
+    """False when the output stops inside this CA's record (see the module docstring)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -126,6 +131,9 @@ class IbFacts:
     failed_cas: tuple[str, ...]
     """Devices ibstat could not read (named by an `ibpanic:` line)."""
     errors: tuple[str, ...]
+    truncated: bool
+    """The output stops inside a record: its last CA or port is incomplete, or its last line
+    was cut."""
     complete: bool
 
 
@@ -151,7 +159,8 @@ def parse(text: str) -> IbFacts:
     """
     lines = _clean(text)
     source = _detect(lines, text)
-    builder = _Builder(text)
+    cut_line = lines[-1][0] if lines and not text.endswith(("\n", "\r")) else None
+    builder = _Builder(text, cut_line)
     for number, line in lines:
         builder.feed(source, number, line)
     return builder.facts(source)
@@ -340,14 +349,25 @@ class _CaDraft:
 class _Builder:
     """Accumulates CAs and ports line by line; `facts()` freezes the result."""
 
-    def __init__(self, text: str) -> None:
+    def __init__(self, text: str, cut_line: int | None) -> None:
         self.text = text
+        self.cut_line = cut_line
+        """The last line's number when the text does not end with a newline: it may be cut."""
+        self.cut = False
         self.cas: list[_CaDraft] = []
         self.port: _PortDraft | None = None
         self.errors: list[str] = []
         self.failed: list[str] = []
 
     def feed(self, source: Source, number: int, line: str) -> None:
+        try:
+            self._feed(source, number, line)
+        except ProbeParseError:
+            if number != self.cut_line:
+                raise
+            self.cut = True  # `State: Acti`, `Port`: the output stops inside this line
+
+    def _feed(self, source: Source, number: int, line: str) -> None:
         if line.startswith("ibpanic:"):
             self._panic(line)
         elif source is Source.IBSTATUS and (match := _CA_IBSTATUS.match(line)):
@@ -385,6 +405,9 @@ class _Builder:
         if match is None or not self.cas:
             raise ProbeParseError(NAME, "unexpected line", self.text, line=number)
         key, value = match.group(1).strip().lower(), match.group(2).strip()
+        if not value and number == self.cut_line:
+            self.cut = True  # `Link layer:` and nothing after: the value was cut off
+            return
         if key in _PORT_FIELDS:
             if self.port is None:
                 raise ProbeParseError(NAME, f"{key!r} outside a port block", self.text, line=number)
@@ -395,14 +418,15 @@ class _Builder:
         # expose (ibv_devinfo's transport, MTUs...) and newer versions add some.
 
     def facts(self, source: Source) -> IbFacts:
-        cas = tuple(_freeze_ca(draft) for draft in self.cas)
+        cas = tuple(_freeze_ca(draft, source) for draft in self.cas)
         ports = [(ca, port) for ca in cas for port in ca.ports]
         down = tuple(
             PortRef(ca.name, port.number, port.state, port.physical_state, port.link_layer)
             for ca, port in ports
             if port.state is not PortState.ACTIVE
         )
-        complete = not self.errors and all(_ca_complete(ca) for ca in cas)
+        truncated = self.cut or (bool(cas) and not cas[-1].complete)
+        complete = not self.errors and not truncated and all(ca.complete for ca in cas)
         return IbFacts(
             source=source,
             cas=cas,
@@ -411,6 +435,7 @@ class _Builder:
             port_count=len(ports),
             failed_cas=tuple(self.failed),
             errors=tuple(self.errors),
+            truncated=truncated,
             complete=complete,
         )
 
@@ -441,13 +466,18 @@ def _ca_value(key: str, value: str, line: int, text: str) -> Any:
     return _text(value)
 
 
-def _freeze_ca(draft: _CaDraft) -> Ca:
+def _freeze_ca(draft: _CaDraft, source: Source) -> Ca:
     ports = tuple(
         Port(number=p.number, complete="link_layer" in p.values, **p.values) for p in draft.ports
     )
-    return Ca(name=draft.name, ports=ports, **draft.values)
+    return Ca(
+        name=draft.name, ports=ports, complete=_ca_complete(draft, ports, source), **draft.values
+    )
 
 
-def _ca_complete(ca: Ca) -> bool:
-    announced = ca.port_count if ca.port_count is not None else len(ca.ports)
-    return len(ca.ports) >= announced and all(port.complete for port in ca.ports)
+def _ca_complete(draft: _CaDraft, ports: tuple[Port, ...], source: Source) -> bool:
+    if source is not Source.IBSTATUS and "port_count" not in draft.values:
+        return False  # ibstat and ibv_devinfo print the port count early: the record was cut
+    announced = draft.values.get("port_count")
+    expected = announced if announced is not None else len(ports)
+    return len(ports) >= expected and all(port.complete for port in ports)
