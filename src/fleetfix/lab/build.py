@@ -12,12 +12,11 @@ import uuid
 from pathlib import Path
 from types import MappingProxyType
 
-from fleetfix.lab import kmsg
+from fleetfix.lab import drivers, fabric, kmsg
+from fleetfix.lab.boards import BOARDS, HGX_BUS_NUMBERS
 from fleetfix.lab.layout import NodeSpec, fleet_layout
 from fleetfix.lab.scenario import NVIDIA_MODULES, NodeFaults, Scenario
 from fleetfix.lab.state import (
-    HGX_BUS_NUMBERS,
-    UNITS,
     Boot,
     EventState,
     Fault,
@@ -47,7 +46,7 @@ def build_fleet(scenario: Scenario, state_dir: Path, now: float) -> FleetState:
     """Fresh state for every node of `scenario`, with node files under `state_dir/nodes`."""
     slurm = SlurmState(partition=scenario.fleet.partition)
     nodes: dict[str, NodeState] = {}
-    for spec in fleet_layout(scenario.fleet):
+    for spec in fleet_layout(scenario.fleet, scenario.hardware_of):
         node = build_node(scenario, spec, NodePaths(state_dir / "nodes" / spec.name), now)
         nodes[spec.name] = node
         slurm.nodes[spec.name] = _slurm_node(scenario.faults_of(spec.name), spec.name, now, slurm)
@@ -68,14 +67,15 @@ def build_node(scenario: Scenario, spec: NodeSpec, paths: NodePaths, now: float)
     )
     node.faults = _faults(injected)
     node.modules = _modules(injected.modules_unloaded)
-    node.services = _services(scenario, injected, node.driver_loaded())
+    node.services = _services(scenario, spec, injected, node.driver_loaded())
     for gpu in gpus:
         gpu.persistence = node.services["nvidia-persistenced"].active
+    fabric.scenario_start(node, injected.fabric_manager)
     node.processes = [GpuProcess(p.name, p.gpu, p.used_mib) for p in injected.gpu_processes]
     node.events = [EventState(event) for event in injected.events]
     node.status = "unreachable" if injected.unreachable else "up"
-    node.boot.lines = _initial_log(scenario, node, uptime)
-    prepare_files(node, scenario.fleet.driver_version)
+    node.boot.lines = _initial_log(node, uptime)
+    prepare_files(node, node.driver)
     wipe_shm(node)
     if injected.stale_shm is not None:
         node.stale_files = _stale_files(node, injected, now)
@@ -103,11 +103,29 @@ def _gpu(spec: NodeSpec, index: int, injected: NodeFaults) -> GpuState:
             gpu.remap_failure = gpu.remap_failure or remap.failure
             gpu.remap_correctable += remap.correctable
             gpu.remap_uncorrectable += remap.uncorrectable
+            gpu.remap_histogram = remap.histogram or gpu.remap_histogram
+            gpu.unrepairable = gpu.unrepairable or remap.unrepairable
+    for sram in injected.sram:
+        if sram.gpu == index:
+            gpu.sram_volatile += sram.volatile
+            gpu.sram_aggregate += sram.aggregate
+            gpu.sram_threshold = gpu.sram_threshold or sram.threshold_exceeded
+            gpu.sram_source = sram.source
     return gpu
 
 
 def _faults(injected: NodeFaults) -> list[Fault]:
-    faults = [Fault("xid", x.recovery, gpu=x.gpu, code=x.code) for x in injected.xids]
+    faults = [
+        Fault("xid", x.recovery, gpu=x.gpu, code=x.code, action=x.action) for x in injected.xids
+    ]
+    faults += [
+        Fault("sxid", "reset", gpu=x.gpu, code=x.code, value=x.switch)
+        for x in injected.sxids
+        if x.fatal
+    ]
+    wrong = injected.nccl_wrong
+    if wrong is not None:
+        faults.append(Fault("nccl_wrong", wrong.recovery, gpu=wrong.gpu, value=wrong.elements))
     if injected.hung_nvidia_smi:
         faults.append(Fault("hung_nvidia_smi", injected.hung_nvidia_smi))
     faults += [Fault("missing_gpu", "never", gpu=g) for g in injected.missing_gpus]
@@ -138,32 +156,51 @@ def _modules(unloaded: tuple[str, ...]) -> dict[str, bool]:
     return loaded
 
 
-def _services(scenario: Scenario, injected: NodeFaults, driver: bool) -> dict[str, Service]:
+def _services(
+    scenario: Scenario, spec: NodeSpec, injected: NodeFaults, driver: bool
+) -> dict[str, Service]:
     persist_enabled = scenario.fleet.persistence_at_boot and not injected.persistence_off_at_boot
     persist_active = persist_enabled and not injected.persistence_off and driver
-    return {
-        "nvidia-persistenced": Service(enabled=persist_enabled, active=persist_active),
-        "nvidia-fabricmanager": Service(enabled=True, active=driver),
-        "nvidia-dcgm": Service(enabled=True, active=True),
-        "slurmd": Service(enabled=True, active=True),
-    }
+    services = {"nvidia-persistenced": Service(enabled=persist_enabled, active=persist_active)}
+    for unit in BOARDS[spec.board].units[1:]:
+        needs_driver = unit in ("nvidia-fabricmanager", "nvidia-imex")
+        services[unit] = Service(enabled=True, active=driver or not needs_driver)
+    return services
 
 
 def boot_services(node: NodeState) -> None:
     """Services come back as enabled at boot (after the driver loaded)."""
-    for unit in UNITS:
-        service = node.services[unit]
+    for service in node.services.values():
         service.active = service.enabled
     for gpu in node.gpus:
         gpu.persistence = node.services["nvidia-persistenced"].active
 
 
-def _initial_log(scenario: Scenario, node: NodeState, uptime: float) -> list[LogLine]:
-    lines = kmsg.boot_lines(scenario.fleet.driver_version, node.gpus)
-    for index, xid in enumerate(node.injected.xids):
-        when = max(uptime - xid.ago, 60.0 + index)
+def _initial_log(node: NodeState, uptime: float) -> list[LogLine]:
+    lines = kmsg.boot_lines(node.driver, node.gpus)
+    forms = drivers.forms(node.driver)
+    reported: dict[int, str] = {}
+    events = sorted(
+        (max(uptime - xid.ago, 60.0 + index), index) for index, xid in enumerate(node.injected.xids)
+    )
+    for when, index in events:
+        xid = node.injected.xids[index]
+        gpu = node.gpus[xid.gpu]
         pid = 10000 + int(stable_hex("pid", node.name, index)[:6], 16) % 2000000
-        lines.extend(kmsg.xid_lines(xid.code, node.gpus[xid.gpu], when, pid, "python3"))
+        device = node.board.gpu_device
+        lines.extend(
+            kmsg.xid_lines(xid.code, gpu, when, pid, "python3", form=xid.form, device=device)
+        )
+        if forms.recovery_action:
+            action = xid.action or drivers.default_action(xid.code, xid.recovery)
+            lines.extend(kmsg.action_change(forms, reported, gpu, action, when))
+    for index, sxid in enumerate(node.injected.sxids):
+        when = max(uptime - sxid.ago, 70.0 + index)
+        bus = node.board.switch_buses[sxid.switch]
+        lines.extend(kmsg.sxid_lines(sxid, bus, when))
+        if sxid.fatal and sxid.gpu is not None and forms.recovery_action:
+            gpu = node.gpus[sxid.gpu]
+            lines.extend(kmsg.action_change(forms, reported, gpu, drivers.RESET, when))
     return sorted(lines, key=lambda line: line.uptime)
 
 

@@ -163,11 +163,12 @@ def _truth(args: argparse.Namespace, out: TextIO) -> int:
             name,
             node["status"],
             _slurm_text(node["slurm"]),
+            fabric_text(node),
             "; ".join(fault_text(f) for f in node["faults"]) or "-",
         )
         for name, node in truth["nodes"].items()
     ]
-    _table(out, ("NODE", "STATUS", "SLURM", "FAULTS"), rows)
+    _table(out, ("NODE", "STATUS", "SLURM", "FABRIC", "FAULTS"), rows)
     broken = sum(1 for node in truth["nodes"].values() if node["faults"])
     print(f"\n{broken} of {len(rows)} nodes still have faults", file=out)
     return 0
@@ -219,8 +220,28 @@ def fault_text(fault: dict[str, Any]) -> str:
         return f"ib_port_down mlx5_{int(fault['value'])}"
     if kind == "degraded_leaf":
         return f"degraded_leaf {fault['leaf']}"
+    if kind == "sxid":
+        return f"sxid{fault['code']} nvswitch{fault['switch']}{where} ({fault['recovery']})"
+    if kind == "sram":
+        limit = " threshold exceeded" if fault["threshold_exceeded"] else ""
+        return f"sram{where} vol {fault['volatile']} agg {fault['aggregate']}{limit}"
     value = f" {fault['value']:g}" if "value" in fault else ""
     return f"{kind}{where}{value}"
+
+
+def fabric_text(node: dict[str, Any]) -> str:
+    """The board, its Fabric Manager (or IMEX) and the GPUs' fabric states in a few words:
+    `hgx-h100 fm active 8 Completed`, `hgx-a100 fm inactive`, `pcie`."""
+    fabric = node.get("fabric") or {}
+    words = [str(node.get("board", "classic"))]
+    for unit, short in (("manager", "fm"), ("imex", "imex")):
+        if fabric.get(unit) is not None:
+            words.append(f"{short} {fabric[unit]}")
+    states: dict[str, int] = {}
+    for state in fabric.get("gpus", []):
+        states[state] = states.get(state, 0) + 1
+    words += [f"{n} {state}" for state, n in states.items() if state != "N/A"]
+    return " ".join(words)
 
 
 def _slurm_text(slurm: dict[str, Any]) -> str:

@@ -1,13 +1,19 @@
-"""The kernel messages a lab node logs: boot banner, driver load/unload, Xid events.
+"""The kernel messages a lab node logs: boot banner, driver load/unload, Xid and SXid events.
 
 Xid lines follow the real NVRM shapes in shared/samples/dmesg-xid/ (e.g. `NVRM: Xid
-(PCI:0000:18:00): 79, pid='<unknown>', name=<unknown>, GPU has fallen off the bus.`).
+(PCI:0000:18:00): 79, pid='<unknown>', name=<unknown>, GPU has fallen off the bus.`); the short
+Xid 79 line is the one in nvsentinel-155-comment-xid79-line.txt, and the "fallen off the bus and
+is not responding to commands" record is the driver's own (open-gpu-kernel-modules nv.c), one
+printk whose lines dmesg shows indented. SXid lines follow the convention in NVIDIA's Fabric
+Manager user guide (`nvidia-nvswitchN: SXid (PCI:...): 12028, Non-fatal, Link 61 ...`).
 """
 
 from __future__ import annotations
 
 from types import MappingProxyType
 
+from fleetfix.lab.drivers import NONE, DriverForms, strongest
+from fleetfix.lab.scenario import SxidFault
 from fleetfix.lab.state import GpuState, LogLine
 
 KERNEL_RELEASE = "5.15.0-105-generic"
@@ -40,6 +46,13 @@ _XID_TEXT = MappingProxyType(
         119: "Timeout after 6s of waiting for RPC response from GPU GSP! Expected function 76 "
         "(GSP_RM_CONTROL) (0x20802a02 0x8).",
         120: "GSP task exception: (reason 0x4, cause 0x0). Fault at 0x1a2b3c.",
+        # NVLink5 (Blackwell) shapes from dmesg-xid/gpud-pr1160-... and nccl-2241-...
+        144: "SAW_MVB Nonfatal XC0 i0 Link 0 (0x00000001 0x00000008 0x00000000 0x00000000 "
+        "0x00000000 0x00000000)",
+        145: "RLW_RXPIPE Nonfatal XC0 i0 Link 11 (0x00000004 0x00000000 0x00000000 0x00000000 "
+        "0x00000000 0x00000000)",
+        149: "NETIR_LINK_EVT Fatal XC0 i0 Link 00 (0x026001c6 0x00000000 0x00000000 0x00000000 "
+        "0x00000000 0x00000000)",
     }
 )
 _BANNER = (
@@ -47,7 +60,22 @@ _BANNER = (
     f" 11.4.0, GNU ld (GNU Binutils for Ubuntu) 2.38) {KERNEL_VERSION}"
     " (Ubuntu 5.15.0-105.115-generic 5.15.149)"
 )
-_NO_PROCESS_CODES = frozenset({79, 48, 63, 64, 74, 92, 95, 119, 120})
+_NO_PROCESS_CODES = frozenset({79, 48, 63, 64, 74, 92, 95, 119, 120, 144, 145, 149})
+SXID_TEXT = MappingProxyType(
+    {
+        11004: "Ingress invalid ACL",
+        12020: "egress sequence ID error",
+        12028: "egress non-posted PRIV error",
+        19084: "AN1 Heartbeat Timeout Error",
+        20009: "RX Short Error Rate",
+        20034: "LTSSM Fault Up",
+        22013: "Minion Link DLREQ interrupt",
+        24007: "sourcetrack timeout error",
+        28006: "MC TS crumbstore MCTO",
+    }
+)
+"""Error strings of SXids seen in the field (NVIDIA's guide, tables of non-fatal/fatal SXids)."""
+FATAL_SXIDS = frozenset({12020, 20034, 24007})
 
 
 def boot_lines(driver: str, gpus: list[GpuState]) -> list[LogLine]:
@@ -102,8 +130,19 @@ def driver_unload_lines(uptime: float) -> list[LogLine]:
     ]
 
 
-def xid_lines(code: int, gpu: GpuState, uptime: float, pid: int, process: str) -> list[LogLine]:
-    """The NVRM lines of one Xid event on `gpu`."""
+def xid_lines(
+    code: int,
+    gpu: GpuState,
+    uptime: float,
+    pid: int,
+    process: str,
+    *,
+    form: str = "xid",
+    device: str = "10de:2330",
+) -> list[LogLine]:
+    """The NVRM lines of one Xid event on `gpu`, in the scenario's `form` (Xid 79 only)."""
+    if form != "xid":
+        return _bus_off_lines(gpu, uptime, form, device)
     if code in _NO_PROCESS_CODES:
         who = "pid='<unknown>', name=<unknown>"
     else:
@@ -123,6 +162,72 @@ def xid_lines(code: int, gpu: GpuState, uptime: float, pid: int, process: str) -
             )
         )
     return lines
+
+
+def _bus_off_lines(gpu: GpuState, uptime: float, form: str, device: str) -> list[LogLine]:
+    if form == "xid-short":
+        return [
+            LogLine(
+                uptime,
+                LOG_WARNING,
+                f"NVRM: Xid (PCI:{gpu.pci_short}): 79, GPU has fallen off the bus",
+            )
+        ]
+    if form == "bus-off-short":
+        return [
+            LogLine(uptime, LOG_ERR, f"NVRM: GPU {gpu.pci_short}.0: GPU has fallen off the bus.")
+        ]
+    record = (
+        f"NVRM: The NVIDIA GPU {gpu.pci_short}.0\n"
+        f"NVRM: (PCI ID: {device}) installed in this system has\n"
+        "NVRM: fallen off the bus and is not responding to commands."
+    )
+    return [
+        LogLine(uptime, LOG_WARNING, f"NVRM: GPU at PCI:{gpu.pci_short}: {gpu.uuid}"),
+        LogLine(uptime, LOG_WARNING, f"NVRM: GPU Board Serial Number: {gpu.serial}"),
+        LogLine(uptime + 0.000002, LOG_ERR, record),
+    ]
+
+
+def action_change(
+    forms: DriverForms, reported: dict[int, str], gpu: GpuState, action: str, at: float
+) -> list[LogLine]:
+    """The Xid 154 line when `action` raises the GPU's reported recovery action, else none;
+    `reported` tracks each GPU's action through one boot's log."""
+    before = reported.get(gpu.index, NONE)
+    after = strongest([before, action])
+    if after == before:
+        return []
+    reported[gpu.index] = after
+    return [xid154_line(gpu, at, forms.xid154_text(before, after))]
+
+
+def xid154_line(gpu: GpuState, uptime: float, text: str) -> LogLine:
+    """Xid 154: the GPU's recovery action changed (`text` from DriverForms.xid154_text)."""
+    return LogLine(uptime + 0.000011, LOG_WARNING, f"NVRM: Xid (PCI:{gpu.pci_short}): 154, {text}")
+
+
+def sxid_lines(sxid: SxidFault, bus: int, uptime: float) -> list[LogLine]:
+    """The three records an NVSwitch error logs: summary, severity/engine, raw data."""
+    code, link, fatal = sxid.code, sxid.link, sxid.fatal
+    head = f"nvidia-nvswitch{sxid.switch}: SXid (PCI:0000:{bus:02x}:00.0): {code}, "
+    text = SXID_TEXT.get(code, "Unknown error")
+    data = ", ".join(
+        f"0x{word:08x}" for word in (0x00140004, 0x00100000, 0x00140004, 0, 0, 0, 0, 0)
+    )
+    return [
+        LogLine(
+            uptime,
+            LOG_ERR,
+            f"{head}{'Fatal' if fatal else 'Non-fatal'}, Link {link:02d} {text} (First)",
+        ),
+        LogLine(
+            uptime,
+            LOG_ERR,
+            f"{head}Severity {1 if fatal else 0} Engine instance {link:02d} Sub-engine instance 00",
+        ),
+        LogLine(uptime, LOG_ERR, f"{head}Data {{{data}}}"),
+    ]
 
 
 def init_failed_lines(gpu: GpuState, uptime: float) -> list[LogLine]:

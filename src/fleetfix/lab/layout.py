@@ -6,9 +6,19 @@ rack r (0-based), node k in that rack -> 127.(10 + r // 250).(r % 250 + 1).(k + 
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
-from fleetfix.lab.scenario import FleetShape, leaf_name, node_names, rack_name, spine_name
+from fleetfix.lab.scenario import (
+    FleetShape,
+    NodeFaults,
+    NodeHardware,
+    leaf_name,
+    node_hardware,
+    node_names,
+    rack_name,
+    spine_name,
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -23,14 +33,21 @@ class NodeSpec:
     spine: str
     gpus: int
     gpu_model: str
+    board: str = "classic"
+    driver: str = "550.90.07"
 
 
-def fleet_layout(shape: FleetShape) -> tuple[NodeSpec, ...]:
-    """Every node of the fleet, in name order."""
-    return tuple(_node(shape, index, name) for index, name in enumerate(node_names(shape)))
+def fleet_layout(
+    shape: FleetShape, hardware: Callable[[str], NodeHardware] | None = None
+) -> tuple[NodeSpec, ...]:
+    """Every node of the fleet, in name order; `hardware` gives a node's own board/driver."""
+    own = hardware or (lambda name: node_hardware(shape, NodeFaults()))
+    return tuple(
+        _node(shape, index, name, own(name)) for index, name in enumerate(node_names(shape))
+    )
 
 
-def _node(shape: FleetShape, index: int, name: str) -> NodeSpec:
+def _node(shape: FleetShape, index: int, name: str, hardware: NodeHardware) -> NodeSpec:
     rack, slot = divmod(index, shape.nodes_per_rack)
     leaf = rack * shape.leaves // max(shape.racks, 1)
     leaf = min(leaf, shape.leaves - 1)
@@ -42,6 +59,8 @@ def _node(shape: FleetShape, index: int, name: str) -> NodeSpec:
         rack=rack_name(rack),
         leaf=leaf_name(leaf),
         spine=spine_name(spine),
-        gpus=shape.gpus_per_node,
-        gpu_model=shape.gpu_model,
+        gpus=hardware.gpus,
+        gpu_model=hardware.gpu_model,
+        board=hardware.board,
+        driver=hardware.driver_version,
     )

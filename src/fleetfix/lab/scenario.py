@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from types import MappingProxyType
 
 from fleetfix.errors import LabError
+from fleetfix.lab.boards import board
 
 RECOVERY_LEVELS = ("reset", "reload", "reboot", "never")
 """How much it takes to clear a fault, weakest first: a GPU reset, a driver reload, a reboot."""
@@ -42,6 +43,8 @@ class FleetShape:
     node_name: str = "gpu{:03d}"
     partition: str = "gpu"
     persistence_at_boot: bool = True
+    board: str = "classic"
+    """The baseboard layout (lab/boards.py); `classic` is the lab's original HGX H100 model."""
 
     @property
     def node_count(self) -> int:
@@ -59,12 +62,21 @@ class Timing:
     service: float = 0.05
 
 
+XID_FORMS = ("xid", "xid-short", "bus-off", "bus-off-short")
+"""How an Xid 79 reaches the kernel log: the Xid line (default), the short Xid line without
+pid, or the driver's "fallen off the bus" messages without any Xid line (long or one line)."""
+FABRIC_MANAGER_STATES = ("running", "stopped", "restarted")
+
+
 @dataclass(frozen=True, slots=True)
 class XidFault:
     code: int
     gpu: int
     recovery: str
     ago: float = 600.0
+    form: str = "xid"
+    action: str | None = None
+    """The recovery action the driver reports (drivers.ACTIONS value); None: from `recovery`."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -83,6 +95,44 @@ class RowRemapFault:
     failure: bool = False
     correctable: int = 0
     uncorrectable: int = 0
+    histogram: tuple[int, int, int, int, int] | None = None
+    """Banks with Max/High/Partial/Low/None remap availability; None: derived from the rows."""
+    unrepairable: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class SramFault:
+    """Uncorrectable SRAM ECC errors (SEC-DED), and the driver's RMA threshold flag."""
+
+    gpu: int
+    volatile: int = 0
+    aggregate: int = 0
+    threshold_exceeded: bool = False
+    source: str = "l2"
+
+
+SRAM_SOURCES = ("l2", "sm", "microcontroller", "pcie", "other")
+
+
+@dataclass(frozen=True, slots=True)
+class SxidFault:
+    """An NVSwitch error the switch driver logs; a fatal one stops CUDA work on `gpu`."""
+
+    code: int
+    switch: int
+    link: int
+    fatal: bool
+    gpu: int | None = None
+    ago: float = 600.0
+
+
+@dataclass(frozen=True, slots=True)
+class NcclWrong:
+    """Collectives that include `gpu` return wrong elements (nccl-tests' #wrong column)."""
+
+    elements: int
+    gpu: int = 0
+    recovery: str = "never"
 
 
 @dataclass(frozen=True, slots=True)
@@ -185,6 +235,25 @@ class NodeFaults:
     slow_ssh_ms: int = 0
     reboot_time: float | None = None
     events: tuple[NodeEvent, ...] = ()
+    sram: tuple[SramFault, ...] = ()
+    sxids: tuple[SxidFault, ...] = ()
+    nccl_wrong: NcclWrong | None = None
+    fabric_manager: str = "running"
+    """`stopped`: nvidia-fabricmanager was stopped after boot; `restarted`: it was restarted
+    without a GPU reset, so Hopper+ GPUs wait in fabric state In Progress."""
+    board: str | None = None
+    driver_version: str | None = None
+    gpu_model: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class NodeHardware:
+    """What one node is made of: its board, GPU model and count, and driver."""
+
+    board: str
+    gpu_model: str
+    gpus: int
+    driver_version: str
 
 
 @dataclass(frozen=True, slots=True)
@@ -205,6 +274,22 @@ class Scenario:
 
     def faults_of(self, node: str) -> NodeFaults:
         return self.faults.get(node, NodeFaults())
+
+    def hardware_of(self, node: str) -> NodeHardware:
+        return node_hardware(self.fleet, self.faults_of(node))
+
+
+def node_hardware(fleet: FleetShape, faults: NodeFaults) -> NodeHardware:
+    """The fleet's hardware with the node's own `board`, `driver_version`, `gpu_model`."""
+    name = faults.board or fleet.board
+    layout = board(name)
+    model = faults.gpu_model or (fleet.gpu_model if name == fleet.board else layout.gpu_model)
+    return NodeHardware(
+        board=name,
+        gpu_model=model,
+        gpus=min(fleet.gpus_per_node, layout.max_gpus),
+        driver_version=faults.driver_version or fleet.driver_version,
+    )
 
 
 def node_names(shape: FleetShape) -> tuple[str, ...]:

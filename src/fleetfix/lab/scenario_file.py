@@ -12,10 +12,11 @@ from typing import Any
 import yaml
 
 from fleetfix.errors import LabError, SourcePosition
+from fleetfix.lab import scenario_hw
+from fleetfix.lab.boards import BOARDS, board
 from fleetfix.lab.scenario import (
     IB_PORTS_PER_NODE,
     NVIDIA_MODULES,
-    NVLINKS_PER_GPU,
     RECOVERY_LEVELS,
     EccFault,
     FleetShape,
@@ -180,6 +181,9 @@ class _Builder:
                 raw[name] = str(raw[name])
         if "persistence_at_boot" in raw:
             self.flag(raw["persistence_at_boot"], "fleet.persistence_at_boot")
+        if "board" in raw:
+            raw["board"] = scenario_hw.parse_board(self, raw["board"], "fleet")
+            raw.setdefault("gpu_model", BOARDS[raw["board"]].gpu_model)
         shape = FleetShape(**raw)
         if shape.nodes_per_rack > 250 or shape.gpus_per_node > 8:
             raise self.error("fleet: at most 250 nodes per rack and 8 GPUs per node", "fleet")
@@ -248,10 +252,19 @@ _FAULT_KEYS = (
     "slow_ssh",
     "reboot_time",
     "events",
+    "sram",
+    "sxid",
+    "nccl_wrong",
+    "fabric_manager",
+    "board",
+    "driver_version",
+    "gpu_model",
 )
 _LIST_KEYS = frozenset(
     {
         "xid",
+        "sram",
+        "sxid",
         "ecc",
         "row_remap",
         "gpu_processes",
@@ -290,15 +303,24 @@ class _FaultParser:
     def __init__(self, builder: _Builder, fleet: FleetShape) -> None:
         self.b = builder
         self.fleet = fleet
+        self.layout = board(fleet.board)
+
+    @property
+    def gpu_count(self) -> int:
+        return min(self.fleet.gpus_per_node, self.layout.max_gpus)
 
     def gpu(self, value: object, where: str) -> int:
         index = self.b.integer(value, where)
-        if index >= self.fleet.gpus_per_node:
+        if index >= self.gpu_count:
             raise self.b.error(f"{where}: GPU {index} does not exist", "gpu")
         return index
 
     def parse(self, node: str, raw: dict[str, Any]) -> NodeFaults:
         where = f"nodes.{node}"
+        own_board = raw.get("board")
+        if own_board is not None:
+            own_board = scenario_hw.parse_board(self.b, own_board, where)
+        self.layout = board(own_board or self.fleet.board)
         hung = raw.get("hung_nvidia_smi")
         slow_nccl, slow_nccl_recovery = self.slow_nccl(raw.get("slow_nccl"), where)
         persistence_off, at_boot = self.persistence(raw.get("persistence_off"), where)
@@ -331,7 +353,32 @@ class _FaultParser:
                 for v in _items(raw.get("gpu_missing_after_reboot"))
             ),
             events=parse_events(self.b, raw.get("events"), f"{where}.events", self.process),
+            **self.hardware(raw, where, own_board),
         )
+
+    def hardware(self, raw: dict[str, Any], where: str, own_board: str | None) -> dict[str, Any]:
+        """The board-level keys (scenario_hw): SRAM, SXid, nccl, Fabric Manager, hardware."""
+        b = self.b
+        driver = raw.get("driver_version")
+        model = raw.get("gpu_model")
+        return {
+            "sram": tuple(
+                scenario_hw.sram(b, v, f"{where}.sram", self.gpu) for v in _items(raw.get("sram"))
+            ),
+            "sxids": tuple(
+                scenario_hw.sxid(b, v, f"{where}.sxid", self.layout, self.gpu)
+                for v in _items(raw.get("sxid"))
+            ),
+            "nccl_wrong": scenario_hw.nccl_wrong(
+                b, raw.get("nccl_wrong"), f"{where}.nccl_wrong", self.gpu
+            ),
+            "fabric_manager": scenario_hw.fabric_manager(
+                b, raw.get("fabric_manager"), f"{where}.fabric_manager", self.layout
+            ),
+            "board": own_board,
+            "driver_version": None if driver is None else str(driver),
+            "gpu_model": None if model is None else str(model),
+        }
 
     def missing_after_reboot(self, value: object, where: str) -> int:
         if isinstance(value, dict):
@@ -339,7 +386,8 @@ class _FaultParser:
         return self.gpu(value, where)
 
     def xid(self, value: object, where: str) -> XidFault:
-        raw = self.b.mapping(value, where, ("code", "gpu", "recovery", "ago"))
+        keys = ("code", "gpu", "recovery", "ago", "form", "action")
+        raw = self.b.mapping(value, where, keys)
         code = self.b.integer(raw.get("code"), f"{where}.code", minimum=1)
         default = _DEFAULT_XID_RECOVERY.get(code, "reset")
         return XidFault(
@@ -347,6 +395,8 @@ class _FaultParser:
             gpu=self.gpu(raw.get("gpu", 0), f"{where}.gpu"),
             recovery=self.b.recovery(raw.get("recovery", default), where),
             ago=parse_duration(raw.get("ago", 600), f"{where}.ago"),
+            form=scenario_hw.xid_form(self.b, raw.get("form", "xid"), code, where),
+            action=scenario_hw.xid_action(self.b, raw.get("action"), self.layout, where),
         )
 
     def ecc(self, value: object, where: str) -> EccFault:
@@ -362,7 +412,15 @@ class _FaultParser:
         )
 
     def remap(self, value: object, where: str) -> RowRemapFault:
-        keys = ("gpu", "pending", "failure", "correctable", "uncorrectable")
+        keys = (
+            "gpu",
+            "pending",
+            "failure",
+            "correctable",
+            "uncorrectable",
+            "histogram",
+            "unrepairable",
+        )
         raw = self.b.mapping(value, where, keys)
         return RowRemapFault(
             gpu=self.gpu(raw.get("gpu", 0), f"{where}.gpu"),
@@ -370,7 +428,18 @@ class _FaultParser:
             failure=self.b.flag(raw.get("failure", False), f"{where}.failure"),
             correctable=self.b.integer(raw.get("correctable", 0), f"{where}.correctable"),
             uncorrectable=self.b.integer(raw.get("uncorrectable", 1), f"{where}.uncorrectable"),
+            histogram=self.histogram(raw.get("histogram"), f"{where}.histogram"),
+            unrepairable=self.b.flag(raw.get("unrepairable", False), f"{where}.unrepairable"),
         )
+
+    def histogram(self, value: object, where: str) -> tuple[int, int, int, int, int] | None:
+        """Bank Remap Availability: {max, high, partial, low, none} bank counts."""
+        if value is None:
+            return None
+        names = ("max", "high", "partial", "low", "none")
+        raw = self.b.mapping(value, where, names)
+        counts = [self.b.integer(raw.get(name, 0), f"{where}.{name}") for name in names]
+        return counts[0], counts[1], counts[2], counts[3], counts[4]
 
     def stale_shm(self, value: object, where: str) -> StaleShm | None:
         if value is None or value is False:
@@ -437,7 +506,7 @@ class _FaultParser:
     def nvlink(self, value: object, where: str) -> NvlinkDown:
         raw = self.b.mapping(value, f"{where}.nvlink_down", ("gpu", "link"))
         link = self.b.integer(raw.get("link", 0), f"{where}.nvlink_down.link")
-        if link >= NVLINKS_PER_GPU:
+        if link >= self.layout.nvlinks:
             raise self.b.error(f"{where}.nvlink_down: link {link} does not exist", "link")
         return NvlinkDown(gpu=self.gpu(raw.get("gpu", 0), f"{where}.nvlink_down.gpu"), link=link)
 

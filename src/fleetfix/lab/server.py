@@ -424,7 +424,7 @@ class LabRuntime:
         )
 
     async def _finish_reboot(self, node: NodeState) -> None:
-        transitions.finish_reboot(node, time.time(), self.scenario.fleet.driver_version)
+        transitions.finish_reboot(node, time.time())
         try:
             await self._listen(node)
         except LabError as exc:

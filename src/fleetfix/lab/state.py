@@ -13,6 +13,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from fleetfix.lab import drivers
+from fleetfix.lab.boards import BOARDS, Board
 from fleetfix.lab.layout import NodeSpec
 from fleetfix.lab.scenario import (
     NVIDIA_MODULES,
@@ -22,10 +24,11 @@ from fleetfix.lab.scenario import (
     Scenario,
 )
 
-HGX_BUS_NUMBERS = (0x1B, 0x43, 0x52, 0x61, 0x9D, 0xC3, 0xD1, 0xDF)
-"""PCI buses of the eight GPUs on an HGX H100 board (as in the real 8x H100 captures)."""
-UNITS = ("nvidia-persistenced", "nvidia-fabricmanager", "nvidia-dcgm", "slurmd")
-"""Installed systemd units; anything else is reported as not found."""
+FM_UNIT = "nvidia-fabricmanager"
+IMEX_UNIT = "nvidia-imex"
+COMPLETED = "Completed"
+IN_PROGRESS = "In Progress"
+NOT_STARTED = "Not Started"
 
 
 def stable_hex(*parts: object) -> str:
@@ -54,6 +57,17 @@ class GpuState:
     remap_failure: bool = False
     remap_correctable: int = 0
     remap_uncorrectable: int = 0
+    remap_histogram: tuple[int, int, int, int, int] | None = None
+    unrepairable: bool = False
+    sram_volatile: int = 0
+    sram_aggregate: int = 0
+    sram_threshold: bool = False
+    sram_source: str = "l2"
+    fabric_state: str = COMPLETED
+    """Registration with the NVLink fabric (Hopper+ boards): Completed, In Progress, Not Started."""
+    fabric_clean: bool = False
+    """Reset (or initialised) since the Fabric Manager it registered with went away: it
+    registers as soon as Fabric Manager starts. A GPU that is not waits In Progress."""
 
     @property
     def bus_id(self) -> str:
@@ -76,6 +90,8 @@ class Fault:
     code: int | None = None
     value: float | None = None
     boot: int = 1
+    action: str | None = None
+    """The recovery action the scenario gave the driver to report (None: from `recovery`)."""
 
     def cleared_by(self, level: str) -> bool:
         if self.recovery == "never":
@@ -89,7 +105,19 @@ class Fault:
                 data[key] = getattr(self, key)
         if self.kind == "gpu_missing_after_reboot":
             data["from_boot"] = self.boot + 1
+        if self.kind == "sxid":
+            data["switch"] = int(data.pop("value"))
+        if self.action is not None:
+            data["action"] = self.action
         return data
+
+    def driver_action(self) -> str:
+        """The recovery action the driver reports for this fault (drivers >= 570)."""
+        if self.action is not None:
+            return self.action
+        if self.kind == "sxid":
+            return drivers.RESET
+        return drivers.default_action(self.code or 0, self.recovery)
 
 
 @dataclass(frozen=True, slots=True)
@@ -241,6 +269,33 @@ class NodeState:
         return self.spec.name
 
     @property
+    def board(self) -> Board:
+        return BOARDS[self.spec.board]
+
+    @property
+    def driver(self) -> str:
+        return self.spec.driver
+
+    def unit_active(self, unit: str) -> bool | None:
+        """Whether `unit` runs; None when the node has no such unit."""
+        service = self.services.get(unit)
+        return None if service is None else service.active
+
+    def fabric_state(self, gpu: GpuState) -> str:
+        """What nvidia-smi's Fabric State says for `gpu` on this board."""
+        board = self.board
+        if board.classic:
+            return COMPLETED if self.unit_active(FM_UNIT) else NOT_STARTED
+        return gpu.fabric_state if board.fabric_registration else "N/A"
+
+    def recovery_action(self, gpu: int) -> str:
+        """The GPU recovery action the driver reports (nvidia-smi, drivers >= 570)."""
+        found = [f.driver_action() for f in self.faults if f.gpu == gpu and f.kind in _ACTIONS]
+        if self.gpus[gpu].remap_pending:
+            found.append(drivers.RESET)
+        return drivers.strongest(found)
+
+    @property
     def boot(self) -> Boot:
         return self.boots[-1]
 
@@ -293,10 +348,22 @@ class NodeState:
         return [name for name in self.stale_files if (self.paths.shm / name).exists()]
 
     def truth(self, degraded_factor: float | None) -> dict[str, Any]:
+        visible = self.visible_gpus()
+        reported = drivers.forms(self.driver).recovery_action
         return {
             "address": self.spec.address,
             "rack": self.spec.rack,
             "leaf": self.spec.leaf,
+            "board": self.spec.board,
+            "driver": self.driver,
+            "fabric": {
+                "manager": _unit_word(self.unit_active(FM_UNIT)),
+                "imex": _unit_word(self.unit_active(IMEX_UNIT)),
+                "gpus": [self.fabric_state(g) for g in visible],
+            },
+            "recovery_actions": [self.recovery_action(g.index) for g in visible]
+            if reported
+            else None,
             "status": self.status,
             "boot_id": self.boot.boot_id,
             "boots": self.boot_number,
@@ -312,6 +379,13 @@ class NodeState:
             "events": [event.to_data() for event in self.events],
             "audit": [entry.to_data() for entry in self.audit],
         }
+
+
+_ACTIONS = frozenset({"xid", "sxid"})
+
+
+def _unit_word(active: bool | None) -> str | None:
+    return None if active is None else ("active" if active else "inactive")
 
 
 def _node_faults(node: NodeState, degraded_factor: float | None) -> list[dict[str, Any]]:
@@ -345,7 +419,22 @@ def _gpu_faults(node: NodeState) -> list[dict[str, Any]]:
             found.append({"kind": "row_remap_pending", "gpu": gpu.index, "recovery": "reset"})
         if gpu.remap_failure:
             found.append({"kind": "row_remap_failure", "gpu": gpu.index, "recovery": "never"})
+        if gpu.unrepairable:
+            found.append({"kind": "unrepairable_memory", "gpu": gpu.index, "recovery": "never"})
+        if gpu.sram_volatile or gpu.sram_aggregate or gpu.sram_threshold:
+            found.append(_sram_truth(gpu))
     return found
+
+
+def _sram_truth(gpu: GpuState) -> dict[str, Any]:
+    return {
+        "kind": "sram",
+        "gpu": gpu.index,
+        "volatile": gpu.sram_volatile,
+        "aggregate": gpu.sram_aggregate,
+        "threshold_exceeded": gpu.sram_threshold,
+        "recovery": "never" if gpu.sram_threshold else "reset",
+    }
 
 
 @dataclass(slots=True)

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import uuid
 
-from fleetfix.lab import kmsg
+from fleetfix.lab import drivers, fabric, kmsg
 from fleetfix.lab.build import boot_services, wipe_shm, write_boot_id, write_driver_files
 from fleetfix.lab.scenario import NVIDIA_MODULES
 from fleetfix.lab.state import Boot, Fault, GpuState, LogLine, NodeState, SlurmState
@@ -40,6 +40,7 @@ def _reinitialise(gpu: GpuState) -> None:
     """What any GPU re-initialisation does: volatile counters zeroed, pending remaps applied."""
     gpu.volatile_sbe = 0
     gpu.volatile_dbe = 0
+    gpu.sram_volatile = 0
     gpu.remap_pending = False
 
 
@@ -47,6 +48,15 @@ def reset_gpus(node: NodeState, indexes: list[int]) -> None:
     recover(node, "reset", set(indexes))
     for index in indexes:
         _reinitialise(node.gpus[index])
+    fabric.gpus_reset(node, indexes)
+
+
+def set_service(node: NodeState, unit: str, active: bool) -> None:
+    """A unit starts or stops, with what that does to the GPUs (lab/fabric.py)."""
+    service = node.services[unit]
+    was_active = service.active
+    service.active = active
+    fabric.service_changed(node, unit, active, was_active)
 
 
 def unload_module(node: NodeState, name: str, now: float) -> None:
@@ -68,6 +78,7 @@ def load_module(node: NodeState, name: str, now: float, driver: str) -> None:
             _reinitialise(gpu)
         log(node, kmsg.driver_load_lines(driver, uptime(node, now))[:2])
         write_driver_files(node, driver)
+        fabric.driver_loaded(node)
 
 
 def finish_unload(node: NodeState, driver: str) -> None:
@@ -80,14 +91,16 @@ def begin_reboot(node: NodeState, now: float, reboot_time: float) -> None:
     node.processes = []
 
 
-def finish_reboot(node: NodeState, now: float, driver: str) -> None:
+def finish_reboot(node: NodeState, now: float) -> None:
     """The node comes back: new boot id, fresh volatile state, hardware faults unchanged."""
+    driver = node.driver
     recover(node, "reboot")
     node.boots.append(Boot(boot_id=str(uuid.uuid4()), started=now))
     node.modules = {name: True for name in NVIDIA_MODULES}
     boot_services(node)
     for gpu in node.gpus:
         _reinitialise(gpu)
+    fabric.driver_loaded(node)
     wipe_shm(node)
     write_boot_id(node)
     write_driver_files(node, driver)
@@ -97,17 +110,21 @@ def finish_reboot(node: NodeState, now: float, driver: str) -> None:
 
 
 def _recurring_lines(node: NodeState) -> list[LogLine]:
-    """Faults a reboot cannot fix show up again in the new boot's log."""
+    """Faults a reboot cannot fix show up again in the new boot's log (with Xid 154 from 570)."""
     lines: list[LogLine] = []
+    forms = drivers.forms(node.driver)
+    reported: dict[int, str] = {}
     for fault in node.faults:
         if fault.kind != "xid" or fault.gpu is None or fault.code is None:
             continue
         gpu = node.gpus[fault.gpu]
         if fault.code in _NEVER_RELOG_CODES:
             lines.extend(kmsg.init_failed_lines(gpu, 11.2))
-        else:
-            fault.boot = node.boot_number
-            lines.extend(kmsg.xid_lines(fault.code, gpu, 95.5, 0, "python3"))
+            continue
+        fault.boot = node.boot_number
+        lines.extend(kmsg.xid_lines(fault.code, gpu, 95.5, 0, "python3"))
+        if forms.recovery_action:
+            lines.extend(kmsg.action_change(forms, reported, gpu, fault.driver_action(), 95.5))
     return lines
 
 

@@ -6,6 +6,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
+from fleetfix.lab.drivers import DriverForms, forms
 from fleetfix.lab.state import FleetState, NodeState
 
 
@@ -47,7 +48,12 @@ class ToolContext:
 
     @property
     def driver(self) -> str:
-        return self.fleet.scenario.fleet.driver_version
+        """The node's driver version (the fleet's unless the scenario gives the node its own)."""
+        return self.node.driver
+
+    @property
+    def forms(self) -> DriverForms:
+        return forms(self.node.driver)
 
 
 Handler = Callable[[ToolContext, Sequence[str]], ToolReply]

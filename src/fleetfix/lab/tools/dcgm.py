@@ -4,7 +4,9 @@ The table follows shared/samples/dcgmi/ (DCGM 3.3.x: Metadata and Deployment sec
 Integration/Hardware/Stress by level; Error/Warning texts wrapped every 45 characters). The
 JSON follows the "DCGM GPU Diagnostic" document DCGM 3.x writes (jsoncpp styled: tabs,
 `"key" : value`, deployment tests with one result for all GPUs, `null` between them). No real
-JSON capture is in shared/samples, so the JSON's details (error ids) are best effort.
+JSON capture is in shared/samples, so the JSON's details (error ids) are best effort. A GPU
+CUDA cannot use yet (lab/fabric.py) fails every CUDA test (level 2 and up) with DCGM's "Error
+using CUDA API" and CUDA's reason; that wording is the lab's (no capture of it exists).
 """
 
 from __future__ import annotations
@@ -14,6 +16,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from fleetfix.lab import fabric
 from fleetfix.lab.state import NodeState
 from fleetfix.lab.tools.base import ToolContext, ToolReply, lines
 
@@ -157,6 +160,11 @@ def _hardware(node: NodeState, category: str, name: str) -> Outcome:
     messages: list[tuple[str, str]] = []
     failed: list[int] = []
     for index, gpu in enumerate(visible):
+        blocker = fabric.cuda_blocker(node, gpu)
+        if blocker is not None:
+            messages.append(("Error", f"GPU {index}: Error using CUDA API cuInit: {blocker}"))
+            failed.append(index)
+            continue
         if name == "GPU Memory" and gpu.volatile_dbe:
             messages.append(
                 (

@@ -124,12 +124,18 @@ class _DmesgOptions:
         prefix = f"kern  :{LEVELS[line.level] + ' ':<6}: " if self.decode else ""
         wall = boot.started + line.uptime
         if self.time == "ctime":
-            return f"{prefix}[{_ctime(wall)}] {line.text}"
+            return indented(f"{prefix}[{_ctime(wall)}] ", line.text)
         if self.time == "iso":
-            return f"{prefix}{_iso_dmesg(wall)} {line.text}"
+            return indented(f"{prefix}{_iso_dmesg(wall)} ", line.text)
         if self.time == "none":
-            return prefix + line.text
-        return f"{prefix}[{line.uptime:12.6f}] {line.text}"
+            return indented(prefix, line.text)
+        return indented(f"{prefix}[{line.uptime:12.6f}] ", line.text)
+
+
+def indented(head: str, text: str) -> str:
+    """A record after its prefix; lines of a multi-line record align under its first."""
+    first, *rest = text.split("\n")
+    return head + first + "".join("\n" + " " * len(head) + more for more in rest)
 
 
 def journalctl(ctx: ToolContext, argv: Sequence[str]) -> ToolReply:
@@ -279,11 +285,11 @@ class _JournalOptions:
         if self.output == "cat":
             return line.text
         if self.output == "short-monotonic":
-            return f"[{line.uptime:12.6f}] {host} kernel: {line.text}"
+            return indented(f"[{line.uptime:12.6f}] {host} kernel: ", line.text)
         stamp = _stamp(wall, pattern)
         if precise:
             stamp = stamp.replace("µ", f"{int(wall * 1e6) % 1000000:06d}")
-        return f"{stamp} {host} kernel: {line.text}"
+        return indented(f"{stamp} {host} kernel: ", line.text)
 
 
 _VALUED = MappingProxyType(

@@ -5,11 +5,24 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import UTC, datetime
 
-from fleetfix.lab.state import GpuProcess, GpuState, NodeState, stable_hex
+from fleetfix.lab import drivers
+from fleetfix.lab.state import COMPLETED, GpuProcess, GpuState, NodeState, stable_hex, stable_uuid
 
-H100_MEMORY_MIB = 81559
 H100_RESERVED_MIB = 475
 POWER_LIMIT_W = 700.0
+REMAP_BANKS = 2560
+NO_CLUSTER = "00000000-0000-0000-0000-000000000000"
+driver_major = drivers.driver_major
+
+
+@dataclass(frozen=True, slots=True)
+class FabricView:
+    """The GPU's NVLink fabric section (`nvidia-smi -q` Fabric, XML <fabric>, fabric.* fields)."""
+
+    state: str
+    status: str
+    clique_id: str
+    cluster_uuid: str
 
 
 @dataclass(frozen=True, slots=True)
@@ -45,6 +58,18 @@ class GpuView:
     reset_required: bool
     recovery_action: str
     processes: tuple[GpuProcess, ...]
+    classic: bool = True
+    """The classic board (lab/boards.py): its output stays what the lab always printed."""
+    architecture: str = "Hopper"
+    device_id: str = "0x233010DE"
+    fabric: FabricView | None = None
+    """None on the classic board: its fixed fabric values (see smi_text/smi_xml/smi_query)."""
+    remap_histogram: tuple[int, int, int, int, int] = (REMAP_BANKS, 0, 0, 0, 0)
+    unrepairable: bool = False
+    sram_volatile: int = 0
+    sram_aggregate: int = 0
+    sram_threshold: bool = False
+    sram_source: str = "l2"
 
     @property
     def mem_free(self) -> int:
@@ -54,12 +79,22 @@ class GpuView:
     def busy(self) -> bool:
         return bool(self.processes)
 
+    @property
+    def pdi(self) -> str:
+        """The GPU PDI (590+): a stable 64-bit id, derived from the serial."""
+        return f"0x{int(self.serial) * 7919 % (1 << 64):016x}"
+
 
 def gpu_view(node: NodeState, gpu: GpuState, model: str) -> GpuView:
     processes = tuple(p for p in node.processes if p.gpu == gpu.index)
     busy = bool(processes)
     wobble = int(stable_hex("temp", node.name, gpu.index)[:2], 16) % 6
     reset_required = gpu.remap_pending or _reset_faults(node, gpu.index)
+    if drivers.forms(node.driver).recovery_action:
+        action = node.recovery_action(gpu.index)
+    else:
+        action = drivers.RESET if reset_required else drivers.NONE
+    board = node.board
     return GpuView(
         index=gpu.index,
         name=model,
@@ -72,7 +107,7 @@ def gpu_view(node: NodeState, gpu: GpuState, model: str) -> GpuView:
         temp=(58 if busy else 26) + wobble,
         memory_temp=(64 if busy else 33) + wobble,
         power_draw=(612.0 if busy else 68.0) + wobble + 0.13 * gpu.index,
-        mem_total=H100_MEMORY_MIB,
+        mem_total=board.memory_mib,
         mem_reserved=H100_RESERVED_MIB,
         mem_used=sum(p.used_mib for p in processes),
         util=100 if busy else 0,
@@ -88,8 +123,41 @@ def gpu_view(node: NodeState, gpu: GpuState, model: str) -> GpuView:
         remap_correctable=gpu.remap_correctable,
         remap_uncorrectable=gpu.remap_uncorrectable,
         reset_required=reset_required,
-        recovery_action="Reset" if reset_required else "None",
+        recovery_action=action,
         processes=processes,
+        classic=board.classic,
+        architecture=board.architecture,
+        device_id=board.device_id,
+        fabric=None if board.classic else _fabric(node, gpu),
+        remap_histogram=gpu.remap_histogram or _histogram(gpu),
+        unrepairable=gpu.unrepairable or gpu.remap_failure,
+        sram_volatile=gpu.sram_volatile,
+        sram_aggregate=gpu.sram_aggregate,
+        sram_threshold=gpu.sram_threshold,
+        sram_source=gpu.sram_source,
+    )
+
+
+def _histogram(gpu: GpuState) -> tuple[int, int, int, int, int]:
+    used = min(gpu.remap_correctable + gpu.remap_uncorrectable, REMAP_BANKS)
+    return REMAP_BANKS - used, used, 0, 0, 0
+
+
+def _fabric(node: NodeState, gpu: GpuState) -> FabricView:
+    state = node.fabric_state(gpu)
+    if state == "N/A":
+        return FabricView("N/A", "N/A", "N/A", "N/A")
+    done = state == COMPLETED
+    if node.board.imex:
+        clique = str(int(stable_hex("clique", node.spec.rack)[:4], 16) % 32767)
+        cluster = stable_uuid("nvl-domain", node.spec.rack)
+    else:
+        clique, cluster = "0", NO_CLUSTER
+    return FabricView(
+        state=state,
+        status="Success" if done else "N/A",
+        clique_id=clique if done else "N/A",
+        cluster_uuid=cluster if done else "N/A",
     )
 
 
@@ -107,8 +175,3 @@ def csv_timestamp(now: float) -> str:
     """The `timestamp` query field: `2026/07/14 08:12:53.500`."""
     moment = datetime.fromtimestamp(now, tz=UTC)
     return moment.strftime("%Y/%m/%d %H:%M:%S.") + f"{moment.microsecond // 1000:03d}"
-
-
-def driver_major(driver: str) -> int:
-    head = driver.split(".", 1)[0]
-    return int(head) if head.isdigit() else 0

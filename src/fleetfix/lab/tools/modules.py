@@ -71,8 +71,8 @@ def held_by_others(node: NodeState, name: str) -> int:
         return cuda
     if name != "nvidia":
         return 0
-    services = ("nvidia-persistenced", "nvidia-fabricmanager", "nvidia-dcgm")
-    held = sum(len(node.gpus) + 1 for unit in services if node.services[unit].active)
+    services = ("nvidia-persistenced", "nvidia-fabricmanager", "nvidia-imex", "nvidia-dcgm")
+    held = sum(len(node.gpus) + 1 for unit in services if node.unit_active(unit))
     return 2 * cuda + held
 
 

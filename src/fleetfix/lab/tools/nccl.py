@@ -2,8 +2,11 @@
 
 Output follows nccl-tests' own printf formats as in shared/samples/nccl-tests/ (bitdeer and
 coreweave captures). Bandwidth comes from a simple model: per-call latency plus size over the
-peak bandwidth, scaled by the node's `slow_nccl` factor, its NVLink and IB health, and for
-multi-node runs by a degraded leaf switch above any of the nodes.
+peak bandwidth (the board's), scaled by the node's `slow_nccl` factor, its NVLink and IB
+health, and for multi-node runs by a degraded leaf switch above any of the nodes. A GPU that
+CUDA cannot use yet (lab/fabric.py: Fabric Manager, fabric registration, a fatal SXid) fails the
+run; `nccl_wrong` fills the #wrong columns (printed with %g, as nccl-tests does, so large counts
+come out as 1.57286e+06) and fails it at the end.
 """
 
 from __future__ import annotations
@@ -13,11 +16,11 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from types import MappingProxyType
 
-from fleetfix.lab.scenario import IB_PORTS_PER_NODE, NVLINKS_PER_GPU
+from fleetfix.lab import fabric
+from fleetfix.lab.scenario import IB_PORTS_PER_NODE
 from fleetfix.lab.state import FleetState, NodeState
 from fleetfix.lab.tools.base import Handler, ToolContext, ToolReply, fail, lines
 
-PEAK_INTRA_NODE = 482.0
 PEAK_INTER_NODE = 468.0
 LATENCY_US = MappingProxyType({True: 11.5, False: 24.0})
 OPS = MappingProxyType(
@@ -52,6 +55,7 @@ class Rank:
     device: int
     bus: int
     pid: int
+    model: str = "NVIDIA H100 80GB HBM3"
 
 
 def parse_size(text: str) -> int | None:
@@ -132,11 +136,27 @@ def run_perf(
     if failure is not None:
         return ToolReply(stdout=lines(*head) + failure, rc=1, delay=ctx.fleet.scenario.timing.nccl)
     bandwidth = _peak(ctx.fleet, placement)
-    rows = _rows(name, args, len(ranks), bandwidth, single=len(placement) == 1)
-    body = [row for row, _ in rows]
-    average = sum(bus for _, bus in rows) / len(rows)
-    tail = ["# Out of bounds values : 0 OK", f"# Avg bus bandwidth    : {average:.6g} ", "#"]
-    return ToolReply(stdout=lines(*head, *body, *tail, ""), delay=ctx.fleet.scenario.timing.nccl)
+    wrong = _wrong_elements(placement)
+    rows = _rows(name, args, len(ranks), bandwidth, single=len(placement) == 1, wrong=wrong)
+    body = [row for row, _, _ in rows]
+    average = sum(bus for _, bus, _ in rows) / len(rows)
+    errors = sum(bad for _, _, bad in rows)
+    tail = [
+        f"# Out of bounds values : {errors} {'FAILED' if errors else 'OK'}",
+        f"# Avg bus bandwidth    : {average:.6g} ",
+        "#",
+    ]
+    text = lines(*head, *body, *tail, "")
+    return ToolReply(stdout=text, rc=1 if errors else 0, delay=ctx.fleet.scenario.timing.nccl)
+
+
+def _wrong_elements(placement: list[tuple[NodeState, int]]) -> int:
+    """Wrong elements per check from `nccl_wrong` faults on GPUs the run uses."""
+    total = 0
+    for node, count in placement:
+        used = {g.index for g in node.visible_gpus()[:count]}
+        total += sum(int(f.value or 0) for f in node.faults_of("nccl_wrong") if f.gpu in used)
+    return total
 
 
 def _ranks(placement: list[tuple[NodeState, int]], args: PerfArgs) -> list[Rank]:
@@ -146,7 +166,7 @@ def _ranks(placement: list[tuple[NodeState, int]], args: PerfArgs) -> list[Rank]
         for slot in range(count):
             gpu = gpus[slot] if slot < len(gpus) else None
             pid = 20000 + node.spec.index * 37 + (slot if len(placement) > 1 else 0)
-            ranks.append(Rank(node.name, slot, gpu.bus if gpu else 0, pid))
+            ranks.append(Rank(node.name, slot, gpu.bus if gpu else 0, pid, node.spec.gpu_model))
     return ranks
 
 
@@ -164,7 +184,7 @@ def _header(name: str, args: PerfArgs, ranks: list[Rank]) -> list[str]:
     for number, rank in enumerate(ranks):
         out.append(
             f"#  Rank {number:2d} Group  0 Pid {rank.pid:6d} on {rank.host:>10} device "
-            f"{rank.device:2d} [0x{rank.bus:02x}] NVIDIA H100 80GB HBM3"
+            f"{rank.device:2d} [0x{rank.bus:02x}] {rank.model}"
         )
     return [*out, "#", *_COLUMNS]
 
@@ -195,6 +215,10 @@ def _failure(
             return _cuda_failure(node.name, pid, "invalid device ordinal")
         if any(node.gpu_lost(g.index) for g in node.visible_gpus()[:count]):
             return _cuda_failure(node.name, pid, "unspecified launch failure")
+        blockers = [fabric.cuda_blocker(node, g) for g in node.visible_gpus()[:count]]
+        blocker = next((b for b in blockers if b is not None), None)
+        if blocker is not None:
+            return _cuda_failure(node.name, pid, blocker)
     return None
 
 
@@ -210,15 +234,17 @@ def node_factor(node: NodeState) -> float:
     factor = 1.0
     for fault in node.faults_of("slow_nccl"):
         factor *= fault.value or 1.0
-    worst_links = max((len(node.links_down(g.index)) for g in node.gpus), default=0)
-    factor *= (NVLINKS_PER_GPU - worst_links) / NVLINKS_PER_GPU
+    links = node.board.nvlinks
+    if links:
+        worst_links = max((len(node.links_down(g.index)) for g in node.gpus), default=0)
+        factor *= (links - worst_links) / links
     return factor
 
 
 def _peak(fleet: FleetState, placement: list[tuple[NodeState, int]]) -> float:
     nodes = [node for node, _ in placement]
     if len(nodes) == 1:
-        return PEAK_INTRA_NODE * node_factor(nodes[0])
+        return nodes[0].board.peak_busbw * node_factor(nodes[0])
     factor = min(node_factor(node) for node in nodes)
     for node in nodes:
         up = IB_PORTS_PER_NODE - len(node.ib_ports_down())
@@ -228,8 +254,9 @@ def _peak(fleet: FleetState, placement: list[tuple[NodeState, int]]) -> float:
 
 
 def _rows(
-    name: str, args: PerfArgs, ranks: int, peak_busbw: float, single: bool
-) -> list[tuple[str, float]]:
+    name: str, args: PerfArgs, ranks: int, peak_busbw: float, *, single: bool, wrong: int = 0
+) -> list[tuple[str, float, int]]:
+    """(row, busbw, checks with wrong elements) per size; `wrong` caps at the element count."""
     redop, bus_factor = OPS[name]
     ratio = bus_factor * (ranks - 1) / ranks if bus_factor and ranks > 1 else 1.0
     peak_alg = peak_busbw / ratio if ratio else peak_busbw
@@ -239,7 +266,8 @@ def _rows(
         micros = LATENCY_US[single] + size / (peak_alg * 1e3) if ranks > 1 else 2.0
         algbw = size / micros / 1e3
         busbw = algbw * ratio if ranks > 1 else 0.0
-        rows.append((_row(size, redop, micros, algbw, busbw), busbw))
+        bad = min(wrong, size // 4)
+        rows.append((_row(size, redop, micros, algbw, busbw, wrong=bad), busbw, 2 if bad else 0))
         size *= args.factor
     return rows
 
@@ -252,10 +280,10 @@ def _time(micros: float) -> str:
     return f"{micros:7.2f}"
 
 
-def _row(size: int, redop: str, micros: float, algbw: float, busbw: float) -> str:
+def _row(size: int, redop: str, micros: float, algbw: float, busbw: float, *, wrong: int) -> str:
     count = size // 4
-    half = f"  {_time(micros)}  {algbw:6.2f}  {busbw:6.2f}  {0:5d}"
-    in_place = f"  {_time(micros * 0.997)}  {algbw / 0.997:6.2f}  {busbw / 0.997:6.2f}  {0:5d}"
+    half = f"  {_time(micros)}  {algbw:6.2f}  {busbw:6.2f}  {wrong:5g}"
+    in_place = f"  {_time(micros * 0.997)}  {algbw / 0.997:6.2f}  {busbw / 0.997:6.2f}  {wrong:5g}"
     return f"{size:12d}  {count:12d}  {'float':>8}  {redop:>6}  {-1:6d}{half}{in_place}"
 
 

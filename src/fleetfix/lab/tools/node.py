@@ -2,7 +2,8 @@
 `nvidia-bug-report.sh`, `kill`, and `hostname` (only used where the sandbox cannot set it).
 
 `fuser` answers for the GPU device files from lab state: CUDA processes (real placeholder
-PIDs), plus nvidia-persistenced, nv-hostengine and nv-fabricmanager while their units run.
+PIDs), plus nvidia-persistenced, nv-hostengine and nv-fabricmanager (or nvidia-imex) while
+their units run. `lspci` lists the board's GPUs, NVSwitches and NICs (lab/boards.py).
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from types import MappingProxyType
 
+from fleetfix.lab import transitions
 from fleetfix.lab.shims import quote
 from fleetfix.lab.state import NodeState
 from fleetfix.lab.tools import nvidia_smi
@@ -23,6 +25,7 @@ _DAEMONS = (
     ("nvidia-persistenced", "nvidia-persistenced", 1913),
     ("nvidia-dcgm", "nv-hostengine", 2207),
     ("nvidia-fabricmanager", "nv-fabricmanager", 2188),
+    ("nvidia-imex", "nvidia-imex", 2301),
 )
 _NIC_BUSES = (0x18, 0x40, 0x4F, 0x5D, 0x9A, 0xC0, 0xCE, 0xDC)
 _SIGNALS = MappingProxyType(
@@ -81,7 +84,7 @@ def devices(node: NodeState) -> list[str]:
 def holders(node: NodeState, device: str) -> list[Holder]:
     found: list[Holder] = []
     for unit, command, pid in _DAEMONS:
-        if node.services[unit].active and device not in (
+        if node.unit_active(unit) and device not in (
             "/dev/nvidia-uvm",
             "/dev/nvidia-uvm-tools",
         ):
@@ -153,10 +156,7 @@ def _verbose(path: str, users: list[Holder]) -> list[str]:
 def _kill(ctx: ToolContext, users: list[Holder], number: int) -> None:
     for user in users:
         if user.service is not None:
-            ctx.node.services[user.service].active = False
-            if user.service == "nvidia-persistenced":
-                for gpu in ctx.node.gpus:
-                    gpu.persistence = False
+            transitions.set_service(ctx.node, user.service, False)
         else:
             ctx.hooks.kill_process(ctx.node, user.pid, number)
 
@@ -183,15 +183,17 @@ _CLASS_CODES = MappingProxyType(
 
 
 def _pci_devices(node: NodeState) -> list[tuple[int, str, str, str, bool]]:
+    board = node.board
+    switch = board.switch_device
     found = [
-        (bus, "Bridge", "NVIDIA Corporation Device 22a3", "10de:22a3", False)
-        for bus in (0x05, 0x06, 0x07, 0x08)
+        (bus, "Bridge", f"NVIDIA Corporation Device {switch[5:]}", switch, False)
+        for bus in board.switch_buses
     ]
     for gpu in node.gpus:
         if not node.gpu_on_bus(gpu.index):
             continue
-        name = "NVIDIA Corporation GH100 [H100 SXM5 80GB]"
-        found.append((gpu.bus, "3D controller", name, "10de:2330", node.gpu_lost(gpu.index)))
+        name = board.gpu_pci_name
+        found.append((gpu.bus, "3D controller", name, board.gpu_device, node.gpu_lost(gpu.index)))
     for bus in _NIC_BUSES:
         found.append(
             (

@@ -11,10 +11,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from types import MappingProxyType
 
-from fleetfix.lab import transitions
-from fleetfix.lab.scenario import NVLINKS_PER_GPU
-from fleetfix.lab.state import GpuState
-from fleetfix.lab.tools import smi_query, smi_text, smi_xml
+from fleetfix.lab.state import FM_UNIT, GpuState
+from fleetfix.lab.tools import gpu_reset, smi_query, smi_text, smi_xml
 from fleetfix.lab.tools.base import ToolContext, ToolReply, lines
 from fleetfix.lab.tools.gpu_view import GpuView, gpu_view
 
@@ -23,13 +21,6 @@ NO_DRIVER = (
     "Make sure that the latest NVIDIA driver is installed and running.\n"
 )
 INVALID = "Invalid combination of input arguments. Please run 'nvidia-smi -h' for help.\n"
-IN_USE_NOTE = (
-    "{subject} currently being used by one or more other processes (e.g., Fabric Manager, CUDA "
-    "application, graphics application such as an X server, or a monitoring application such "
-    "as another instance of nvidia-smi). Please first kill all processes using {device} and "
-    "all compute applications running in the system."
-)
-NVLINK_SPEED = "26.562 GB/s"
 
 _FLAGS = MappingProxyType(
     {
@@ -120,7 +111,7 @@ def _dispatch(ctx: ToolContext, args: SmiArgs) -> ToolReply:
     if "reset_ecc" in args.values:
         return _reset_ecc(ctx, selected, args.values["reset_ecc"])
     if "reset" in args.flags:
-        return _reset(ctx, selected)
+        return gpu_reset.reset(ctx, selected, enumerated(ctx))
     return _read(ctx, args, selected)
 
 
@@ -158,7 +149,7 @@ def _matches(index: int, gpu: GpuState, wanted: list[str]) -> bool:
 
 
 def _views(ctx: ToolContext, gpus: list[tuple[int, GpuState]]) -> list[GpuView]:
-    model = ctx.fleet.scenario.fleet.gpu_model
+    model = ctx.node.spec.gpu_model
     out = []
     for index, gpu in gpus:
         view = gpu_view(ctx.node, gpu, model)
@@ -208,7 +199,7 @@ def _render(ctx: ToolContext, args: SmiArgs, views: list[GpuView]) -> ToolReply:
             stdout="".join(f"GPU {v.index}: {v.name} (UUID: {v.uuid})\n" for v in views)
         )
     if "query" in args.flags and "xml" in args.flags:
-        fabric = ctx.node.services["nvidia-fabricmanager"].active
+        fabric = bool(ctx.node.unit_active(FM_UNIT))
         return ToolReply(
             stdout=smi_xml.render_xml(
                 views, attached, driver=ctx.driver, cuda=cuda, now=ctx.now, fabric_ok=fabric
@@ -280,41 +271,6 @@ def _reset_ecc(ctx: ToolContext, gpus: list[tuple[int, GpuState]], value: str) -
     return ToolReply(stdout=lines(*out))
 
 
-def _reset_blocker(ctx: ToolContext, gpu: GpuState) -> str | None:
-    node = ctx.node
-    if node.gpu_lost(gpu.index) and any(
-        f.recovery != "reset" for f in node.faults if f.kind == "xid" and f.gpu == gpu.index
-    ):
-        return "Unknown Error"
-    holders = (
-        gpu.persistence
-        or any(p.gpu == gpu.index for p in node.processes)
-        or node.services["nvidia-fabricmanager"].active
-        or node.services["nvidia-dcgm"].active
-    )
-    return "In use by another client" if holders else None
-
-
-def _reset(ctx: ToolContext, gpus: list[tuple[int, GpuState]]) -> ToolReply:
-    blocked = [(gpu, why) for _, gpu in gpus if (why := _reset_blocker(ctx, gpu)) is not None]
-    if blocked:
-        return _reset_refused(blocked)
-    transitions.reset_gpus(ctx.node, [gpu.index for _, gpu in gpus])
-    delay = ctx.fleet.scenario.timing.gpu_reset
-    text = "".join(f"GPU {gpu.bus_id} was successfully reset.\n" for _, gpu in gpus)
-    return ToolReply(stdout=text, delay=delay)
-
-
-def _reset_refused(blocked: list[tuple[GpuState, str]]) -> ToolReply:
-    rows = [f"  GPU {gpu.bus_id}: {why}" for gpu, why in blocked]
-    if len(blocked) == 1:
-        note = IN_USE_NOTE.format(subject="1 device is", device="this device")
-    else:
-        note = IN_USE_NOTE.format(subject=f"{len(blocked)} devices are", device="these devices")
-    text = lines("The following GPUs could not be reset:", *rows, "", note)
-    return ToolReply(stdout=text, rc=255)
-
-
 def _topo(ctx: ToolContext, argv: Sequence[str]) -> ToolReply:
     if list(argv) not in (["-m"], ["--matrix"]):
         return ToolReply(stdout=INVALID, rc=2)
@@ -323,7 +279,8 @@ def _topo(ctx: ToolContext, argv: Sequence[str]) -> ToolReply:
 
 
 def topo_matrix(ctx: ToolContext, gpus: list[GpuState]) -> str:
-    """`nvidia-smi topo -m` for an HGX H100 board: NV18 via NVSwitch, one NIC per GPU."""
+    """`nvidia-smi topo -m` for an HGX board (NV# via NVSwitch; PCIe paths on a PCIe board),
+    one NIC per GPU."""
     nics = 8
     names = [f"GPU{i}" for i in range(len(gpus))] + [f"NIC{i}" for i in range(nics)]
     out = ["\t" + "\t".join([*names, "CPU Affinity", "NUMA Affinity", "GPU NUMA ID"])]
@@ -362,8 +319,11 @@ _TOPO_LEGEND = (
 
 def _gpu_link(ctx: ToolContext, a: GpuState, b: GpuState) -> str:
     node = ctx.node
-    active = NVLINKS_PER_GPU - max(len(node.links_down(a.index)), len(node.links_down(b.index)))
-    return f"NV{active}" if active > 0 else "SYS"
+    links = node.board.nvlinks
+    active = links - max(len(node.links_down(a.index)), len(node.links_down(b.index)))
+    if active > 0:
+        return f"NV{active}"
+    return _nic_nic(a.index, b.index) if not links else "SYS"
 
 
 def _pcie(gpu: int, nic: int) -> str:
@@ -390,25 +350,26 @@ def _nvlink(ctx: ToolContext, argv: Sequence[str]) -> ToolReply:
     if selected is None:
         return ToolReply(stdout="No devices were found\n", rc=6)
     errors = mode in ("-e", "--errorcounters")
-    model = ctx.fleet.scenario.fleet.gpu_model
+    model = ctx.node.spec.gpu_model
+    board = ctx.node.board
     out: list[str] = []
     for index, gpu in selected:
         out.append(f"GPU {index}: {model} (UUID: {gpu.uuid})")
         down = ctx.node.links_down(gpu.index)
-        out.extend(_link_errors(down) if errors else _link_status(down))
+        if errors:
+            out.extend(_link_errors(down, board.nvlinks))
+        else:
+            out.extend(_link_status(down, board.nvlinks, board.nvlink_speed))
     return ToolReply(stdout=lines(*out))
 
 
-def _link_status(down: set[int]) -> list[str]:
-    return [
-        f"\t Link {link}: {'<inactive>' if link in down else NVLINK_SPEED}"
-        for link in range(NVLINKS_PER_GPU)
-    ]
+def _link_status(down: set[int], links: int, speed: str) -> list[str]:
+    return [f"\t Link {link}: {'<inactive>' if link in down else speed}" for link in range(links)]
 
 
-def _link_errors(down: set[int]) -> list[str]:
+def _link_errors(down: set[int], links: int) -> list[str]:
     out: list[str] = []
-    for link in range(NVLINKS_PER_GPU):
+    for link in range(links):
         bad = link in down
         out += [
             f"\t Link {link}: Replay Errors: {3 if bad else 0}",

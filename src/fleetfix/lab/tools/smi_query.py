@@ -72,7 +72,7 @@ def _identity_fields() -> list[Field]:
         Field("pci.device", None, _const("0x00")),
         Field("pci.baseClass", None, _const("0x3")),
         Field("pci.subClass", None, _const("0x2")),
-        Field("pci.device_id", None, _const("0x233010DE")),
+        Field("pci.device_id", None, lambda v, e: v.device_id),
         Field("pci.sub_device_id", None, _const("0x16C110DE")),
         *[
             Field(f"pcie.link.gen.{k}", None, _const("5"))
@@ -103,9 +103,26 @@ def _identity_fields() -> list[Field]:
         Field("compute_cap", None, _const("9.0")),
         Field("mig.mode.current", None, _const("Disabled")),
         Field("mig.mode.pending", None, _const("Disabled")),
-        Field("fabric.state", None, _const("Completed")),
-        Field("fabric.status", None, _const("Success")),
+        Field("fabric.state", None, _fabric(0, "Completed")),
+        Field("fabric.status", None, _fabric(1, "Success")),
     ]
+
+
+def _fabric(position: int, classic: str) -> Getter:
+    """A fabric.* value: the GPU's (FabricView field `position`), or the classic board's."""
+
+    def get(view: GpuView, env: Env) -> str:
+        if view.fabric is None:
+            return classic
+        value = (
+            view.fabric.state,
+            view.fabric.status,
+            view.fabric.clique_id,
+            view.fabric.cluster_uuid,
+        )[position]
+        return NA if value == "N/A" else value
+
+    return get
 
 
 def _event_fields() -> list[Field]:
@@ -163,13 +180,25 @@ def _ecc_fields() -> list[Field]:
     }
     for (kind, scope), count in counters.items():
         fields.extend(_ecc_scope(kind, scope, count))
-    for scope in ("volatile", "aggregate"):
+    for scope, sram in (("volatile", _sram_volatile), ("aggregate", _sram_aggregate)):
         fields.append(Field(f"ecc.errors.uncorrected.{scope}.sram.parity", None, _const("0")))
-        fields.append(Field(f"ecc.errors.uncorrected.{scope}.sram.secded", None, _const("0")))
+        fields.append(Field(f"ecc.errors.uncorrected.{scope}.sram.secded", None, sram))
     fields.append(
-        Field("ecc.errors.uncorrected.aggregate.sram.thresholdExceeded", None, _const("No"))
+        Field(
+            "ecc.errors.uncorrected.aggregate.sram.thresholdExceeded",
+            None,
+            lambda v, e: _yes(v.sram_threshold),
+        )
     )
     return fields
+
+
+def _sram_volatile(view: GpuView, env: Env) -> str:
+    return str(view.sram_volatile)
+
+
+def _sram_aggregate(view: GpuView, env: Env) -> str:
+    return str(view.sram_aggregate)
 
 
 def _ecc_scope(kind: str, scope: str, count: Callable[[GpuView], int]) -> list[Field]:
@@ -178,7 +207,9 @@ def _ecc_scope(kind: str, scope: str, count: Callable[[GpuView], int]) -> list[F
     fields = [
         Field(f"{prefix}.device_memory", None, memory),
         Field(f"{prefix}.dram", None, memory),
-        Field(f"{prefix}.sram", None, _const("0")),
+        Field(f"{prefix}.sram", None, _sram_volatile if scope == "volatile" else _sram_aggregate)
+        if kind == "uncorrected"
+        else Field(f"{prefix}.sram", None, _const("0")),
         Field(f"{prefix}.total", None, memory),
     ]
     for unit in ("register_file", "l1_cache", "l2_cache", "texture_memory", "texture_shm", "cbu"):
@@ -187,8 +218,13 @@ def _ecc_scope(kind: str, scope: str, count: Callable[[GpuView], int]) -> list[F
 
 
 def _remap_fields() -> list[Field]:
-    def histogram(v: GpuView) -> int:
-        return max(2560 - v.remap_correctable - v.remap_uncorrectable, 0)
+    def bank(position: int) -> Getter:
+        def get(v: GpuView, e: Env) -> str:
+            if v.classic and position:  # the classic board always printed 0 for these
+                return "0"
+            return str(v.remap_histogram[position])
+
+        return get
 
     return [
         Field("retired_pages.single_bit_ecc.count", None, _const(NA), ("retired_pages.sbe",)),
@@ -198,10 +234,9 @@ def _remap_fields() -> list[Field]:
         Field("remapped_rows.uncorrectable", None, lambda v, e: str(v.remap_uncorrectable)),
         Field("remapped_rows.pending", None, lambda v, e: _yes(v.remap_pending)),
         Field("remapped_rows.failure", None, lambda v, e: _yes(v.remap_failure)),
-        Field("remapped_rows.histogram.max", None, lambda v, e: str(histogram(v))),
         *[
-            Field(f"remapped_rows.histogram.{k}", None, _const("0"))
-            for k in ("high", "partial", "low", "none")
+            Field(f"remapped_rows.histogram.{k}", None, bank(position))
+            for position, k in enumerate(("max", "high", "partial", "low", "none"))
         ],
     ]
 
@@ -264,8 +299,6 @@ def _misc_fields() -> list[Field]:
         "gsp.mode.current": "Enabled",
         "gsp.mode.default": "Enabled",
         "c2c.mode": "Disabled",
-        "fabric.cliqueId": "0",
-        "fabric.clusterUuid": "00000000-0000-0000-0000-000000000000",
         "platform.chassis_serial_number": "",
         "platform.slot_number": "0",
         "platform.tray_index": "0",
@@ -275,6 +308,10 @@ def _misc_fields() -> list[Field]:
         "hostname": NA,
     }
     fields = [Field(name, None, _const(value)) for name, value in constants.items()]
+    fields.append(Field("fabric.cliqueId", None, _fabric(2, "0")))
+    fields.append(
+        Field("fabric.clusterUuid", None, _fabric(3, "00000000-0000-0000-0000-000000000000"))
+    )
     for name in (
         "fractional_multiVgpu",
         "heterogeneous_timeSlice_profile",
@@ -309,9 +346,21 @@ def _counter_fields() -> list[Field]:
         "hw_power_brake_slowdown",
     )
     fields = [Field(f"clocks_event_reasons_counters.{n}", "us", _const("0 us")) for n in names]
-    for name in ("l2", "sm", "mcu", "pcie", "other"):
-        fields.append(Field(f"ecc.errors.uncorrected.aggregate.sram.{name}", None, _const("0")))
+    for name, source in (
+        ("l2", "l2"),
+        ("sm", "sm"),
+        ("mcu", "microcontroller"),
+        ("pcie", "pcie"),
+        ("other", "other"),
+    ):
+        fields.append(
+            Field(f"ecc.errors.uncorrected.aggregate.sram.{name}", None, _sram_source(source))
+        )
     return fields
+
+
+def _sram_source(source: str) -> Getter:
+    return lambda v, e: str(v.sram_aggregate if v.sram_source == source else 0)
 
 
 def _power_extra_fields() -> list[Field]:

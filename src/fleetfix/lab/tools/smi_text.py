@@ -1,9 +1,10 @@
 """`nvidia-smi -q` text and the default `nvidia-smi` table, laid out like the R550 driver.
 
 The `-q` layout follows shared/samples/nvidia-smi-q/gpud-e2e-a10-550.127.05-q-full.txt (keys
-padded to column 42, four-space nesting, `Processes : None`); drivers from 560 pad to column 55
-and report `GPU Recovery Action` like the 590 sample. The table follows the 550.90.07 H100
-samples (89-column frame, trailing spaces on the timestamp line).
+padded to column 42, four-space nesting, `Processes : None`); what changes with the driver
+version (GPU Recovery Action, deprecated reset flags, column 55 from 590) is in lab/drivers.py.
+The table follows the 550.90.07 H100 samples (89-column frame, trailing spaces on the timestamp
+line).
 """
 
 from __future__ import annotations
@@ -11,6 +12,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from types import MappingProxyType
 
+from fleetfix.lab.drivers import DEPRECATED, DriverForms, forms
 from fleetfix.lab.tools.gpu_view import GpuView, driver_major, smi_timestamp
 
 Row = tuple[int, str, str | None]
@@ -32,11 +34,23 @@ DISPLAY_SECTIONS = MappingProxyType(
         "UTILIZATION": ("Utilization",),
         "ECC": ("ECC Mode", "ECC Errors"),
         "TEMPERATURE": ("Temperature",),
-        "POWER": ("GPU Power Readings", "GPU Memory Power Readings", "Module Power Readings"),
+        "POWER": (
+            "GPU Power Readings",
+            "GPU Memory Power Readings",
+            "GPU Memory Power Readings ",
+            "Module Power Readings",
+            "Power Smoothing",
+            "Workload Power Profiles",
+            "EDPp Multiplier",
+        ),
         "CLOCK": ("Clocks", "Applications Clocks", "Default Applications Clocks", "Max Clocks"),
         "COMPUTE": ("Compute Mode",),
         "PIDS": ("Processes",),
-        "PERFORMANCE": ("Performance State", "Clocks Event Reasons"),
+        "PERFORMANCE": (
+            "Performance State",
+            "Clocks Event Reasons",
+            "Clocks Event Reasons Counters",
+        ),
         "PAGE_RETIREMENT": ("Retired Pages",),
         "ROW_REMAPPER": ("Remapped Rows",),
         "RESET_STATUS": ("GPU Reset Status", "GPU Recovery Action"),
@@ -54,7 +68,7 @@ def render_query(
     sections: Sequence[str] = (),
 ) -> str:
     """`nvidia-smi -q` (optionally `-d SECTION,...`)."""
-    width = 55 if driver_major(driver) >= 560 else 42
+    width = forms(driver).key_width
     out = [
         "",
         "==============NVSMI LOG==============",
@@ -107,40 +121,70 @@ def _yes(flag: bool) -> str:
 
 
 def _gpu_rows(view: GpuView, driver: str) -> list[Row]:
-    v13 = driver_major(driver) >= 560
+    shape = forms(driver)
     return [
-        *_identity_rows(view),
-        *_mode_rows(view, driver, v13),
-        *_pci_rows(view),
+        *_identity_rows(view, shape),
+        *_mode_rows(view, driver, shape),
+        *_pci_rows(view, shape),
         (1, "Fan Speed", "N/A"),
         (1, "Performance State", view.pstate),
-        *_event_rows(view),
+        *_event_rows(view, shape),
         (1, "Sparse Operation Mode", "N/A"),
         *_memory_rows(view),
         (1, "Compute Mode", "Default"),
-        *_util_rows(view),
-        *_ecc_rows(view),
+        *_util_rows(view, shape),
+        *_ecc_rows(view, shape),
         *_remap_rows(view),
-        *_temperature_rows(view),
-        *_power_rows(view),
-        *_clock_rows(view),
-        (1, "Fabric", None),
-        (2, "State", "Completed"),
-        (2, "Status", "Success"),
-        (2, "CliqueId", "N/A"),
-        (2, "ClusterUUID", "N/A"),
-        (2, "Health", None),
-        (3, "Bandwidth", "N/A"),
+        *_temperature_rows(view, shape),
+        *_power_rows(view, shape),
+        *_clock_rows(view, shape),
+        *_fabric_rows(view, shape),
         *_process_rows(view),
+        *([(1, "Capabilities", None), (2, "EGM", "disabled")] if shape.platform_info else []),
     ]
 
 
-def _identity_rows(view: GpuView) -> list[Row]:
+def _fabric_rows(view: GpuView, shape: DriverForms) -> list[Row]:
+    fabric = view.fabric
+    if fabric is None:  # the classic board's fixed section
+        values = ("Completed", "Success", "N/A", "N/A")
+        health: tuple[str, ...] = ("Bandwidth",)
+    else:
+        values = (fabric.state, fabric.status, fabric.clique_id, fabric.cluster_uuid)
+        health = shape.fabric_health
+    rows: list[Row] = [(1, "Fabric", None)]
+    rows += [(2, key, value) for key, value in zip(_FABRIC_KEYS, values, strict=True)]
+    rows.append((2, "Health", None))
+    rows += [(3, key, "N/A") for key in health]
+    return rows
+
+
+_FABRIC_KEYS = ("State", "Status", "CliqueId", "ClusterUUID")
+
+
+def _identity_rows(view: GpuView, shape: DriverForms) -> list[Row]:
+    attached: list[Row] = [(1, "Display Attached", "No")] if shape.q590 else []
+    pdi: list[Row] = [(1, "GPU PDI", view.pdi)] if shape.q590 else []
+    module: list[Row] = (
+        [
+            (1, "Platform Info", None),
+            *[
+                (2, key, "N/A")
+                for key in ("Chassis Serial Number", "Slot Number", "Tray Index", "Host ID")
+            ],
+            (2, "Peer Type", "N/A"),
+            (2, "Module Id", str(view.module_id)),
+            (2, "GPU Fabric GUID", "N/A"),
+        ]
+        if shape.platform_info
+        else [(1, "Module ID", str(view.module_id))]
+    )
     return [
         (1, "Product Name", view.name),
         (1, "Product Brand", "NVIDIA"),
-        (1, "Product Architecture", "Hopper"),
-        (1, "Display Mode", "Enabled"),
+        (1, "Product Architecture", view.architecture),
+        (1, "Display Mode", DEPRECATED if shape.q590 else "Enabled"),
+        *attached,
         (1, "Display Active", "Disabled"),
         (1, "Persistence Mode", _onoff(view.persistence)),
         (1, "Addressing Mode", "None"),
@@ -154,6 +198,7 @@ def _identity_rows(view: GpuView) -> list[Row]:
         (2, "Pending", "N/A"),
         (1, "Serial Number", view.serial),
         (1, "GPU UUID", view.uuid),
+        *pdi,
         (1, "Minor Number", str(view.index)),
         (1, "VBIOS Version", "96.00.89.00.01"),
         (1, "MultiGPU Board", "No"),
@@ -161,7 +206,7 @@ def _identity_rows(view: GpuView) -> list[Row]:
         (1, "Board Part Number", "692-2G520-0200-000"),
         (1, "GPU Part Number", "2330-885-A1"),
         (1, "FRU Part Number", "N/A"),
-        (1, "Module ID", str(view.module_id)),
+        *module,
         (1, "Inforom Version", None),
         (2, "Image Version", "G520.0200.00.05"),
         (2, "OEM Object", "2.1"),
@@ -173,16 +218,25 @@ def _identity_rows(view: GpuView) -> list[Row]:
     ]
 
 
-def _mode_rows(view: GpuView, driver: str, v13: bool) -> list[Row]:
-    reset: list[Row] = (
-        [(1, "GPU Recovery Action", view.recovery_action)]
-        if v13
-        else [
+def _reset_rows(view: GpuView, shape: DriverForms) -> list[Row]:
+    if shape.reset_status == "absent":
+        return [(1, "GPU Recovery Action", view.recovery_action)]
+    if shape.reset_status == "deprecated":
+        return [
             (1, "GPU Reset Status", None),
-            (2, "Reset Required", _yes(view.reset_required)),
-            (2, "Drain and Reset Recommended", _yes(view.reset_required and view.busy)),
+            (2, "Reset Required", DEPRECATED),
+            (2, "Drain and Reset Recommended", DEPRECATED),
+            (1, "GPU Recovery Action", view.recovery_action),
         ]
-    )
+    return [
+        (1, "GPU Reset Status", None),
+        (2, "Reset Required", _yes(view.reset_required)),
+        (2, "Drain and Reset Recommended", _yes(view.reset_required and view.busy)),
+    ]
+
+
+def _mode_rows(view: GpuView, driver: str, shape: DriverForms) -> list[Row]:
+    reset = _reset_rows(view, shape)
     return [
         (1, "GPU Operation Mode", None),
         (2, "Current", "N/A"),
@@ -199,7 +253,8 @@ def _mode_rows(view: GpuView, driver: str, v13: bool) -> list[Row]:
     ]
 
 
-def _pci_rows(view: GpuView) -> list[Row]:
+def _pci_rows(view: GpuView, shape: DriverForms) -> list[Row]:
+    atomic: list[Row] = [(2, "Atomic Caps Inbound", "N/A"), (2, "Atomic Caps Outbound", "N/A")]
     return [
         (1, "PCI", None),
         (2, "Bus", f"0x{view.bus:02X}"),
@@ -207,7 +262,7 @@ def _pci_rows(view: GpuView) -> list[Row]:
         (2, "Domain", "0x0000"),
         (2, "Base Classcode", "0x3"),
         (2, "Sub Classcode", "0x2"),
-        (2, "Device Id", "0x233010DE"),
+        (2, "Device Id", view.device_id),
         (2, "Bus Id", view.bus_id),
         (2, "Sub System Id", "0x16C110DE"),
         (2, "GPU Link Info", None),
@@ -227,12 +282,11 @@ def _pci_rows(view: GpuView) -> list[Row]:
         (2, "Replay Number Rollovers", "0"),
         (2, "Tx Throughput", f"{2100 if view.busy else 0} KB/s"),
         (2, "Rx Throughput", f"{1750 if view.busy else 0} KB/s"),
-        (2, "Atomic Caps Inbound", "N/A"),
-        (2, "Atomic Caps Outbound", "N/A"),
+        *(atomic[::-1] if shape.q590 else atomic),
     ]
 
 
-def _event_rows(view: GpuView) -> list[Row]:
+def _event_rows(view: GpuView, shape: DriverForms) -> list[Row]:
     idle = "Active" if not view.busy else "Not Active"
     rows: list[Row] = [(1, "Clocks Event Reasons", None), (2, "Idle", idle)]
     for name in ("Applications Clocks Setting", "SW Power Cap", "HW Slowdown"):
@@ -240,7 +294,19 @@ def _event_rows(view: GpuView) -> list[Row]:
     rows += [(3, "HW Thermal Slowdown", "Not Active"), (3, "HW Power Brake Slowdown", "Not Active")]
     for name in ("Sync Boost", "SW Thermal Slowdown", "Display Clock Setting"):
         rows.append((2, name, "Not Active"))
+    if shape.q590:
+        rows.append((1, "Clocks Event Reasons Counters", None))
+        rows += [(2, name, "0 us") for name in _EVENT_COUNTERS]
     return rows
+
+
+_EVENT_COUNTERS = (
+    "SW Power Capping",
+    "Sync Boost",
+    "SW Thermal Slowdown",
+    "HW Thermal Slowdown",
+    "HW Power Braking",
+)
 
 
 def _memory_rows(view: GpuView) -> list[Row]:
@@ -261,10 +327,10 @@ def _memory_rows(view: GpuView) -> list[Row]:
     ]
 
 
-def _util_rows(view: GpuView) -> list[Row]:
+def _util_rows(view: GpuView, shape: DriverForms) -> list[Row]:
     rows: list[Row] = [
         (1, "Utilization", None),
-        (2, "Gpu", f"{view.util} %"),
+        (2, "GPU" if shape.platform_info else "Gpu", f"{view.util} %"),
         (2, "Memory", f"{view.util // 3} %"),
     ]
     rows += [(2, name, "0 %") for name in ("Encoder", "Decoder", "JPEG", "OFA")]
@@ -275,15 +341,26 @@ def _util_rows(view: GpuView) -> list[Row]:
             (2, "Average FPS", "0"),
             (2, "Average Latency", "0"),
         ]
+    if shape.platform_info:
+        rows += [(1, "DRAM Encryption Mode", None), (2, "Current", "N/A"), (2, "Pending", "N/A")]
     return rows
 
 
-def _ecc_rows(view: GpuView) -> list[Row]:
-    def counts(sbe: int, dbe: int) -> list[Row]:
+_SRAM_SOURCES = (
+    ("l2", "L2"),
+    ("sm", "SM"),
+    ("microcontroller", "Microcontroller"),
+    ("pcie", "PCIE"),
+    ("other", "Other"),
+)
+
+
+def _ecc_rows(view: GpuView, shape: DriverForms) -> list[Row]:
+    def counts(sbe: int, dbe: int, sram: int) -> list[Row]:
         return [
             (3, "SRAM Correctable", "0"),
             (3, "SRAM Uncorrectable Parity", "0"),
-            (3, "SRAM Uncorrectable SEC-DED", "0"),
+            (3, "SRAM Uncorrectable SEC-DED", str(sram)),
             (3, "DRAM Correctable", str(sbe)),
             (3, "DRAM Uncorrectable", str(dbe)),
         ]
@@ -294,13 +371,22 @@ def _ecc_rows(view: GpuView) -> list[Row]:
         (2, "Pending", "Enabled"),
         (1, "ECC Errors", None),
         (2, "Volatile", None),
-        *counts(view.volatile_sbe, view.volatile_dbe),
+        *counts(view.volatile_sbe, view.volatile_dbe, view.sram_volatile),
         (2, "Aggregate", None),
-        *counts(view.aggregate_sbe, view.aggregate_dbe),
-        (3, "SRAM Threshold Exceeded", "No"),
+        *counts(view.aggregate_sbe, view.aggregate_dbe, view.sram_aggregate),
+        (3, "SRAM Threshold Exceeded", _yes(view.sram_threshold)),
         (2, "Aggregate Uncorrectable SRAM Sources", None),
     ]
-    rows += [(3, f"SRAM {n}", "0") for n in ("L2", "SM", "Microcontroller", "PCIE", "Other")]
+    rows += [
+        (3, f"SRAM {label}", str(view.sram_aggregate if name == view.sram_source else 0))
+        for name, label in _SRAM_SOURCES
+    ]
+    if shape.repair_flags:
+        rows += [
+            (2, "Channel Repair Pending", "No"),
+            (2, "TPC Repair Pending", "No"),
+            (2, "Unrepairable Memory", _yes(view.unrepairable)),
+        ]
     rows += [
         (1, "Retired Pages", None),
         (2, "Single Bit ECC", "N/A"),
@@ -311,7 +397,7 @@ def _ecc_rows(view: GpuView) -> list[Row]:
 
 
 def _remap_rows(view: GpuView) -> list[Row]:
-    used = view.remap_correctable + view.remap_uncorrectable
+    banks = view.remap_histogram
     return [
         (1, "Remapped Rows", None),
         (2, "Correctable Error", str(view.remap_correctable)),
@@ -319,15 +405,26 @@ def _remap_rows(view: GpuView) -> list[Row]:
         (2, "Pending", _yes(view.remap_pending)),
         (2, "Remapping Failure Occurred", _yes(view.remap_failure)),
         (2, "Bank Remap Availability Histogram", None),
-        (3, "Max", f"{max(2560 - used, 0)} bank(s)"),
-        (3, "High", f"{min(used, 2560)} bank(s)"),
-        (3, "Partial", "0 bank(s)"),
-        (3, "Low", "0 bank(s)"),
-        (3, "None", "0 bank(s)"),
+        *[
+            (3, label, f"{count} bank(s)")
+            for label, count in zip(("Max", "High", "Partial", "Low", "None"), banks, strict=True)
+        ],
     ]
 
 
-def _temperature_rows(view: GpuView) -> list[Row]:
+def _temperature_rows(view: GpuView, shape: DriverForms) -> list[Row]:
+    if shape.q590:  # T.Limit-relative thresholds, as in the 590 sample
+        return [
+            (1, "Temperature", None),
+            (2, "GPU Current Temp", f"{view.temp} C"),
+            (2, "GPU T.Limit Temp", f"{87 - view.temp} C"),
+            (2, "GPU Shutdown T.Limit Temp", "-5 C"),
+            (2, "GPU Slowdown T.Limit Temp", "-2 C"),
+            (2, "GPU Max Operating T.Limit Temp", "0 C"),
+            (2, "GPU Target Temperature", "N/A"),
+            (2, "Memory Current Temp", f"{view.memory_temp} C"),
+            (2, "Memory Max Operating T.Limit Temp", "0 C"),
+        ]
     return [
         (1, "Temperature", None),
         (2, "GPU Current Temp", f"{view.temp} C"),
@@ -341,7 +438,7 @@ def _temperature_rows(view: GpuView) -> list[Row]:
     ]
 
 
-def _power_rows(view: GpuView) -> list[Row]:
+def _power_rows(view: GpuView, shape: DriverForms) -> list[Row]:
     limits = (
         ("Current Power Limit", "700.00 W"),
         ("Requested Power Limit", "700.00 W"),
@@ -349,6 +446,8 @@ def _power_rows(view: GpuView) -> list[Row]:
         ("Min Power Limit", "200.00 W"),
         ("Max Power Limit", "700.00 W"),
     )
+    if shape.platform_info:
+        return _power_rows_570(view, limits, shape)
     rows: list[Row] = [
         (1, "GPU Power Readings", None),
         (2, "Power Draw", f"{view.power_draw:.2f} W"),
@@ -360,8 +459,33 @@ def _power_rows(view: GpuView) -> list[Row]:
     return rows
 
 
-def _clock_rows(view: GpuView) -> list[Row]:
+def _power_rows_570(
+    view: GpuView, limits: tuple[tuple[str, str], ...], shape: DriverForms
+) -> list[Row]:
+    """Average and instantaneous draw; the memory block's title really ends in a space."""
+    rows: list[Row] = [
+        (1, "GPU Power Readings", None),
+        (2, "Average Power Draw", f"{view.power_draw:.2f} W"),
+        (2, "Instantaneous Power Draw", f"{view.power_draw - 0.23:.2f} W"),
+    ]
+    rows += [(2, key, value) for key, value in limits]
+    rows += [(1, "GPU Memory Power Readings ", None)]
+    rows += [(2, "Average Power Draw", "N/A"), (2, "Instantaneous Power Draw", "N/A")]
+    rows += [(1, "Module Power Readings", None)]
+    rows += [(2, "Average Power Draw", "N/A"), (2, "Instantaneous Power Draw", "N/A")]
+    rows += [(2, key, "N/A") for key, _ in limits]
+    rows += [(1, "Power Smoothing", "N/A"), (1, "Workload Power Profiles", None)]
+    rows += [(2, "Requested Profiles", "N/A"), (2, "Enforced Profiles", "N/A")]
+    if shape.q590:
+        rows.append((1, "EDPp Multiplier", "100.00%"))
+    return rows
+
+
+def _clock_rows(view: GpuView, shape: DriverForms) -> list[Row]:
     graphics = f"{view.graphics_clock} MHz"
+    graphics_app = DEPRECATED if shape.q590 else "1980 MHz"
+    memory_app = DEPRECATED if shape.q590 else "2619 MHz"
+    voltage: list[Row] = [] if shape.q590 else [(1, "Voltage", None), (2, "Graphics", "670.000 mV")]
     return [
         (1, "Clocks", None),
         (2, "Graphics", graphics),
@@ -369,11 +493,11 @@ def _clock_rows(view: GpuView) -> list[Row]:
         (2, "Memory", f"{view.memory_clock} MHz"),
         (2, "Video", "765 MHz"),
         (1, "Applications Clocks", None),
-        (2, "Graphics", "1980 MHz"),
-        (2, "Memory", "2619 MHz"),
+        (2, "Graphics", graphics_app),
+        (2, "Memory", memory_app),
         (1, "Default Applications Clocks", None),
-        (2, "Graphics", "1980 MHz"),
-        (2, "Memory", "2619 MHz"),
+        (2, "Graphics", graphics_app),
+        (2, "Memory", memory_app),
         (1, "Deferred Clocks", None),
         (2, "Memory", "N/A"),
         (1, "Max Clocks", None),
@@ -386,8 +510,7 @@ def _clock_rows(view: GpuView) -> list[Row]:
         (1, "Clock Policy", None),
         (2, "Auto Boost", "N/A"),
         (2, "Auto Boost Default", "N/A"),
-        (1, "Voltage", None),
-        (2, "Graphics", "670.000 mV"),
+        *voltage,
     ]
 
 

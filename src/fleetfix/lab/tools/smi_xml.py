@@ -2,9 +2,9 @@
 
 Real nvidia-smi writes tab-indented XML with `<?xml version="1.0" ?>`, a DOCTYPE naming the
 DTD, empty containers as an open/close pair and a blank line after each `</gpu>` (see
-shared/samples/nvidia-smi-xml/). Drivers before 560 use the v12 DTD (GPU reset status, plain
+shared/samples/nvidia-smi-xml/). Drivers before 570 use the v12 DTD (GPU reset status, plain
 power draw, *_threshold temperatures); newer ones v13 (recovery action, PDI, platform info,
-average/instant power, T.Limit thresholds).
+average/instant power, T.Limit thresholds, the longer fabric health block).
 """
 
 from __future__ import annotations
@@ -12,7 +12,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from xml.sax.saxutils import escape
 
-from fleetfix.lab.tools.gpu_view import GpuView, driver_major, smi_timestamp
+from fleetfix.lab.drivers import forms
+from fleetfix.lab.tools.gpu_view import GpuView, smi_timestamp
 
 Element = tuple[str, "str | list[Element]"]
 
@@ -22,7 +23,7 @@ _SUPPORTED_GRAPHICS = tuple(range(1980, 344, -15))
 def render_xml(
     views: Sequence[GpuView], attached: int, *, driver: str, cuda: str, now: float, fabric_ok: bool
 ) -> str:
-    v13 = driver_major(driver) >= 560
+    v13 = forms(driver).xml_v13
     out = [
         '<?xml version="1.0" ?>',
         f'<!DOCTYPE nvidia_smi_log SYSTEM "nvsmi_device_{"v13" if v13 else "v12"}.dtd">',
@@ -94,7 +95,7 @@ def _gpu(view: GpuView, driver: str, v13: bool, fabric_ok: bool) -> list[Element
         *_power(view, v13),
         *_clocks(view),
         ("voltage", [("graphics_volt", "670.000 mV")]),
-        ("fabric", _fabric(fabric_ok)),
+        ("fabric", _fabric(view, fabric_ok, v13)),
         ("supported_clocks", _supported_clocks()),
         ("processes", processes),
         ("accounted_processes", []),
@@ -128,7 +129,7 @@ def _identity(view: GpuView, v13: bool) -> list[Element]:
     return [
         ("product_name", view.name),
         ("product_brand", "NVIDIA"),
-        ("product_architecture", "Hopper"),
+        ("product_architecture", view.architecture),
         ("display_mode", "Enabled"),
         ("display_active", "Disabled"),
         ("persistence_mode", _enabled(view.persistence)),
@@ -140,7 +141,7 @@ def _identity(view: GpuView, v13: bool) -> list[Element]:
         ("driver_model", [("current_dm", "N/A"), ("pending_dm", "N/A")]),
         ("serial", view.serial),
         ("uuid", view.uuid),
-        *([("pdi", f"0x{int(view.serial) * 7919 % (1 << 64):016x}")] if v13 else []),
+        *([("pdi", view.pdi)] if v13 else []),
         ("minor_number", str(view.index)),
         ("vbios_version", "96.00.89.00.01"),
         ("multigpu_board", "No"),
@@ -200,7 +201,7 @@ def _pci(view: GpuView) -> list[Element]:
         ("pci_domain", "0000"),
         ("pci_base_class", "3"),
         ("pci_sub_class", "2"),
-        ("pci_device_id", "233010DE"),
+        ("pci_device_id", view.device_id[2:]),
         ("pci_bus_id", view.bus_id),
         ("pci_sub_system_id", "16C110DE"),
         (
@@ -301,31 +302,32 @@ def _stats() -> list[Element]:
 
 
 def _ecc(view: GpuView, v13: bool) -> list[Element]:
-    def counts(sbe: int, dbe: int) -> list[Element]:
+    def counts(sbe: int, dbe: int, sram: int) -> list[Element]:
         return [
             ("sram_correctable", "0"),
             ("sram_uncorrectable_parity", "0"),
-            ("sram_uncorrectable_secded", "0"),
+            ("sram_uncorrectable_secded", str(sram)),
             ("dram_correctable", str(sbe)),
             ("dram_uncorrectable", str(dbe)),
         ]
 
-    aggregate = counts(view.aggregate_sbe, view.aggregate_dbe)
-    aggregate.append(("sram_threshold_exceeded", "No"))
+    aggregate = counts(view.aggregate_sbe, view.aggregate_dbe, view.sram_aggregate)
+    aggregate.append(("sram_threshold_exceeded", _yes(view.sram_threshold)))
     sources: list[Element] = [
-        (f"sram_{name}", "0") for name in ("l2", "sm", "microcontroller", "pcie", "other")
+        (f"sram_{name}", str(view.sram_aggregate if name == view.sram_source else 0))
+        for name in ("l2", "sm", "microcontroller", "pcie", "other")
     ]
     repair: list[Element] = (
         [
             ("channel_repair_pending", "No"),
             ("tpc_repair_pending", "No"),
-            ("unrepairable_memory", "No"),
+            ("unrepairable_memory", _yes(view.unrepairable)),
         ]
         if v13
         else []
     )
     return [
-        ("volatile", counts(view.volatile_sbe, view.volatile_dbe)),
+        ("volatile", counts(view.volatile_sbe, view.volatile_dbe, view.sram_volatile)),
         ("aggregate", aggregate),
         ("aggregate_uncorrectable_sram_sources", sources),
         *repair,
@@ -342,13 +344,11 @@ def _retired_pages() -> list[Element]:
 
 
 def _remapped_rows(view: GpuView, v13: bool) -> list[Element]:
-    used = view.remap_correctable + view.remap_uncorrectable
     histogram: list[Element] = [
-        ("row_remapper_histogram_max", f"{max(2560 - used, 0)} bank(s)"),
-        ("row_remapper_histogram_high", f"{min(used, 2560)} bank(s)"),
-        ("row_remapper_histogram_partial", "0 bank(s)"),
-        ("row_remapper_histogram_low", "0 bank(s)"),
-        ("row_remapper_histogram_none", "0 bank(s)"),
+        (f"row_remapper_histogram_{name}", f"{count} bank(s)")
+        for name, count in zip(
+            ("max", "high", "partial", "low", "none"), view.remap_histogram, strict=True
+        )
     ]
     inactive_corr: list[Element] = [("remapped_row_corr_inactive", "0")] if v13 else []
     inactive_unc: list[Element] = [("remapped_row_unc_inactive", "0")] if v13 else []
@@ -458,13 +458,33 @@ def _clocks(view: GpuView) -> list[Element]:
     ]
 
 
-def _fabric(fabric_ok: bool) -> list[Element]:
+_HEALTH_V13 = (
+    "summary",
+    "bandwidth",
+    "route_recovery_in_progress",
+    "route_unhealthy",
+    "access_timeout_recovery",
+    "incorrect_configuration",
+)
+
+
+def _fabric(view: GpuView, fabric_ok: bool, v13: bool) -> list[Element]:
+    fabric = view.fabric
+    if fabric is None:  # the classic board: Completed while nvidia-fabricmanager runs
+        return [
+            ("state", "Completed" if fabric_ok else "Not Started"),
+            ("status", "Success" if fabric_ok else "N/A"),
+            ("cliqueId", "N/A"),
+            ("clusterUuid", "N/A"),
+            ("health", [("bandwidth", "N/A")]),
+        ]
+    health: list[Element] = [(name, "N/A") for name in (_HEALTH_V13 if v13 else ("bandwidth",))]
     return [
-        ("state", "Completed" if fabric_ok else "Not Started"),
-        ("status", "Success" if fabric_ok else "N/A"),
-        ("cliqueId", "N/A"),
-        ("clusterUuid", "N/A"),
-        ("health", [("bandwidth", "N/A")]),
+        ("state", fabric.state),
+        ("status", fabric.status),
+        ("cliqueId", fabric.clique_id),
+        ("clusterUuid", fabric.cluster_uuid),
+        ("health", health),
     ]
 
 

@@ -1,7 +1,10 @@
-"""Emulated `systemctl` for the GPU node's units (persistenced, fabric manager, DCGM, slurmd).
+"""Emulated `systemctl` for the GPU node's units (persistenced, fabric manager or IMEX, DCGM,
+slurmd; which ones depend on the board).
 
 Starting nvidia-persistenced turns persistence mode on for every GPU and stopping it turns it
-off, as the daemon does; GPU services cannot start while the nvidia module is unloaded.
+off, as the daemon does; starting or stopping nvidia-fabricmanager or nvidia-imex changes the
+NVLink fabric as lab/fabric.py describes; GPU services cannot start while the nvidia module is
+unloaded. `restart` is a stop and a start; `start` of a running unit changes nothing.
 `systemctl reboot` reboots the node.
 """
 
@@ -10,14 +13,16 @@ from __future__ import annotations
 from collections.abc import Sequence
 from types import MappingProxyType
 
+from fleetfix.lab import transitions
 from fleetfix.lab.state import NodeState
 from fleetfix.lab.tools.base import ToolContext, ToolReply, fail, lines
 
-_NEEDS_DRIVER = frozenset({"nvidia-persistenced", "nvidia-fabricmanager"})
+_NEEDS_DRIVER = frozenset({"nvidia-persistenced", "nvidia-fabricmanager", "nvidia-imex"})
 _DESCRIPTIONS = MappingProxyType(
     {
         "nvidia-persistenced": "NVIDIA Persistence Daemon",
         "nvidia-fabricmanager": "NVIDIA fabric manager service",
+        "nvidia-imex": "NVIDIA IMEX service",
         "nvidia-dcgm": "NVIDIA DCGM service",
         "slurmd": "Slurm node daemon",
     }
@@ -104,10 +109,9 @@ def _set_active(node: NodeState, unit: str, active: bool, verb: str) -> str | No
             f'See "systemctl status {unit}.service" and "journalctl -xeu {unit}.service" '
             "for details."
         )
-    service.active = active
-    if unit == "nvidia-persistenced":
-        for gpu in node.gpus:
-            gpu.persistence = active
+    if verb.endswith("restart") and service.active:
+        transitions.set_service(node, unit, False)
+    transitions.set_service(node, unit, active)
     return None
 
 

@@ -1,0 +1,154 @@
+"""What a driver version changes in the tools' output forms, and the GPU recovery actions.
+
+The forms follow real captures (shared/samples/ and public nvidia-smi logs):
+
+* before 570: `nvidia-smi -q` keys padded to column 42, `GPU Reset Status` with Reset Required
+  / Drain and Reset Recommended Yes/No (550.127.05 and 560.35.03 logs), XML DTD v12;
+* 570 to 589: still column 42, the two reset fields print "Requested functionality has been
+  deprecated" and `GPU Recovery Action` follows them (a 570.124.06 log); XML DTD v13 with
+  `<gpu_recovery_action>` and no `<gpu_reset_status>`;
+* from 590: column 55 and only `GPU Recovery Action` (the 590.48.01 sample).
+
+From 570 the driver also logs Xid 154 when a GPU's recovery action changes, worded as in
+real 580 logs (`0x1 (GPU Reset Required)`, `0x2 (Node Reboot Required)`) or, from 610, as in
+610.43.02 logs (`0x1 (PF FLR)`, `0x2 (OS Reboot)`).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from types import MappingProxyType
+
+NONE = "None"
+RESET = "Reset"
+REBOOT = "Reboot"
+DRAIN_P2P = "Drain P2P"
+DRAIN_AND_RESET = "Drain and Reset"
+RECOVER_IMEX = "Recover IMEX Domain"
+
+ACTIONS = MappingProxyType(
+    {
+        "none": NONE,
+        "reset": RESET,
+        "reboot": REBOOT,
+        "drain-p2p": DRAIN_P2P,
+        "drain-and-reset": DRAIN_AND_RESET,
+        "recover-imex": RECOVER_IMEX,
+    }
+)
+"""Scenario spelling -> what `nvidia-smi -q` prints as `GPU Recovery Action`."""
+
+_STRENGTH = (NONE, DRAIN_P2P, RESET, DRAIN_AND_RESET, RECOVER_IMEX, REBOOT)
+_NVML_VALUE = MappingProxyType(
+    {NONE: 0, RESET: 1, REBOOT: 2, DRAIN_P2P: 3, DRAIN_AND_RESET: 4, RECOVER_IMEX: 5}
+)
+_XID154_WORDS = MappingProxyType(
+    {
+        NONE: "None",
+        RESET: "GPU Reset Required",
+        REBOOT: "Node Reboot Required",
+        DRAIN_P2P: "Drain P2P",
+        DRAIN_AND_RESET: "Drain and Reset",
+        RECOVER_IMEX: "Recover IMEX Domain",
+    }
+)
+_XID154_WORDS_610 = MappingProxyType({**_XID154_WORDS, RESET: "PF FLR", REBOOT: "OS Reboot"})
+DEPRECATED = "Requested functionality has been deprecated"
+
+
+def driver_major(driver: str) -> int:
+    head = driver.split(".", 1)[0]
+    return int(head) if head.isdigit() else 0
+
+
+@dataclass(frozen=True, slots=True)
+class DriverForms:
+    """The output forms of one driver version."""
+
+    major: int
+
+    @property
+    def key_width(self) -> int:
+        return 55 if self.major >= 590 else 42
+
+    @property
+    def xml_v13(self) -> bool:
+        return self.major >= 570
+
+    @property
+    def recovery_action(self) -> bool:
+        """`nvidia-smi -q` reports `GPU Recovery Action` (and the driver logs Xid 154)."""
+        return self.major >= 570
+
+    @property
+    def reset_status(self) -> str:
+        """How -q prints `GPU Reset Status`: `flags` (Yes/No), `deprecated`, or `absent`."""
+        if self.major >= 590:
+            return "absent"
+        return "deprecated" if self.major >= 570 else "flags"
+
+    @property
+    def platform_info(self) -> bool:
+        """570+ -q: Platform Info (not Module ID), DRAM Encryption Mode, average and
+        instantaneous power draw, Power Smoothing, Workload Power Profiles, Capabilities."""
+        return self.major >= 570
+
+    @property
+    def q590(self) -> bool:
+        """The 590 sample's further -q changes: GPU PDI, Display Attached, clock event
+        counters, T.Limit temperatures, EDPp Multiplier, deprecated application clocks."""
+        return self.major >= 590
+
+    @property
+    def repair_flags(self) -> bool:
+        """-q lists Channel/TPC Repair Pending and Unrepairable Memory (the 590 sample)."""
+        return self.major >= 590
+
+    @property
+    def fabric_health(self) -> tuple[str, ...]:
+        """The -q Fabric Health keys (non-classic boards)."""
+        if self.major >= 590:
+            return (
+                "Summary",
+                "Bandwidth",
+                "Route Recovery in progress",
+                "Route Unhealthy",
+                "Access Timeout Recovery",
+                "Incorrect Configuration",
+            )
+        if self.major >= 570:
+            return (
+                "Bandwidth",
+                "Route Recovery in progress",
+                "Route Unhealthy",
+                "Access Timeout Recovery",
+            )
+        return ("Bandwidth",)
+
+    def xid154_text(self, before: str, after: str) -> str:
+        """The message of Xid 154 for a change of recovery action."""
+        words = _XID154_WORDS_610 if self.major >= 610 else _XID154_WORDS
+        return (
+            f"GPU recovery action changed from 0x{_NVML_VALUE[before]:x} ({words[before]}) "
+            f"to 0x{_NVML_VALUE[after]:x} ({words[after]})"
+        )
+
+
+def forms(driver: str) -> DriverForms:
+    return DriverForms(driver_major(driver))
+
+
+def strongest(actions: list[str]) -> str:
+    """The action that covers all of `actions` (None < Drain P2P < Reset < ... < Reboot)."""
+    return max(actions, key=_STRENGTH.index, default=NONE)
+
+
+def default_action(code: int, recovery: str) -> str:
+    """What the driver reports for an Xid when the scenario names no action.
+
+    A GPU off the bus (79) and faults only a driver reload or reboot clears call for a reboot;
+    the rest for a GPU reset, `never` ones too: the driver cannot know a fault is permanent.
+    """
+    if code == 79 or recovery in ("reload", "reboot"):
+        return REBOOT
+    return RESET
