@@ -1,21 +1,30 @@
 """`--resume` after a crash or a Ctrl-C ends where a clean run ends, whatever the instant.
 
-Property-style, on the xid79 lab: a clean reference run first; then, for each kill point, a
-fresh lab and journal, `fleetfix run` stopped by a signal the moment the journal holds a given
-event (the Nth TASK banner, the intent of the Nth reboot, ...), and `--resume RUN_ID`. The
-outcome must be the reference's: every node's boot count and Slurm record, the set of
-(host, action) the journal says were carried out, one delivered reboot per rebooted node, and
-an intent in the journal for every reboot the lab saw. A second --resume of the finished run is
-refused (exit 5) and changes nothing; a --resume while the first controller lives is refused
-(exit 6) and changes nothing.
+Property-style, for the shipped playbooks that take nodes out of service: xid79.yml on the
+xid79 lab, ecc.yml and driver-reload.yml on the `protected` lab (each has an unprotected node
+to fix and busy, human-drained and Slurm-unreadable nodes to leave alone). A clean reference
+run first; then, for each kill point, a fresh lab and journal, `fleetfix run` stopped by a
+signal the moment the journal holds a given event, and `--resume RUN_ID`. The outcome must be
+the reference's: every node's boot count, faults and Slurm record, the set of (host, action)
+the journal says were carried out, one delivered reboot per rebooted node, and an intent in the
+journal for every disruptive call the lab saw. A second --resume of the finished run is refused
+(exit 5) and changes nothing; a --resume while the first controller lives is refused (exit 6)
+and changes nothing.
+
+Kill points: every step of each playbook (every place a TASK banner can be printed: blocks,
+rescues and meta steps included), at the first batch in the reference run where the step did
+something on a host (else its first banner); steps the lab never reaches are listed per
+playbook and checked to stay unreached. Then the intent of each disruptive action, the moment
+after a reboot was sent, and SIGINT/SIGTERM at intents and verification.
 
 The cases are independent (one lab and one journal each), so they run four at a time in
-threads as soon as the module starts; each test waits for its own case. A lab's reboot takes
-0.3 s.
+threads as soon as the module starts; each waits for its playbook's reference run. A lab's
+reboot takes 0.3 s.
 """
 
 from __future__ import annotations
 
+import json
 import signal
 from collections import Counter
 from collections.abc import Iterator
@@ -26,7 +35,18 @@ from typing import Any
 
 import pytest
 
-from tests.e2e.labrun import Run, fleetfix_run, nodes, run_argv, write_inventory
+from fleetfix.cli.loading import builtin_catalog
+from fleetfix.playbook.loader import load_playbook
+from fleetfix.playbook.model import Step, StepKind
+from tests.e2e.labrun import (
+    PLAYBOOKS,
+    Run,
+    fault_kinds,
+    fleetfix_run,
+    nodes,
+    run_argv,
+    write_inventory,
+)
 from tests.e2e.safety_support import (
     ActionRow,
     action_rows,
@@ -43,78 +63,191 @@ from tests.e2e.safety_support import (
 )
 from tests.lab.support import running_lab
 
-pytestmark = [pytest.mark.slow, pytest.mark.timeout(900)]
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(1800)]
 
-PLAYBOOK = "xid79.yml"
 REBOOT_TIME = 0.3
 WORKERS = 4
-REFERENCE_TASKS = 60
-"""TASK banners (TaskStarted events) in a clean xid79 run on the xid79 lab: 9 batches."""
 INTERRUPTED = 99
 FINISHED_REFUSED = 5
 LIVE_REFUSED = 6
-REBOOT = '"action": "reboot"'
-DRAIN = '"action": "slurm_drain"'
-REBOOT_VERDICT = '"step": "reboot (restart bare metal)"'
+
+
+@dataclass(frozen=True, slots=True)
+class Lab:
+    """A playbook on a lab scenario, with its extra arguments."""
+
+    id: str
+    scenario: str
+    playbook: str
+    extra: tuple[str, ...] = ()
+    unreached: frozenset[str] = frozenset()
+    """Steps (by name) the reference run never announces on this lab: no kill point there. A
+    block is announced even when its `when` is false on every host; its children are not."""
+
+
+XID79 = Lab(
+    "xid79",
+    "xid79",
+    "xid79.yml",
+    # Every Xid 79 node of the lab is idle when its turn comes: no job outlives the drain.
+)
+ECC = Lab(
+    "ecc",
+    "protected",
+    "ecc.yml",
+    ("-e", "drain_wait=3s"),
+    unreached=frozenset(
+        {
+            # no row-remap failure on the protected lab (tests/e2e/test_playbooks_mixed.py has
+            # one); a block whose `when` is false still has its banner
+            "drain for RMA",
+            "keep evidence",  # the RMA block's (the reset block's is reached)
+            "mark the node failed",
+            # the engine defers a busy node itself: the playbook's own rescue is the fallback
+            "jobs still running, reset deferred",
+            "leave the node draining for the next run",
+            # dry runs only
+            "the reset waits for the jobs",
+            "nothing more to plan here",
+            # every reset verifies
+            "leave drained, saying why",
+        }
+    ),
+)
+DRIVER = Lab(
+    "driver",
+    "protected",
+    "driver-reload.yml",
+    ("-e", "drain_wait=3s"),
+    unreached=frozenset(
+        {
+            # no node lacks only some modules (tests/e2e/test_playbooks_mixed.py, gpu015)
+            "load the missing modules",
+            "check the modules",
+            "every NVIDIA module loaded",
+            # every reload verifies
+            "leave drained, saying why",
+            "mark the node failed",
+        }
+    ),
+)
+LABS = (XID79, ECC, DRIVER)
+
+
+def _walk(steps: tuple[Step, ...]) -> Iterator[Step]:
+    for step in steps:
+        yield step
+        if step.kind is StepKind.BLOCK:
+            yield from _walk((*step.block, *step.rescue, *step.always))
+
+
+def playbook_steps(lab: Lab) -> list[Step]:
+    """Every step of the playbook that can print a TASK banner, in file order."""
+    book = load_playbook(PLAYBOOKS / lab.playbook, builtin_catalog())
+    sections = ((p.pre_tasks, p.tasks, p.post_tasks, p.handlers) for p in book.plays)
+    return [step for parts in sections for part in parts for step in _walk(part)]
 
 
 @dataclass(frozen=True, slots=True)
 class KillPoint:
     """Stop the controller with `signum` once the journal holds `nth` `kind` events (whose
-    body contains `contains`); `task` is the banner the Nth TaskStarted must carry."""
+    body contains `contains`). A step point (`line` set) stops at the TASK banner of the
+    step at that line, in the batch the reference run chooses: the `working`-th batch where
+    the step did something on a host."""
 
     id: str
-    signum: int
-    kind: str
-    nth: int
+    lab: Lab
+    signum: signal.Signals
+    kind: str = "TaskStarted"
+    nth: int = 1
     contains: str | None = None
-    task: str | None = None
+    step: str | None = None
+    line: int | None = None
+    working: int = 1
 
 
-def _task(nth: int, name: str) -> KillPoint:
-    return KillPoint(f"kill-task{nth:02d}", signal.SIGKILL, "TaskStarted", nth, task=name)
+def _step_points(lab: Lab) -> list[KillPoint]:
+    points = []
+    for step in playbook_steps(lab):
+        line = step.position.line
+        point_id = f"{lab.id}-kill-step{line:03d}"
+        points.append(KillPoint(point_id, lab, signal.SIGKILL, step=step.name, line=line))
+    return points
 
 
-XID_LOG, DECIDE, SKIP = "read the kernel Xid log", "decide", "nothing to do on this node"
-BLOCK, DRAIN_STEP = "remediate Xid 79", "drain in Slurm and wait for jobs to leave"
-EVIDENCE, REBOOT_STEP = "keep evidence", "reboot (restart bare metal)"
-RESUME_STEP, RMA_STEP = "return to service", "leave drained for RMA, saying why"
+def _intent(
+    lab: Lab, signum: signal.Signals, action: str, nth: int = 1, kind: str = "ActionStarted"
+) -> KillPoint:
+    word = {signal.SIGKILL: "kill", signal.SIGINT: "int", signal.SIGTERM: "term"}[signum]
+    what = {"ActionStarted": "intent", "ActionTaken": "done"}.get(kind, kind)
+    return KillPoint(
+        f"{lab.id}-{word}-{action}-{what}{nth}", lab, signum, kind, nth, f'"action": "{action}"'
+    )
 
-# kill -9 at 16 of the 60 TASK banners (all 60 take ~8 minutes): every banner of the first
-# batch that remediates (gpu003), the first canary, the second reboot (gpu011), the batch whose
-# fix fails into the rescue (gpu007) and the last batch (a kill after the last banner may land
-# after the run is journaled finished: nothing left to resume). The rescue's second step
-# ("mark the node failed") gets no banner of its own (see BatchRun.announce), so no index.
+
+def _reboot_step(nth_working: int) -> KillPoint:
+    return KillPoint(
+        f"xid79-kill-reboot-step-batch{nth_working}",
+        XID79,
+        signal.SIGKILL,
+        step="reboot (restart bare metal)",
+        line=82,
+        working=nth_working,
+    )
+
+
 KILL_POINTS = (
-    _task(1, XID_LOG),
-    _task(11, XID_LOG),
-    _task(12, "read nvidia-smi"),
-    _task(13, "read the Slurm node"),
-    _task(14, DECIDE),
-    _task(15, SKIP),
-    _task(16, BLOCK),
-    _task(17, DRAIN_STEP),
-    _task(18, EVIDENCE),
-    _task(19, REBOOT_STEP),
-    _task(20, RESUME_STEP),
-    _task(29, REBOOT_STEP),
-    _task(47, DRAIN_STEP),
-    _task(49, REBOOT_STEP),
-    _task(50, RMA_STEP),
-    _task(56, XID_LOG),
-    KillPoint("kill-drain-intent1", signal.SIGKILL, "ActionStarted", 1, DRAIN),
-    KillPoint("kill-reboot-intent1", signal.SIGKILL, "ActionStarted", 1, REBOOT),
-    KillPoint("kill-reboot-intent2", signal.SIGKILL, "ActionStarted", 2, REBOOT),
-    KillPoint("kill-reboot-intent3", signal.SIGKILL, "ActionStarted", 3, REBOOT),
-    KillPoint("kill-reboot-done1", signal.SIGKILL, "ActionTaken", 1, REBOOT),
-    KillPoint("kill-reboot-verdict1", signal.SIGKILL, "HostStepFinished", 1, REBOOT_VERDICT),
-    KillPoint("int-mid-drain", signal.SIGINT, "ActionStarted", 1, DRAIN),
-    KillPoint("int-reboot-intent", signal.SIGINT, "ActionStarted", 1, REBOOT),
-    KillPoint("int-verifying", signal.SIGINT, "ActionTaken", 1, REBOOT),
-    KillPoint("term-mid-drain", signal.SIGTERM, "ActionStarted", 2, DRAIN),
-    KillPoint("term-reboot-intent", signal.SIGTERM, "ActionStarted", 2, REBOOT),
-    KillPoint("term-verifying", signal.SIGTERM, "ActionTaken", 2, REBOOT),
+    *(point for lab in LABS for point in _step_points(lab)),
+    # xid79: later batches (the second and third reboot: gpu011, gpu007 whose fix fails)
+    _reboot_step(2),
+    _reboot_step(3),
+    _intent(XID79, signal.SIGKILL, "slurm_drain"),
+    _intent(XID79, signal.SIGKILL, "reboot", 1),
+    _intent(XID79, signal.SIGKILL, "reboot", 2),
+    _intent(XID79, signal.SIGKILL, "reboot", 3),
+    _intent(XID79, signal.SIGKILL, "reboot", 1, "ActionTaken"),
+    KillPoint(
+        "xid79-kill-reboot-verdict1",
+        XID79,
+        signal.SIGKILL,
+        "HostStepFinished",
+        1,
+        '"step": "reboot (restart bare metal)"',
+    ),
+    _intent(XID79, signal.SIGINT, "slurm_drain"),
+    _intent(XID79, signal.SIGINT, "reboot"),
+    _intent(XID79, signal.SIGINT, "reboot", 1, "ActionTaken"),
+    _intent(XID79, signal.SIGTERM, "slurm_drain", 2),
+    _intent(XID79, signal.SIGTERM, "reboot", 2),
+    _intent(XID79, signal.SIGTERM, "reboot", 2, "ActionTaken"),
+    # ecc: gpu01's deferral, gpu04's drain, reset and return
+    _intent(ECC, signal.SIGKILL, "slurm_drain", 1),
+    _intent(ECC, signal.SIGKILL, "slurm_drain", 2),
+    _intent(ECC, signal.SIGKILL, "gpu_reset"),
+    _intent(ECC, signal.SIGKILL, "gpu_reset", 1, "ActionTaken"),
+    _intent(ECC, signal.SIGKILL, "slurm_resume"),
+    _intent(ECC, signal.SIGINT, "gpu_reset"),
+    _intent(ECC, signal.SIGTERM, "gpu_reset"),
+    # driver-reload: gpu05's deferral, gpu08's reload and return
+    _intent(DRIVER, signal.SIGKILL, "slurm_drain", 1),
+    _intent(DRIVER, signal.SIGKILL, "reload_driver"),
+    _intent(DRIVER, signal.SIGKILL, "reload_driver", 1, "ActionTaken"),
+    _intent(DRIVER, signal.SIGKILL, "slurm_resume"),
+    _intent(DRIVER, signal.SIGINT, "reload_driver"),
+    _intent(DRIVER, signal.SIGTERM, "reload_driver"),
 )
+
+
+@dataclass(frozen=True, slots=True)
+class Banner:
+    """One TASK banner of the reference run."""
+
+    line: int
+    name: str
+    occurrence: int
+    """How many banners of this step so far, this one included."""
+    worked: bool
+    """Some host's result for this step in this batch was not `skipped`."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -125,23 +258,30 @@ class Outcome:
     truth: dict[str, dict[str, Any]]
     audit: dict[str, list[dict[str, Any]]]
     rows: list[ActionRow]
-    tasks: list[str]
+    banners: list[Banner]
 
     @property
     def view(self) -> dict[str, dict[str, Any]]:
-        return slurm_view(self.truth)
+        """Per node: boots, the Slurm record and the faults still present."""
+        view = slurm_view(self.truth)
+        for name, node in self.truth.items():
+            view[name]["faults"] = sorted(fault_kinds(node))
+        return view
 
 
 @dataclass(frozen=True, slots=True)
 class Interrupted:
     """A case: the first controller's exit code and output, then its resume's outcome, and
-    what a second --resume of the finished run did."""
+    what a second --resume of the finished run did. None when the reference never reaches
+    the kill point's step."""
 
     first_rc: int
     first_output: str
+    said_run_id: bool
+    """The first run printed its run id (an operator needs it for --resume)."""
     journaled_outcome: int | None
     """The first run's outcome in the journal: None after a kill -9, 99 after a signal."""
-    task_at_kill: str | None
+    banner_at_kill: str | None
     resumed: Outcome
     again: Run
     truth_after_again: dict[str, dict[str, Any]]
@@ -157,50 +297,96 @@ class LiveResume:
     run_started: int
 
 
+def _banners(journal: Path) -> list[Banner]:
+    """The TASK banners of a run in order, each with whether its step did something in its
+    batch (a host's result for it, in that batch, was not skipped)."""
+    rows = query(
+        journal,
+        "SELECT type, body FROM events WHERE type IN"
+        " ('BatchStarted', 'TaskStarted', 'HostStepFinished') ORDER BY id",
+    )
+    announced: list[tuple[int, str, int]] = []  # line, name, batch
+    worked: set[tuple[int, str]] = set()  # batch, step name
+    batch = 0
+    for kind, raw in rows:
+        body = json.loads(raw)
+        if kind == "BatchStarted":
+            batch += 1
+        elif kind == "TaskStarted":
+            announced.append((int(body["position"]["line"]), str(body["name"]), batch))
+        elif body["result"]["status"] != "skipped":
+            worked.add((batch, str(body["result"]["step"])))
+    seen: Counter[int] = Counter()
+    banners = []
+    for line, name, in_batch in announced:
+        seen[line] += 1
+        banners.append(Banner(line, name, seen[line], (in_batch, name) in worked))
+    return banners
+
+
 def _outcome(run: Run, lab: Any, journal: Path) -> Outcome:
-    tasks = [
-        str(row[0])
-        for row in query(
-            journal,
-            "SELECT json_extract(body, '$.name') FROM events WHERE type='TaskStarted' ORDER BY id",
-        )
-    ]
-    return Outcome(run, nodes(lab.truth()), lab.audit(), action_rows(journal), tasks)
+    return Outcome(run, nodes(lab.truth()), lab.audit(), action_rows(journal), _banners(journal))
 
 
-def _reference(base: Path) -> Outcome:
-    with running_lab("xid79", base / "lab", reboot_time=REBOOT_TIME) as lab:
+def _reference(lab_case: Lab, base: Path) -> Outcome:
+    with running_lab(lab_case.scenario, base / "lab", reboot_time=REBOOT_TIME) as lab:
         inventory = write_inventory(lab, base / "lab.ini")
-        run = fleetfix_run(PLAYBOOK, inventory, base, timeout=300)
+        run = fleetfix_run(lab_case.playbook, inventory, base, *lab_case.extra, timeout=600)
         return _outcome(run, lab, base / "j.sqlite")
 
 
-def _task_at(journal: Path, nth: int) -> str | None:
+def stop_at(point: KillPoint, reference: Outcome) -> tuple[str, int, str | None] | None:
+    """(event kind, how many, body text) to stop at; None when the reference never reaches
+    the point's step."""
+    if point.line is None:
+        return point.kind, point.nth, point.contains
+    mine = [b for b in reference.banners if b.line == point.line]
+    working = [b for b in mine if b.worked]
+    if len(working) >= point.working:
+        chosen = working[point.working - 1]
+    elif point.working == 1 and mine:
+        chosen = mine[0]
+    else:
+        return None
+    return "TaskStarted", chosen.occurrence, f'"line": {point.line}, "column"'
+
+
+def _banner(journal: Path, line: int, occurrence: int) -> str | None:
     rows = query(
         journal,
         "SELECT json_extract(body, '$.name') FROM events WHERE type='TaskStarted'"
-        " ORDER BY id LIMIT 1 OFFSET ?",
-        (nth - 1,),
+        " AND json_extract(body, '$.position.line') = ? ORDER BY id LIMIT 1 OFFSET ?",
+        (line, occurrence - 1),
     )
     return str(rows[0][0]) if rows else None
 
 
-def _interrupted(point: KillPoint, base: Path) -> Interrupted:
-    with running_lab("xid79", base / "lab", reboot_time=REBOOT_TIME) as lab:
+def _interrupted(point: KillPoint, base: Path, reference: Future[Outcome]) -> Interrupted | None:
+    at = stop_at(point, reference.result())
+    if at is None:
+        return None
+    kind, nth, contains = at
+    lab_case = point.lab
+    with running_lab(lab_case.scenario, base / "lab", reboot_time=REBOOT_TIME) as lab:
         inventory = write_inventory(lab, base / "lab.ini")
         journal = base / "j.sqlite"
-        with started_run(run_argv(PLAYBOOK, inventory, journal), base, "first") as first:
-            wait_for_events(journal, first, point.kind, point.nth, point.contains)
+        argv = run_argv(lab_case.playbook, inventory, journal, *lab_case.extra)
+        with started_run(argv, base, "first") as first:
+            wait_for_events(journal, first, kind, nth, contains)
             first_rc = interrupt(first, point.signum)
             first_output = first.output()
-        task = _task_at(journal, point.nth) if point.kind == "TaskStarted" else None
+            said_run_id = "run id: " in first.stdout.read_text(errors="replace")
+        banner = _banner(journal, point.line, nth) if point.line is not None else None
         run_id = only_run_id(journal)
         journaled = query(journal, "SELECT outcome FROM runs WHERE run_id=?", (run_id,))[0][0]
-        resumed = fleetfix_run(PLAYBOOK, inventory, base, "--resume", run_id, timeout=300)
+        resume = ("--resume", run_id, *lab_case.extra)
+        resumed = fleetfix_run(lab_case.playbook, inventory, base, *resume, timeout=600)
         outcome = _outcome(resumed, lab, journal)
-        again = fleetfix_run(PLAYBOOK, inventory, base, "--resume", run_id, timeout=120)
+        again = fleetfix_run(lab_case.playbook, inventory, base, *resume, timeout=120)
         truth_again = nodes(lab.truth())
-    return Interrupted(first_rc, first_output, journaled, task, outcome, again, truth_again)
+    return Interrupted(
+        first_rc, first_output, said_run_id, journaled, banner, outcome, again, truth_again
+    )
 
 
 def _live_resume(base: Path) -> LiveResume:
@@ -208,10 +394,10 @@ def _live_resume(base: Path) -> LiveResume:
     with running_lab("xid79", base / "lab", reboot_time=REBOOT_TIME) as lab:
         inventory = write_inventory(lab, base / "lab.ini")
         journal = base / "j.sqlite"
-        with started_run(run_argv(PLAYBOOK, inventory, journal), base, "first") as first:
+        with started_run(run_argv("xid79.yml", inventory, journal), base, "first") as first:
             wait_for_events(journal, first, "TaskStarted", 1)
             run_id = only_run_id(journal)
-            refused = fleetfix_run(PLAYBOOK, inventory, base, "--resume", run_id, timeout=120)
+            refused = fleetfix_run("xid79.yml", inventory, base, "--resume", run_id, timeout=120)
             alive = first.process.poll() is None
             first_rc = first.wait(300)
             first_output = first.output()
@@ -224,21 +410,42 @@ def _live_resume(base: Path) -> LiveResume:
 
 @dataclass
 class Cases:
-    reference: Future[Outcome]
-    interrupted: dict[str, Future[Interrupted]]
-    live: Future[LiveResume]
+    reference: dict[str, Future[Outcome]]
+    interrupted: dict[str, Future[Interrupted | None]]
+    live: Future[LiveResume] | None
+
+
+def _selected(request: pytest.FixtureRequest) -> list[pytest.Item]:
+    here = request.path
+    return [item for item in request.session.items if item.path == here]
 
 
 @pytest.fixture(scope="module")
-def cases(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cases]:
-    """Every case started at once (WORKERS at a time); each test waits for its own."""
+def cases(
+    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[Cases]:
+    """Every selected case started at once (WORKERS at a time); the references first, and
+    each test waits for its own case."""
+    items = _selected(request)
+    params = [getattr(item, "callspec", None) for item in items]
+    points = {p.params["point"].id for p in params if p is not None and "point" in p.params}
+    wanted = [point for point in KILL_POINTS if point.id in points]
+    live_wanted = any(item.name.startswith("test_resume_of_a_live_run") for item in items)
+    labs = {point.lab.id for point in wanted} | ({"xid79"} if live_wanted else set())
+    labs |= {p.params["lab"].id for p in params if p is not None and "lab" in p.params}
     with ThreadPoolExecutor(WORKERS, thread_name_prefix="resume-case") as pool:
-        reference = pool.submit(_reference, tmp_path_factory.mktemp("reference"))
-        interrupted = {
-            point.id: pool.submit(_interrupted, point, tmp_path_factory.mktemp(point.id))
-            for point in KILL_POINTS
+        reference = {
+            lab.id: pool.submit(_reference, lab, tmp_path_factory.mktemp(f"reference-{lab.id}"))
+            for lab in LABS
+            if lab.id in labs
         }
-        live = pool.submit(_live_resume, tmp_path_factory.mktemp("live"))
+        interrupted = {
+            point.id: pool.submit(
+                _interrupted, point, tmp_path_factory.mktemp(point.id), reference[point.lab.id]
+            )
+            for point in wanted
+        }
+        live = pool.submit(_live_resume, tmp_path_factory.mktemp("live")) if live_wanted else None
         try:
             yield Cases(reference, interrupted, live)
         finally:
@@ -263,36 +470,43 @@ def _same_outcome(outcome: Outcome, reference: Outcome, label: str) -> None:
     assert unjournaled(outcome.audit, outcome.rows) == [], context
 
 
-def test_reference_run(cases: Cases) -> None:
-    """The clean run the others are held against: what tests/e2e/test_playbooks_lab.py
-    shows, and the TASK banners the kill points name."""
-    reference = cases.reference.result()
+@pytest.mark.parametrize("lab", LABS, ids=[lab.id for lab in LABS])
+def test_reference_run(cases: Cases, lab: Lab) -> None:
+    """The clean runs the others are held against: every disruptive call journaled, every
+    step announced except those listed as unreached on that lab."""
+    reference = cases.reference[lab.id].result()
     assert reference.run.returncode == 2, reference.run.output
-    view = reference.view
+    assert unjournaled(reference.audit, reference.rows) == []
+    assert {row.state for row in reference.rows} <= {"ok", "failed"}
+    announced = {banner.line for banner in reference.banners}
+    never = {step.name for step in playbook_steps(lab) if step.position.line not in announced}
+    assert never == set(lab.unreached), "update the lab's list of unreached steps"
+
+
+def test_the_xid79_reference_is_the_documented_run(cases: Cases) -> None:
+    """What tests/e2e/test_playbooks_lab.py shows: three reboots, gpu007 left for RMA,
+    the human-drained gpu014 untouched."""
+    view = cases.reference["xid79"].result().view
     assert {n for n, v in view.items() if v["boots"] == 2} == {"gpu003", "gpu007", "gpu011"}
     assert view["gpu007"]["drain"] and "needs RMA" in str(view["gpu007"]["reason"])
     assert not view["gpu003"]["drain"] and not view["gpu011"]["drain"]
     assert view["gpu014"]["reason"] == "bad DIMM B2, ticket OPS-1187"
-    assert len(reference.tasks) == REFERENCE_TASKS, reference.tasks
-    for point in KILL_POINTS:
-        if point.task is not None:
-            assert reference.tasks[point.nth - 1] == point.task, point
-    assert unjournaled(reference.audit, reference.rows) == []
-    assert {row.state for row in reference.rows} <= {"ok", "failed"}
 
 
 @pytest.mark.parametrize("point", KILL_POINTS, ids=[p.id for p in KILL_POINTS])
 def test_resume_after_a_stop_ends_like_a_clean_run(cases: Cases, point: KillPoint) -> None:
     case = cases.interrupted[point.id].result()
-    reference = cases.reference.result()
+    reference = cases.reference[point.lab.id].result()
+    if case is None:
+        assert point.step in point.lab.unreached, f"{point.step!r} was never announced"
+        return
     expected_rc = -signal.SIGKILL if point.signum == signal.SIGKILL else INTERRUPTED
     assert case.first_rc == expected_rc, case.first_output
     expected_outcome = None if point.signum == signal.SIGKILL else INTERRUPTED
     assert case.journaled_outcome == expected_outcome, "the stop came after the run finished"
-    if point.task is not None:
-        assert case.task_at_kill == point.task
-    if point.signum != signal.SIGKILL:
-        assert "run id: " in case.first_output, case.first_output
+    if point.step is not None:
+        assert case.banner_at_kill == point.step
+    assert case.said_run_id, case.first_output
     _same_outcome(case.resumed, reference, f"resumed after {point.id}")
 
     assert case.again.returncode == FINISHED_REFUSED, case.again.output
@@ -301,8 +515,9 @@ def test_resume_after_a_stop_ends_like_a_clean_run(cases: Cases, point: KillPoin
 
 
 def test_resume_of_a_live_run_is_refused_and_changes_nothing(cases: Cases) -> None:
+    assert cases.live is not None
     live = cases.live.result()
-    reference = cases.reference.result()
+    reference = cases.reference["xid79"].result()
     assert live.first_alive_after, "the first run ended before the refused resume: proves nothing"
     assert live.refused.returncode == LIVE_REFUSED, live.refused.output
     assert "still running" in live.refused.stderr, live.refused.output

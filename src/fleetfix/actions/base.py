@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -31,6 +31,10 @@ class ActionPlan:
     notes: tuple[str, ...] = ()
     failure: str | None = None
     """The commands run (they record why, e.g. a drain reason), then the step fails with this."""
+    before: Mapping[str, str] = field(default_factory=dict)
+    """What the node had that the plan takes away and puts back (services it stops, modules it
+    unloads), journaled with the intent: a resumed run that repeats the action after a crash
+    in the middle restores these too, although they are gone by then."""
 
     @property
     def noop(self) -> bool:
@@ -46,6 +50,8 @@ class ActionContext:
     facts: Mapping[str, Any]  # probe name -> parsed facts (typed dataclasses)
     vars: Mapping[str, Any]
     plan: ActionPlan | None = None  # for `check`: what the action set out to do
+    interrupted: Mapping[str, str] = field(default_factory=dict)
+    """The `before` an interrupted run journaled for this action here (see ActionPlan)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -73,3 +79,13 @@ class Action:
     """Checks literal params before anything runs; None when fine, else what is wrong."""
     result_probe: str | None = None
     """Parse the last command's output with this probe; `check` then sees its facts."""
+
+
+def remembered(ctx: ActionContext, key: str) -> list[str]:
+    """A list an interrupted attempt journaled in its plan's `before` (comma-separated)."""
+    return [item for item in ctx.interrupted.get(key, "").split(",") if item]
+
+
+def union(first: Iterable[str], *more: Iterable[str]) -> list[str]:
+    """Items of every iterable, each once, in first-seen order."""
+    return list(dict.fromkeys(item for items in (first, *more) for item in items))

@@ -4,7 +4,14 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from fleetfix.actions.base import Action, ActionContext, ActionPlan, PlannedCommand
+from fleetfix.actions.base import (
+    Action,
+    ActionContext,
+    ActionPlan,
+    PlannedCommand,
+    remembered,
+    union,
+)
 from fleetfix.actions.gates import busy_reason, quote_all
 from fleetfix.probes.gpu_facts import NvidiaSmiFacts
 from fleetfix.probes.kernel_modules import KernelModulesFacts
@@ -43,6 +50,7 @@ def wanted_modules(ctx: ActionContext, modules: KernelModulesFacts) -> list[str]
         names = [explicit] if isinstance(explicit, str) else [str(m) for m in explicit]
     else:
         names = list(reversed(modules.unload_order)) if modules.nvidia_loaded else []
+    names = union(names, remembered(ctx, "modules"))
     ordered = [m for m in BASE_MODULES if m in names or not names or m == "nvidia"]
     return [*ordered, *(m for m in names if m not in ordered)]
 
@@ -65,6 +73,7 @@ def _plan(ctx: ActionContext) -> ActionPlan:
     if refusal is not None:
         return ActionPlan(refused=refusal)
     stopped = [u for u in DRIVER_HOLDERS if services is not None and u in services.active]
+    restore = union(stopped, remembered(ctx, "services"))
     stops = [PlannedCommand(f"systemctl stop {quote_all([u])}", f"stop {u}") for u in stopped]
     unloads = [
         PlannedCommand(f"rmmod {quote_all([m])}", f"unload {m}")
@@ -76,10 +85,15 @@ def _plan(ctx: ActionContext) -> ActionPlan:
     ]
     starts = [
         PlannedCommand(f"systemctl start {quote_all([u])}", f"start {u}", always=True)
-        for u in _services_after(services, stopped)
+        for u in _services_after(services, restore)
     ]
     note = () if modules.nvidia_loaded else ("modules were not loaded",)
-    return ActionPlan(commands=(*stops, *unloads, *loads, *starts), notes=note)
+    loaded = modules.unload_order if modules.nvidia_loaded else ()
+    before = {
+        "services": ",".join(restore),
+        "modules": ",".join(union(loaded, remembered(ctx, "modules"))),
+    }
+    return ActionPlan(commands=(*stops, *unloads, *loads, *starts), notes=note, before=before)
 
 
 def _check(ctx: ActionContext) -> str | None:
@@ -89,11 +103,14 @@ def _check(ctx: ActionContext) -> str | None:
     if modules is None or not modules.nvidia_loaded:
         return "nvidia module not loaded after reload"
     promised = [c for c in (ctx.plan.commands if ctx.plan else ()) if c.always]
-    missing = [c.command.split()[-1] for c in promised if c.command.startswith("modprobe ")]
-    missing = [m.strip("'") for m in missing if m.strip("'") not in modules.loaded]
+    wanted = [
+        c.command.split()[-1].strip("'") for c in promised if c.command.startswith("modprobe ")
+    ]
+    missing = [m for m in union(wanted, remembered(ctx, "modules")) if m not in modules.loaded]
     if missing:
         return f"modules not loaded after reload: {', '.join(missing)}"
-    down = [c.command.split()[-1].strip("'") for c in promised if "systemctl start" in c.command]
+    started = [c.command.split()[-1].strip("'") for c in promised if "systemctl start" in c.command]
+    down = union(started, remembered(ctx, "services"))
     down = [u for u in down if services is None or u not in services.active]
     if down:
         return f"services not running after reload: {', '.join(down)}"
@@ -125,5 +142,6 @@ ACTIONS = (
         verify=("kernel_modules", "nvidia_smi", "services"),
         check=_check,
         disruptive=True,
+        repeatable=True,
     ),
 )

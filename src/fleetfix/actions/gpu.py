@@ -4,7 +4,14 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from fleetfix.actions.base import Action, ActionContext, ActionPlan, PlannedCommand
+from fleetfix.actions.base import (
+    Action,
+    ActionContext,
+    ActionPlan,
+    PlannedCommand,
+    remembered,
+    union,
+)
 from fleetfix.actions.gates import busy_reason, choice, params_checker, quote_all
 from fleetfix.probes.gpu_facts import GpuKey, NvidiaSmiFacts
 from fleetfix.probes.services import ServicesFacts
@@ -24,16 +31,24 @@ def _gpu_flag(indexes: list[int]) -> str:
 
 
 def stop_start(
-    services: ServicesFacts | None, units: Iterable[str]
-) -> tuple[list[PlannedCommand], list[PlannedCommand]]:
-    """Commands to stop the active `units` and (always) start them again afterwards."""
+    services: ServicesFacts | None, units: Iterable[str], stopped_before: Iterable[str] = ()
+) -> tuple[list[PlannedCommand], list[PlannedCommand], list[str]]:
+    """Commands to stop the active `units` and (always) start them again afterwards, with
+    the units to restore: those, plus `stopped_before` (stopped by an interrupted attempt)."""
     active = [u for u in units if services is not None and u in services.active]
+    restore = union(active, stopped_before)
     stops = [PlannedCommand(f"systemctl stop {quote_all([u])}", f"stop {u}") for u in active]
     starts = [
         PlannedCommand(f"systemctl start {quote_all([u])}", f"restart {u}", always=True)
-        for u in reversed(active)
+        for u in reversed(restore)
     ]
-    return stops, starts
+    return stops, starts, restore
+
+
+def not_running(ctx: ActionContext, units: Iterable[str]) -> list[str]:
+    """Of `units`, those the fresh `services` facts do not show active."""
+    services: ServicesFacts | None = ctx.facts.get("services")
+    return [u for u in units if services is None or u not in services.active]
 
 
 # --- persistence_mode --------------------------------------------------------------------
@@ -133,9 +148,14 @@ def _plan_gpu_reset(ctx: ActionContext) -> ActionPlan:
     targets = _reset_targets(ctx, smi)
     if not targets:
         return ActionPlan(notes=("no GPU reports a reset as needed",))
-    stops, starts = stop_start(ctx.facts.get("services"), RESET_HOLDERS)
+    services = ctx.facts.get("services")
+    stops, starts, restore = stop_start(services, RESET_HOLDERS, remembered(ctx, "services"))
     reset = PlannedCommand(f"nvidia-smi -r {_gpu_flag(targets)}", f"reset GPUs {targets}")
-    return ActionPlan(commands=(*stops, reset, *starts), notes=(f"GPUs {targets}",))
+    return ActionPlan(
+        commands=(*stops, reset, *starts),
+        notes=(f"GPUs {targets}",),
+        before={"services": ",".join(restore)},
+    )
 
 
 def _check_gpu_reset(ctx: ActionContext) -> str | None:
@@ -148,6 +168,9 @@ def _check_gpu_reset(ctx: ActionContext) -> str | None:
     still = _indexes((*smi.reset_required_gpus, *smi.row_remap_pending_gpus))
     if still:
         problems.append(f"GPUs {still} still need a reset")
+    down = not_running(ctx, remembered(ctx, "services"))
+    if down:
+        problems.append(f"services stopped for the reset not running: {', '.join(down)}")
     return "; ".join(problems) or None
 
 
@@ -170,6 +193,7 @@ ACTIONS = (
         requires=("nvidia_smi",),
         verify=("nvidia_smi",),
         check=_check_reset_ecc,
+        repeatable=True,
     ),
     Action(
         name="gpu_reset",
@@ -181,7 +205,8 @@ ACTIONS = (
         },
         requires=("nvidia_smi", "gpu_processes", "services"),
         optional=("slurm_node",),
-        verify=("nvidia_smi",),
+        verify=("nvidia_smi", "services"),
+        repeatable=True,
         check=_check_gpu_reset,
         disruptive=True,
     ),

@@ -86,9 +86,16 @@ def _wait_drained(ctx: ActionContext, node: str) -> PlannedCommand:
 
 
 def _check_drained(ctx: ActionContext) -> str | None:
+    """Drained (or draining, when the step does not wait for the jobs): a waiting drain is
+    done only once the jobs have left, so a resumed run re-runs (and defers) one that was
+    interrupted while they still ran."""
     facts = ctx.facts.get("slurm_node")
-    if facts is None or facts.drained or facts.draining:
+    if facts is None or facts.drained:
         return None
+    if facts.draining and not flag(ctx.params, "wait"):
+        return None
+    if facts.draining:
+        return f"node is {facts.state}: its jobs have not left"
     return f"node is {facts.state}, not draining"
 
 

@@ -43,7 +43,8 @@ async def settle(
         if result.timed_out:
             failed = Outcome(failed=True, changed=True, message=f"{action.name}: {result.stderr}")
             return _finish(hs, action, failed)
-    problem = await verify(hs, action, handlers, action_context(hs, params, {}))
+    context = action_context(hs, params, {}, interrupted=intent.evidence)
+    problem = await verify(hs, action, handlers, context)
     if problem is None:
         message = f"{action.name}: started by the interrupted run; verified, not repeated"
         return _finish(hs, action, Outcome(changed=action.changes_state, message=message))

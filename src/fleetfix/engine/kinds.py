@@ -102,7 +102,13 @@ async def _action(hs: HostStep) -> Outcome:
     outcome = await run_action(hs, KIND_HANDLERS)
     if outcome.left is not None:
         leave(hs, *outcome.left)
+        kind, reason = outcome.left
+        outcome.data[LEFT_KEY] = {"kind": kind, "reason": reason}  # journaled: a resume replays it
     return outcome
+
+
+LEFT_KEY = "fleetfix_left"
+"""In an action step's registered result: the engine left the host there (kind, reason)."""
 
 
 def leave(hs: HostStep, kind: str, reason: str) -> None:

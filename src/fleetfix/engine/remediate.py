@@ -44,6 +44,7 @@ async def _one_rung(
         settled = await settle(hs, action, params, handlers, interrupted)
         if settled is not None:
             return settled
+    before = interrupted.evidence if interrupted is not None else None
     held = _history_gate(hs, rung, action)
     if held is not None:
         return Outcome(failed=True, message=held, data={"held": True})
@@ -53,7 +54,7 @@ async def _one_rung(
     refusal = ownership(hs, action, facts)
     if refusal is not None:
         return _left(refusal)
-    plan = action.plan(action_context(hs, params, facts))
+    plan = action.plan(action_context(hs, params, facts, interrupted=before))
     if action.disruptive and not plan.noop and plan.refused is None:
         held = hs.ctx.safety.admit(hs.state.name, dry=hs.dry)
         if held is not None:
@@ -62,7 +63,7 @@ async def _one_rung(
     outcome = await _carry_out(hs, action, plan)
     if outcome.failed or hs.dry or outcome.left is not None:
         return outcome
-    context = action_context(hs, params, {}, plan)
+    context = action_context(hs, params, {}, plan, before)
     problem = await verify(hs, action, handlers, context)
     if problem is not None:
         outcome.failed = True
@@ -128,12 +129,13 @@ async def _carry_out(hs: HostStep, action: Action, plan: ActionPlan) -> Outcome:
 
 
 async def _evidence(hs: HostStep, plan: ActionPlan) -> dict[str, str]:
-    """What a resumed run needs to tell whether this action happened: for a reboot, the boot
-    id before it (read before the intent is journaled, so the intent can carry it)."""
-    if not any(c.expect_unreachable for c in plan.commands):
-        return {}
-    before = await boot_id(hs)
-    return {"boot_id": before or ""}
+    """What a resumed run needs to tell whether this action happened and what to restore: the
+    plan's `before`, and for a reboot the boot id before it (read before the intent is
+    journaled, so the intent can carry it)."""
+    evidence = dict(plan.before)
+    if any(c.expect_unreachable for c in plan.commands):
+        evidence["boot_id"] = await boot_id(hs) or ""
+    return evidence
 
 
 async def _run_plan(

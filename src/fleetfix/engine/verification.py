@@ -18,6 +18,7 @@ def action_context(
     params: Mapping[str, Any],
     facts: Mapping[str, Any],
     plan: ActionPlan | None = None,
+    interrupted: Mapping[str, str] | None = None,
 ) -> ActionContext:
     """What an action sees; `fleetfix_gpus_seen` is the most GPUs the node ever showed
     (this run or any run in the journal): the count it must come back with."""
@@ -25,7 +26,7 @@ def action_context(
     remembered = memory.gpus_seen(hs.state.name) if memory is not None else None
     seen = max(hs.state.gpus_seen or 0, remembered or 0) or None
     variables = {**hs.variables, "fleetfix_gpus_seen": seen}
-    return ActionContext(hs.state.name, params, facts, variables, plan)
+    return ActionContext(hs.state.name, params, facts, variables, plan, interrupted or {})
 
 
 async def verify(
