@@ -10,6 +10,8 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from fleetfix.knowledge.remedy import Remedy, decide
+
 Facts = Mapping[str, Any]
 
 
@@ -38,14 +40,9 @@ def _nvidia_smi(f: Facts) -> Health:
     problems = [str(e) for e in f.get("errors", ())[:1]]
     if f.get("count_ok") is False:
         problems.append(f"{count}/{expected} GPUs")
-    for key, what in (
-        ("gpus_with_dbe", "DBE"),
-        ("row_remap_failure_gpus", "remap failure"),
-        ("row_remap_pending_gpus", "remap pending"),
-        ("reset_required_gpus", "reset required"),
-    ):
-        if f.get(key):
-            problems.append(f"{what} on {list(f[key])}")
+    verdict = decide(f)
+    if verdict.remedy is not Remedy.NONE:
+        problems.append(f"needs {verdict.remedy.word}: " + "; ".join(verdict.why[:3]))
     warnings = (
         [f"persistence off on {list(f['persistence_off_gpus'])}"]
         if f.get("persistence_off_gpus")

@@ -23,6 +23,9 @@ from typing import Any
 import jinja2
 import yaml
 
+from fleetfix.knowledge.remedy import decide
+from fleetfix.probes.base import to_data
+
 __all__ = ["FILTERS", "TESTS"]
 
 # ---------------------------------------------------------------- filters (Ansible-compatible)
@@ -284,6 +287,22 @@ def zip_lists(*lists: Iterable[Any]) -> list[tuple[Any, ...]]:
     return list(zip(*lists, strict=False))
 
 
+def fleetfix_remedy(smi: Any, xid: Any = None) -> dict[str, Any]:
+    """fleetfix's own filter: what the node's GPUs need now (knowledge/remedy.py), from
+    registered `nvidia_smi` (and `xid`) facts: `{{ smi.facts | fleetfix_remedy(xid.facts) }}`
+    gives `remedy` (none, reset, recover_imex, reboot, human, field_diag, rma), `gpus`,
+    `reset_gpus`, `why`, `needs_action`, `rma`. Undefined or failed facts give `human`."""
+    smi_data = _facts_data(smi)
+    return decide(smi_data, _facts_data(xid)).to_data()
+
+
+def _facts_data(value: Any) -> Mapping[str, Any] | None:
+    if value is None or isinstance(value, jinja2.Undefined):
+        return None
+    data = to_data(value)
+    return data if isinstance(data, Mapping) else None
+
+
 FILTERS: Mapping[str, Callable[..., Any]] = MappingProxyType(
     {
         "bool": to_bool,
@@ -314,6 +333,7 @@ FILTERS: Mapping[str, Callable[..., Any]] = MappingProxyType(
         "intersect": intersect,
         "difference": difference,
         "zip": zip_lists,
+        "fleetfix_remedy": fleetfix_remedy,
     }
 )
 
