@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from fleetfix.errors import ProbeParseError
+from fleetfix.probes import slurm_node, slurm_node_records, slurm_node_state
 from fleetfix.probes.slurm_node import (
     PROBE,
     SINFO_FORMAT,
@@ -348,3 +349,76 @@ def test_the_command_in_a_real_shell(tmp_path: Path) -> None:
     answered = _run(tmp_path)
     assert (answered.returncode, answered.stdout) == (0, "NodeName=gpu001 State=IDLE+DRAIN\n")
     assert PROBE.parse(answered.stdout).drained is True
+
+
+# --- out of scheduling: COMPLETING and reservations -------------------------------------------
+
+REAL_24_05 = "issue-awsome-195-scontrol-show-node-idle-drain-gres-mismatch-24.05.txt"
+
+
+def _real_with(state: str, extra: str = "") -> SlurmNodeFacts:
+    """The real 24.05 record with another State= word (and lines Slurm appends, e.g. a
+    ReservationName=): the layout stays the real one."""
+    text = (SAMPLES / "slurm" / REAL_24_05).read_text(encoding="utf-8")
+    assert "   State=IDLE+DRAIN " in text
+    return PROBE.parse(text.replace("State=IDLE+DRAIN ", f"State={state} ") + extra)
+
+
+def test_idle_completing_drain_is_not_drained() -> None:
+    # The job has ended but its epilog still runs: Slurm calls the node DRAINING, and an
+    # active test must not start yet.
+    facts = _real_with("IDLE+COMPLETING+DRAIN")
+    assert (facts.drained, facts.draining, facts.completing, facts.has_jobs) == (
+        False,
+        True,
+        True,
+        True,
+    )
+    assert facts.cpus_alloc == 0  # no CPU allocated any more, yet not drained
+    assert (facts.reserved, facts.reserved_by) == (False, None)
+
+
+def test_a_fleetfix_maintenance_reservation_is_ours() -> None:
+    facts = _real_with("IDLE+MAINTENANCE+RESERVED", "   ReservationName=fleetfix-gpu003\n")
+    assert facts.flags == ("MAINTENANCE", "RESERVED")
+    assert (facts.reserved, facts.maint, facts.reservation) == (True, True, "fleetfix-gpu003")
+    assert (facts.reserved_by, facts.reservation_is_fleetfix) == ("fleetfix", True)
+    assert (facts.drained, facts.has_jobs) == (False, False)
+
+
+def test_someone_elses_reservation_and_an_unnamed_one() -> None:
+    theirs = _real_with("IDLE+RESERVED", "   ReservationName=root_7\n")
+    assert (theirs.reserved, theirs.maint, theirs.reserved_by) == (True, False, "someone else")
+    # Slurm before 23.02 does not name the reservation: reserved, by nobody we can tell.
+    unnamed = _real_with("IDLE+MAINTENANCE+RESERVED")
+    assert (unnamed.reservation, unnamed.reserved_by) == (None, "unknown")
+    assert unnamed.reservation_is_fleetfix is False
+
+
+@pytest.mark.parametrize(
+    ("word", "reserved", "maint", "drained"),
+    [
+        ("maint", True, True, False),
+        ("maint*", True, True, False),
+        ("drain$", True, True, True),
+        ("drng$", True, True, False),
+        ("resv", True, False, False),
+        ("reserved", True, False, False),
+        ("idle", False, False, False),
+    ],
+)
+def test_sinfo_reservation_words(word: str, reserved: bool, maint: bool, drained: bool) -> None:
+    facts = PROBE.parse(f"NODELIST|STATE\nn1|{word}\n")
+    assert (facts.reserved, facts.maint, facts.drained) == (reserved, maint, drained)
+    assert facts.reserved_by == ("unknown" if reserved else None)  # sinfo never names it
+
+
+def test_decode_state_dollar_is_a_maintenance_reservation() -> None:
+    assert decode_state("drain$") == NodeState(None, ("DRAIN", "MAINTENANCE", "RESERVED"), False)
+
+
+def test_the_split_modules_keep_the_public_names() -> None:
+    assert slurm_node.decode_state is slurm_node_state.decode_state
+    assert slurm_node.expand_hostlist is slurm_node_records.expand_hostlist
+    assert slurm_node.Source is slurm_node_records.Source
+    assert slurm_node.MAX_HOSTLIST_NAMES == 1_000_000
