@@ -44,7 +44,7 @@ _MODULE_USERS = MappingProxyType(
 
 def build_fleet(scenario: Scenario, state_dir: Path, now: float) -> FleetState:
     """Fresh state for every node of `scenario`, with node files under `state_dir/nodes`."""
-    slurm = SlurmState(partition=scenario.fleet.partition)
+    slurm = SlurmState(partition=scenario.fleet.partition, epilog=scenario.timing.epilog)
     nodes: dict[str, NodeState] = {}
     for spec in fleet_layout(scenario.fleet, scenario.hardware_of):
         node = build_node(scenario, spec, NodePaths(state_dir / "nodes" / spec.name), now)

@@ -1,8 +1,9 @@
 """Apply a mid-run change to a node's state: a job starts, a person drains it, Slurm goes dark.
 
 Scenario events and `inject` control requests both end here. A change is applied the way it
-happens on a real cluster: Slurm starts no job on a node that is drained, down or not up, and
-a person's drain is recorded as that person's, with the time, like `scontrol update` does.
+happens on a real cluster: Slurm starts no job on a node that is drained, down, not up, still
+completing a job, or held by a reservation the job did not ask for, and a person's drain is
+recorded as that person's, with the time, like `scontrol update` does.
 New GPU processes are returned with `pid` 0; the server starts their placeholder processes.
 """
 
@@ -36,6 +37,7 @@ def apply_change(
     fleet: FleetState, node: NodeState, change: NodeChange, now: float
 ) -> ChangeResult:
     """Change `node` (and the Slurm controller's record of it)."""
+    fleet.slurm.settle(now)
     record = fleet.slurm.nodes[node.name]
     if isinstance(change, SlurmUnreadable):
         record.unreadable = change.unreadable
@@ -55,13 +57,16 @@ def _become_busy(
 ) -> ChangeResult:
     record = fleet.slurm.nodes[node.name]
     refusal = _no_job_reason(node, record.drain, record.base, record.job_id)
+    refusal = refusal or _reserved_reason(fleet, node.name, change.reservation, now)
     if refusal is not None:
         return ChangeResult(False, f"no job started: {refusal}")
     job_id = change.job_id or fleet.slurm.next_job
     if job_id in fleet.slurm.jobs:
         return ChangeResult(False, f"no job started: job {job_id} already exists")
     fleet.slurm.next_job = max(fleet.slurm.next_job, job_id) + 1
-    fleet.slurm.jobs[job_id] = SlurmJob(job_id, change.user, node.name, "train.sbatch", now)
+    fleet.slurm.jobs[job_id] = SlurmJob(
+        job_id, change.user, node.name, "train.sbatch", now, reservation=change.reservation
+    )
     record.base, record.job_id = "ALLOCATED", job_id
     specs = change.processes or _one_per_gpu(node)
     added = tuple(GpuProcess(p.name, p.gpu, p.used_mib, job_id=job_id) for p in specs)
@@ -77,7 +82,21 @@ def _no_job_reason(node: NodeState, drain: bool, base: str, job_id: int | None) 
     if drain or base == "DOWN":
         return "Slurm schedules no job on a drained or down node"
     if job_id is not None:
-        return f"job {job_id} already holds the node"
+        return f"job {job_id} already holds the node (running, or completing its epilog)"
+    return None
+
+
+def _reserved_reason(fleet: FleetState, node: str, wanted: str | None, now: float) -> str | None:
+    """Slurm starts a job on a reserved node only inside that reservation (and a job that
+    names a reservation only on its nodes, while it is active)."""
+    held = fleet.slurm.reservation_of(node, now)
+    if wanted is None:
+        return None if held is None else f"the node is reserved ({held.name})"
+    asked = fleet.slurm.reservations.get(wanted)
+    if asked is None or not asked.active(now):
+        return f"reservation {wanted} does not exist or is not active"
+    if node not in asked.nodes:
+        return f"reservation {wanted} does not hold the node"
     return None
 
 

@@ -171,6 +171,12 @@ def _truth(args: argparse.Namespace, out: TextIO) -> int:
     _table(out, ("NODE", "STATUS", "SLURM", "FABRIC", "FAULTS"), rows)
     broken = sum(1 for node in truth["nodes"].values() if node["faults"])
     print(f"\n{broken} of {len(rows)} nodes still have faults", file=out)
+    for resv in truth.get("reservations", []):
+        print(
+            f"reservation {resv['name']}: {','.join(resv['nodes'])}"
+            f" ({','.join(resv['flags'])}; by {resv['created_by']})",
+            file=out,
+        )
     return 0
 
 
@@ -246,8 +252,12 @@ def fabric_text(node: dict[str, Any]) -> str:
 
 def _slurm_text(slurm: dict[str, Any]) -> str:
     state = str(slurm["state"]).lower() + ("+drain" if slurm["drain"] else "")
+    if slurm.get("completing"):
+        state += "+completing"
     if slurm.get("job_id"):
         state += f" job {slurm['job_id']}"
+    if slurm.get("reservation"):
+        state += f" reserved {slurm['reservation']}"
     if slurm.get("reason"):
         state += f" ({slurm['reason_user']}: {slurm['reason']})"
     if slurm.get("unreadable"):

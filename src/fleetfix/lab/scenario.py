@@ -60,6 +60,8 @@ class Timing:
     modprobe: float = 0.2
     gpu_reset: float = 0.2
     service: float = 0.05
+    epilog: float = 0.0
+    """After a job ends its node stays COMPLETING this long (Slurm's epilog); 0: at once."""
 
 
 XID_FORMS = ("xid", "xid-short", "bus-off", "bus-off-short")
@@ -167,6 +169,9 @@ class BecomeBusy:
     user: str = "alice"
     processes: tuple[GpuProcessSpec, ...] = ()
     """Empty: one `python3` on every GPU the driver enumerates and that answers."""
+    reservation: str | None = None
+    """The job asks for this reservation (`sbatch --reservation=NAME`): it may start on a
+    node that reservation holds, and on no other reserved node."""
 
 
 @dataclass(frozen=True, slots=True)

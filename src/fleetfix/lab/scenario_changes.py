@@ -3,6 +3,7 @@
 Both use one form, a mapping with exactly one change key:
 
     {become_busy: {job_id: 51234, user: dave, gpu_processes: [{name: python3, gpu: 0}]}}
+    {become_busy: {user: root, reservation: fleetfix-gpu003}}   # a job inside a reservation
     {drain: {user: carol, reason: "keep drained, RMA pending"}}
     {drain_reason: {user: carol, reason: "..."}}
     {slurm_unreadable: true}
@@ -102,7 +103,7 @@ def _busy(
     process: Callable[[object, str], GpuProcessSpec],
 ) -> BecomeBusy:
     raw = checker.mapping(
-        {} if value is True else value, where, ("job_id", "user", "gpu_processes")
+        {} if value is True else value, where, ("job_id", "user", "gpu_processes", "reservation")
     )
     job = raw.get("job_id")
     items = raw.get("gpu_processes") or []
@@ -110,6 +111,7 @@ def _busy(
         job_id=None if job is None else checker.integer(job, f"{where}.job_id", minimum=1),
         user=str(raw.get("user") or "alice"),
         processes=tuple(process(item, where) for item in _as_list(items)),
+        reservation=None if raw.get("reservation") is None else str(raw["reservation"]),
     )
 
 

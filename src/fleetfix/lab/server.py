@@ -278,7 +278,7 @@ class LabRuntime:
         if op == "ping":
             return {"ok": True, "pid": os.getpid(), "scenario": self.scenario.name}
         if op == "truth":
-            return {"ok": True, "truth": self.fleet.truth()}
+            return {"ok": True, "truth": self.fleet.truth(time.time())}
         if op == "status":
             return {"ok": True, "status": self.status()}
         if op == "stop":

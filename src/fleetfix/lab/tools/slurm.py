@@ -5,6 +5,10 @@ every node. `scontrol show node` follows the Slurm 24.05 layout in shared/sample
 reasons carry `[user@timestamp]` as Slurm records them, and a drain reason stays until someone
 resumes the node or overwrites it. On a node that cannot reach the controller
 (`slurm: {unreadable: true}`) every call that needs slurmctld fails as the real clients do.
+
+State words are Slurm's (src/common/slurm_protocol_defs.c, 24.05): scontrol prints the base
+state and every flag (`IDLE+COMPLETING+DRAIN`, `IDLE+MAINTENANCE+RESERVED`), sinfo one word
+(`drng`, `maint`, `drain$`, `resv`, `comp`). Reservations live in tools/slurm_resv.py.
 """
 
 from __future__ import annotations
@@ -12,110 +16,72 @@ from __future__ import annotations
 import re
 import signal
 from collections.abc import Callable, Sequence
-from datetime import UTC, datetime
 from types import MappingProxyType
 
 from fleetfix.lab.kmsg import KERNEL_RELEASE, KERNEL_VERSION
 from fleetfix.lab.state import FleetState, SlurmJob, SlurmNode
 from fleetfix.lab.tools.base import ToolContext, ToolReply, fail, lines
+from fleetfix.lab.tools.slurm_base import (
+    CPUS,
+    MEMORY_MB,
+    compress_hostlist,
+    expand_hostlist,
+    stamp,
+)
+from fleetfix.lab.tools.slurm_resv import reservation_command
 
-CPUS = 224
-MEMORY_MB = 2063000
 NO_CONTROLLER = "Unable to contact slurm controller (connect failure)"
 CONTROLLER_HOST = "head01"
 _FORMAT_ITEM = re.compile(r"%(#|\.)?(-)?(\d+)?([A-Za-z])")
 
 
-def expand_hostlist(text: str) -> list[str]:
-    """`gpu[001-003,007],gpu010` -> gpu001 gpu002 gpu003 gpu007 gpu010."""
-    names: list[str] = []
-    for item in _split_top(text):
-        match = re.fullmatch(r"([^\[]*)\[([^\]]+)\](.*)", item)
-        if match is None:
-            names.append(item)
-            continue
-        head, body, tail = match.groups()
-        for part in body.split(","):
-            first, _, last = part.partition("-")
-            width = len(first)
-            for number in range(int(first), int(last or first) + 1):
-                names.extend(expand_hostlist(f"{head}{number:0{width}d}{tail}"))
-    return names
-
-
-def _split_top(text: str) -> list[str]:
-    parts, depth, current = [], 0, ""
-    for char in text:
-        depth += char == "["
-        depth -= char == "]"
-        if char == "," and depth == 0:
-            parts.append(current)
-            current = ""
-        else:
-            current += char
-    return [p for p in [*parts, current] if p]
-
-
-def compress_hostlist(names: Sequence[str]) -> str:
-    """The inverse: gpu001 gpu002 gpu003 gpu007 -> gpu[001-003,007]."""
-    groups: dict[tuple[str, int], list[int]] = {}
-    plain: list[str] = []
-    for name in names:
-        match = re.fullmatch(r"(.*?)(\d+)", name)
-        if match is None:
-            plain.append(name)
-            continue
-        groups.setdefault((match.group(1), len(match.group(2))), []).append(int(match.group(2)))
-    out = [_compress_group(prefix, width, sorted(nums)) for (prefix, width), nums in groups.items()]
-    return ",".join(out + plain)
-
-
-def _compress_group(prefix: str, width: int, numbers: list[int]) -> str:
-    if len(numbers) == 1:
-        return f"{prefix}{numbers[0]:0{width}d}"
-    ranges: list[str] = []
-    start = prev = numbers[0]
-    for number in [*numbers[1:], None]:
-        if number is not None and number == prev + 1:
-            prev = number
-            continue
-        ranges.append(f"{start:0{width}d}" + (f"-{prev:0{width}d}" if prev != start else ""))
-        if number is not None:
-            start = prev = number
-    return f"{prefix}[{','.join(ranges)}]"
-
-
-def _stamp(seconds: float | None) -> str:
-    if seconds is None:
-        return "Unknown"
-    return datetime.fromtimestamp(seconds, tz=UTC).strftime("%Y-%m-%dT%H:%M:%S")
-
-
-def state_long(fleet: FleetState, name: str) -> str:
-    """scontrol's State=: base state plus flags, e.g. IDLE+DRAIN, ALLOCATED+DRAIN."""
-    record = fleet.slurm.nodes[name]
-    flags = [record.base]
+def node_flags(fleet: FleetState, name: str, now: float) -> list[str]:
+    """The node's state flags in the order scontrol prints them."""
+    slurm, record = fleet.slurm, fleet.slurm.nodes[name]
+    reservation = slurm.reservation_of(name, now)
+    flags = ["COMPLETING"] if slurm.completing(name) is not None else []
     if record.drain:
         flags.append("DRAIN")
+    if reservation is not None:
+        flags += ["MAINTENANCE", "RESERVED"] if reservation.maint else ["RESERVED"]
     if fleet.nodes[name].status != "up":
         flags.append("NOT_RESPONDING")
-    return "+".join(flags)
+    return flags
 
 
-def state_sinfo(fleet: FleetState, name: str, short: bool) -> str:
-    """sinfo's %t / %T words: idle, alloc, drain, drng, down; `*` when not responding."""
+def state_long(fleet: FleetState, name: str, now: float) -> str:
+    """scontrol's State=: base state plus flags, e.g. IDLE+DRAIN, IDLE+MAINTENANCE+RESERVED."""
+    return "+".join([fleet.slurm.nodes[name].base, *node_flags(fleet, name, now)])
+
+
+def state_sinfo(fleet: FleetState, name: str, short: bool, now: float) -> str:
+    """sinfo's %t / %T word, as Slurm's node_state_string(_compact) picks it: idle, alloc,
+    drain, drng (a drained node still running or completing a job), down, comp, maint,
+    resv; `$` marks a maintenance reservation, `*` a node that does not respond."""
+    flags = node_flags(fleet, name, now)
     record = fleet.slurm.nodes[name]
     allocated = record.base == "ALLOCATED"
+    mark = "*" if "NOT_RESPONDING" in flags else ""
+    maint = "MAINTENANCE" in flags
+    if maint and not (record.drain or allocated or record.base == "DOWN"):
+        return "maint" + mark
+    mark = "$" if maint else mark
     if record.base == "DOWN":
-        word = "down"
-    elif record.drain:
-        word = ("drng" if short else "draining") if allocated else ("drain" if short else "drained")
-    else:
-        word = ("alloc" if short else "allocated") if allocated else "idle"
-    return word + ("*" if fleet.nodes[name].status != "up" else "")
+        return "down" + mark
+    if record.drain:
+        busy = allocated or "COMPLETING" in flags
+        word = ("drng" if short else "draining") if busy else ("drain" if short else "drained")
+        return word + mark
+    if allocated:
+        return ("alloc" if short else "allocated") + mark
+    if "COMPLETING" in flags:
+        return ("comp" if short else "completing") + mark
+    if "RESERVED" in flags and not mark:
+        return "resv" if short else "reserved"
+    return "idle" + mark
 
 
-def _node_record(fleet: FleetState, name: str) -> list[str]:
+def _node_record(fleet: FleetState, name: str, now: float) -> list[str]:
     record = fleet.slurm.nodes[name]
     node = fleet.nodes[name]
     busy = record.base == "ALLOCATED"
@@ -131,20 +97,21 @@ def _node_record(fleet: FleetState, name: str) -> list[str]:
         f"   OS=Linux {KERNEL_RELEASE} {KERNEL_VERSION} ",
         f"   RealMemory={MEMORY_MB} AllocMem={MEMORY_MB if busy else 0} FreeMem=1981234 "
         "Sockets=2 Boards=1",
-        f"   State={state_long(fleet, name)} ThreadsPerCore=2 TmpDisk=0 Weight=1 "
+        f"   State={state_long(fleet, name, now)} ThreadsPerCore=2 TmpDisk=0 Weight=1 "
         "Owner=N/A MCS_label=N/A",
         f"   Partitions={fleet.slurm.partition} ",
-        f"   BootTime={_stamp(node.boot.started)} SlurmdStartTime={_stamp(node.boot.started + 40)}",
-        f"   LastBusyTime={_stamp(fleet.started)} ResumeAfterTime=None",
+        f"   BootTime={stamp(node.boot.started)} SlurmdStartTime={stamp(node.boot.started + 40)}",
+        f"   LastBusyTime={stamp(fleet.started)} ResumeAfterTime=None",
         f"   CfgTRES=cpu={CPUS},mem={MEMORY_MB}M,billing={CPUS},gres/gpu={node.spec.gpus}",
         f"   AllocTRES={alloc_tres}",
         "   CurrentWatts=0 AveWatts=0",
         "   ",
     ]
     if record.reason:
-        rows.append(
-            f"   Reason={record.reason} [{record.reason_user}@{_stamp(record.reason_time)}]"
-        )
+        rows.append(f"   Reason={record.reason} [{record.reason_user}@{stamp(record.reason_time)}]")
+    reservation = fleet.slurm.reservation_of(name, now)
+    if reservation is not None:  # printed since Slurm 23.02
+        rows.append(f"   ReservationName={reservation.name}")
     return rows
 
 
@@ -159,8 +126,12 @@ def scontrol(ctx: ToolContext, argv: Sequence[str]) -> ToolReply:
     args = [a for a in args if a not in ("-o", "--oneliner", "-d", "--details")]
     if _cut_off(ctx) and args[:1] != ["version"]:
         return _scontrol_cut_off(args)
+    ctx.fleet.slurm.settle(ctx.now)
     if len(args) >= 2 and args[0] == "show" and args[1] in ("node", "nodes", "NodeName"):
         return _show_nodes(ctx, args[2:], oneliner)
+    reservations = reservation_command(ctx, args, oneliner)
+    if reservations is not None:
+        return reservations
     if args and args[0] == "update":
         return _update(ctx, args[1:])
     if args and args[0] in ("ping", "version"):
@@ -177,6 +148,12 @@ def _scontrol_cut_off(args: list[str]) -> ToolReply:
         return ToolReply(stdout=f"Slurmctld(primary) at {CONTROLLER_HOST} is DOWN\n", rc=1)
     if args[:1] == ["update"]:
         return fail(f"slurm_update error: {NO_CONTROLLER}")
+    if args[:1] == ["create"]:
+        return fail(f"Error creating the reservation: {NO_CONTROLLER}")
+    if args[:1] == ["delete"]:
+        return fail(f"delete_reservation {' '.join(args[1:2])}: {NO_CONTROLLER}")
+    if args[1:2] and args[1].lower().startswith("res"):
+        return fail(f"slurm_load_reservations error: {NO_CONTROLLER}")
     return fail(f"slurm_load_node error: {NO_CONTROLLER}")
 
 
@@ -187,7 +164,7 @@ def _show_nodes(ctx: ToolContext, names: list[str], oneliner: bool) -> ToolReply
         return fail(f"Node {missing[0]} not found")
     records = []
     for name in wanted:
-        rows = _node_record(ctx.fleet, name)
+        rows = _node_record(ctx.fleet, name, ctx.now)
         if oneliner:
             records.append(" ".join(row.strip() for row in rows if row.strip()) + "\n")
         else:
@@ -236,17 +213,17 @@ def _apply_state(ctx: ToolContext, record: SlurmNode, state: str, reason: str | 
     return "slurm_update error: Invalid node state specified"
 
 
-def _sinfo_value(fleet: FleetState, names: list[str], spec: str) -> str:
+def _sinfo_value(fleet: FleetState, names: list[str], spec: str, now: float) -> str:
     name = names[0]
     record = fleet.slurm.nodes[name]
     used = CPUS if record.base == "ALLOCATED" else 0
     values: dict[str, Callable[[], str]] = {
         "N": lambda: compress_hostlist(names),
         "n": lambda: name,
-        "T": lambda: state_sinfo(fleet, name, short=False),
-        "t": lambda: state_sinfo(fleet, name, short=True),
+        "T": lambda: state_sinfo(fleet, name, short=False, now=now),
+        "t": lambda: state_sinfo(fleet, name, short=True, now=now),
         "E": lambda: record.reason or "none",
-        "H": lambda: _stamp(record.reason_time) if record.reason else "Unknown",
+        "H": lambda: stamp(record.reason_time) if record.reason else "Unknown",
         "u": lambda: record.reason_user or "Unknown",
         "P": lambda: fleet.slurm.partition + "*",
         "R": lambda: fleet.slurm.partition,
@@ -265,11 +242,15 @@ def _sinfo_value(fleet: FleetState, names: list[str], spec: str) -> str:
     return getter() if getter else ""
 
 
-def _format_row(fleet: FleetState, names: list[str], fmt: str, header: bool) -> str:
+def _format_row(
+    fleet: FleetState, names: list[str], fmt: str, header: bool, now: float = 0.0
+) -> str:
     def one(match: re.Match[str]) -> str:
         flag, _minus, width, spec = match.groups()
         text = (
-            _SINFO_HEADERS.get(spec, spec.upper()) if header else _sinfo_value(fleet, names, spec)
+            _SINFO_HEADERS.get(spec, spec.upper())
+            if header
+            else _sinfo_value(fleet, names, spec, now)
         )
         if width is None:
             return text
@@ -309,6 +290,7 @@ def sinfo(ctx: ToolContext, argv: Sequence[str]) -> ToolReply:
         return fail(options)
     if _cut_off(ctx):
         return fail(f"slurm_load_partitions: {NO_CONTROLLER}")
+    ctx.fleet.slurm.settle(ctx.now)
     per_node, header, fmt, nodes = options
     names = [n for n in ctx.fleet.nodes if nodes is None or n in nodes]
     if per_node:
@@ -316,18 +298,19 @@ def sinfo(ctx: ToolContext, argv: Sequence[str]) -> ToolReply:
         fmt = fmt or "%#N %.6D %#P %6t"
     else:
         fmt = fmt or "%9P %.5a %.10l %.6D %.6t %N"
-        groups = _group(ctx.fleet, names, fmt)
+        groups = _group(ctx.fleet, names, fmt, ctx.now)
     fmt = fmt.replace("%#N", f"%{max([len(n) for n in names] + [8])}N").replace("%#P", "%.9P")
     rows = [_format_row(ctx.fleet, [], fmt, header=True)] if header else []
-    rows += [_format_row(ctx.fleet, group, fmt, header=False) for group in groups]
+    rows += [_format_row(ctx.fleet, group, fmt, False, ctx.now) for group in groups]
     return ToolReply(stdout=lines(*rows))
 
 
-def _group(fleet: FleetState, names: list[str], fmt: str) -> list[list[str]]:
+def _group(fleet: FleetState, names: list[str], fmt: str, now: float) -> list[list[str]]:
     key_fmt = fmt.replace("%N", "").replace("%D", "")
     groups: dict[str, list[str]] = {}
     for name in names:
-        groups.setdefault(_format_row(fleet, [name], key_fmt, header=False), []).append(name)
+        key = _format_row(fleet, [name], key_fmt, False, now)
+        groups.setdefault(key, []).append(name)
     return list(groups.values())
 
 
@@ -358,6 +341,7 @@ def _sinfo_options(args: list[str]) -> tuple[bool, bool, str | None, set[str] | 
 def squeue(ctx: ToolContext, argv: Sequence[str]) -> ToolReply:
     if _cut_off(ctx):
         return fail(f"slurm_load_jobs error: {NO_CONTROLLER}")
+    ctx.fleet.slurm.settle(ctx.now)
     args = list(argv)
     header = not any(a in ("-h", "--noheader") for a in args)
     nodes = _option(args, ("-w", "--nodelist"))
@@ -400,8 +384,8 @@ def _job_row(fmt: str, job: SlurmJob | None, now: float) -> str:
                 "P": "gpu",
                 "j": job.name,
                 "u": job.user,
-                "t": "R",
-                "T": "RUNNING",
+                "t": "R" if job.epilog_until is None else "CG",
+                "T": "RUNNING" if job.epilog_until is None else "COMPLETING",
                 "M": f"{elapsed // 3600}:{elapsed % 3600 // 60:02d}:{elapsed % 60:02d}",
                 "D": "1",
                 "R": job.node,
@@ -428,8 +412,11 @@ def scancel(ctx: ToolContext, argv: Sequence[str]) -> ToolReply:
                 for text in ids
             )
         )
+    ctx.fleet.slurm.settle(ctx.now)
     for text in ids:
         job = ctx.fleet.slurm.jobs.get(int(text)) if text.isdigit() else None
+        if job is not None and job.epilog_until is not None:
+            continue  # already ending: scancel says nothing, like Slurm
         if job is None:
             return fail(
                 f"scancel: error: Kill job error on job id {text}: Invalid job id specified"
@@ -439,12 +426,22 @@ def scancel(ctx: ToolContext, argv: Sequence[str]) -> ToolReply:
 
 
 def end_job(ctx: ToolContext, job_id: int) -> None:
-    """The job's processes die and its node goes back to idle (keeping any drain)."""
-    job = ctx.fleet.slurm.jobs.pop(job_id)
+    """The job's processes die and its node goes back to idle (keeping any drain). With an
+    epilog (timing.epilog) the node is COMPLETING until it has run: the job stays in squeue
+    as CG and still holds the node; `SlurmState.settle` ends it."""
+    slurm = ctx.fleet.slurm
+    job = slurm.jobs[job_id]
+    if job.epilog_until is not None:
+        return  # already ending (scancel, then its processes died)
     node = ctx.fleet.nodes[job.node]
     for process in [p for p in node.processes if p.job_id == job_id]:
         ctx.hooks.kill_process(node, process.pid, signal.SIGKILL)
-    record = ctx.fleet.slurm.nodes[job.node]
-    record.job_id = None
+    record = slurm.nodes[job.node]
     if record.base == "ALLOCATED":
         record.base = "IDLE"
+    if slurm.epilog > 0 and job.epilog_until is None:
+        job.epilog_until = ctx.now + slurm.epilog
+        return
+    del slurm.jobs[job_id]
+    if record.job_id == job_id:
+        record.job_id = None
