@@ -216,7 +216,7 @@ def test_ecc_check_changes_nothing_and_shows_the_plan(lab: MixedLab) -> None:
         "[gpu004] would run: nvidia-smi -r -i 1\n",
         "[gpu006] would run: nvidia-smi -r -i 4\n",
         "[gpu008] would run: scontrol update NodeName=gpu008 State=DRAIN "
-        "Reason='fleetfix: row remap failure on GPUs 6; needs RMA'\n",
+        "Reason='fleetfix: GPU 6: row remapping failure: needs RMA'\n",
     ):
         assert planned in done.stdout, done.output
     # The dry run takes the path the real run takes: gpu006 is reset, not sent to RMA, and the
