@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+import subprocess
 
 import pytest
 
@@ -15,6 +16,8 @@ from fleetfix.probes.dcgm_diag import (
     Overall,
     Source,
     Status,
+    diag_command,
+    is_passive,
 )
 from tests.probes.cases import SAMPLES
 
@@ -201,10 +204,30 @@ def test_garbage_is_refused(text: str, reason: str) -> None:
 
 def test_command() -> None:
     assert PROBE.command({}) == "dcgmi diag -r 1 -j 2>&1"
-    assert PROBE.command({"level": 3, "gpus": "0,1", "format": "table"}) == (
+    assert PROBE.command({"level": "software", "gpus": "0,1", "format": "table"}) == (
+        "dcgmi diag -r software -i 0,1 2>&1"
+    )
+    assert diag_command({"level": 3, "gpus": "0,1", "format": "table"}) == (
         "dcgmi diag -r 3 -i 0,1 2>&1"
     )
-    assert PROBE.command({"level": "1; reboot"}) == "dcgmi diag -r '1; reboot' -j 2>&1"
+    assert diag_command({"level": "1; reboot"}) == "dcgmi diag -r '1; reboot' -j 2>&1"
+
+
+@pytest.mark.parametrize("level", [2, "3", "4", "pcie", "memory", "1; reboot"])
+def test_the_probe_runs_no_active_level(level: object) -> None:
+    """Active levels are the dcgm_diag action's, which the engine gates (out of scheduling)."""
+    done = subprocess.run(
+        ["sh", "-c", PROBE.command({"level": level})],
+        capture_output=True,
+        text=True,
+        check=False,
+        timeout=10,
+    )
+    assert (done.returncode, done.stdout) == (64, "")
+    assert f"dcgmi diag -r {level} is an active test: run it with the dcgm_diag action" in (
+        done.stderr
+    )
+    assert not is_passive(str(level)) and is_passive("1") and is_passive("Short")
 
 
 def test_gpu_named_in_the_message_label() -> None:

@@ -7,7 +7,15 @@ import importlib
 from fleetfix.actions.base import Action
 from fleetfix.plugins import Registry
 
-BUILTIN_ACTION_MODULES: tuple[str, ...] = ("slurm", "shm", "gpu", "driver", "node", "nccl")
+BUILTIN_ACTION_MODULES: tuple[str, ...] = (
+    "slurm",
+    "shm",
+    "gpu",
+    "driver",
+    "node",
+    "nccl",
+    "dcgm",
+)
 """Module names under fleetfix.actions, each defining ACTIONS (a tuple)."""
 
 

@@ -79,6 +79,9 @@ class Action:
     """Checks literal params before anything runs; None when fine, else what is wrong."""
     result_probe: str | None = None
     """Parse the last command's output with this probe; `check` then sees its facts."""
+    active_test: bool = False
+    """Loads the GPUs or fabric (nccl-tests, dcgmi diag -r 2+): the engine runs it only on a
+    node out of scheduling, drained or in a fleetfix reservation (engine/gates.py)."""
 
 
 def remembered(ctx: ActionContext, key: str) -> list[str]:

@@ -1,4 +1,7 @@
-"""nccl_tests: run all_reduce_perf (and friends) and hold the result to a bandwidth floor."""
+"""nccl_tests: run all_reduce_perf (and friends) and hold the result to a bandwidth floor.
+
+An active test (it loads every GPU and the fabric): the engine runs it only on a node taken
+out of scheduling, drained or in a fleetfix reservation (engine/gates.py; slurm_reserve)."""
 
 from __future__ import annotations
 
@@ -114,5 +117,6 @@ ACTIONS = (
         check=_check,
         result_probe="nccl_tests",
         changes_state=False,
+        active_test=True,
     ),
 )

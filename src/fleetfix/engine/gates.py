@@ -5,6 +5,11 @@
 2. Ownership: a node drained or marked down by anyone else (a Slurm reason without the
    `fleetfix:` prefix), or on the hands-off list, is never acted on. Only an explicit
    `--override-ownership HOST` lifts that, and the override is journaled with who used it.
+   It holds for active tests too: they load GPUs someone else may be working on.
+3. Out of scheduling: an active test (`Action.active_test`: nccl-tests, dcgmi diag -r 2+)
+   runs only on a node no job can land on mid-test: DRAINED (drain set, no job, no epilog
+   still COMPLETING) or in a fleetfix reservation without jobs, or one outside Slurm
+   (`fleetfix_slurm: false`). Otherwise the host is left `refused`, saying what it is.
 """
 
 from __future__ import annotations
@@ -15,6 +20,7 @@ from typing import Any
 from fleetfix.actions.base import Action
 from fleetfix.engine.hoststep import HostStep
 from fleetfix.events import OwnershipOverridden
+from fleetfix.probes.slurm_node import SlurmNodeFacts
 
 SLURM_PROBE = "slurm_node"
 NO_SLURM_VAR = "fleetfix_slurm"
@@ -41,7 +47,8 @@ def in_slurm(hs: HostStep) -> bool:
 def gate_probes(hs: HostStep, action: Action) -> tuple[str, ...]:
     """The probes an action's gates read: its own, plus Slurm for the ownership gate."""
     names = [*action.requires, *action.optional]
-    if action.changes_state and in_slurm(hs) and SLURM_PROBE not in names:
+    gated = action.changes_state or action.active_test
+    if gated and in_slurm(hs) and SLURM_PROBE not in names:
         names.append(SLURM_PROBE)
     if not in_slurm(hs):
         names = [n for n in names if n != SLURM_PROBE]
@@ -49,27 +56,29 @@ def gate_probes(hs: HostStep, action: Action) -> tuple[str, ...]:
 
 
 async def gate_facts(hs: HostStep, action: Action) -> dict[str, Any] | Refusal:
-    """Fresh facts for every gate. A mutating action refuses when any of them cannot be read;
-    a read-only one (nccl-tests) sees None for an optional probe the node lacks."""
+    """Fresh facts for every gate, and the active-test gate on them. A mutating action refuses
+    when any of them cannot be read, an active test when Slurm cannot be; a read-only one
+    sees None for an optional probe the node lacks."""
     facts: dict[str, Any] = {}
     for name in gate_probes(hs, action):
         probed = await hs.probe(name, {})
         if not probed.failed:
             facts[name] = hs.state.probe_facts[name]
             continue
-        if action.changes_state or name in action.requires:
+        needed = action.active_test and name == SLURM_PROBE
+        if action.changes_state or name in action.requires or needed:
             return Refusal(
                 "refused",
                 f"{action.name} refused: cannot evaluate its safety gates: {probed.message}",
             )
         facts[name] = None
-    return facts
+    return out_of_scheduling(hs, action, facts) or facts
 
 
 def ownership(hs: HostStep, action: Action, facts: dict[str, Any]) -> Refusal | None:
     """Someone else's node is left alone, unless the operator named it in --override-ownership
     (then the override is journaled with who used it)."""
-    if not action.changes_state:
+    if not (action.changes_state or action.active_test):
         return None
     owner = _owner(hs, facts)
     if owner is None:
@@ -100,3 +109,56 @@ def _owner(hs: HostStep, facts: dict[str, Any]) -> tuple[str, str] | None:
     if not out or not reason or slurm.reason_is_fleetfix:
         return None
     return (slurm.reason_user or "someone else"), reason
+
+
+TAKES_OUT = frozenset({"slurm_reserve", "slurm_drain"})
+PUTS_BACK = frozenset({"slurm_release", "slurm_resume"})
+
+
+def out_of_scheduling(hs: HostStep, action: Action, facts: dict[str, Any]) -> Refusal | None:
+    """An active test on a node a job could land on mid-test is refused: the test would
+    disturb the job and the job spoil the test (NVIDIA and Slurm run such diagnostics only on
+    nodes taken out of scheduling)."""
+    if not action.active_test or not in_slurm(hs):
+        return None
+    slurm: SlurmNodeFacts | None = facts.get(SLURM_PROBE)
+    if slurm is not None and (
+        slurm.drained or (slurm.reservation_is_fleetfix and not slurm.has_jobs)
+    ):
+        return None
+    if hs.dry and _planned_out(hs):
+        return None
+    where = "its Slurm state is unknown" if slurm is None else _in_scheduling(slurm)
+    return Refusal(
+        "refused",
+        f"{action.name} refused: an active test runs only on a node taken out of scheduling"
+        f" (drained, or in a fleetfix reservation: slurm_reserve); {where}",
+    )
+
+
+def _in_scheduling(slurm: SlurmNodeFacts) -> str:
+    """Why a job could still be (or start) on the node, in an operator's words."""
+    if slurm.completing:
+        return f"a job is still completing on it (state {slurm.state})"
+    if slurm.has_jobs:
+        return f"Slurm has jobs on it (state {slurm.state})"
+    if slurm.reserved and not slurm.reservation_is_fleetfix:
+        held = slurm.reservation or "a reservation Slurm does not name"
+        return f"it is in {held}, not a fleetfix reservation (state {slurm.state})"
+    return f"it is {slurm.state} in Slurm: a job could start on it mid-test"
+
+
+def _planned_out(hs: HostStep) -> bool:
+    """--check changes nothing, so a reservation or drain an earlier step of this run only
+    planned is not in Slurm: in the plan it counts as made, as in the real run. The latest
+    such step on the host decides (a planned release puts the node back)."""
+    for result in reversed(hs.ctx.result.results):
+        ladder = result.data.get("ladder") if result.host == hs.state.name else None
+        last = ladder[-1] if isinstance(ladder, list) and ladder else None
+        if not isinstance(last, dict) or last.get("failed"):
+            continue
+        if last.get("action") in TAKES_OUT:
+            return True
+        if last.get("action") in PUTS_BACK:
+            return False
+    return False

@@ -126,8 +126,32 @@ class DcgmDiagFacts:
     complete: bool
 
 
+PASSIVE_LEVELS = frozenset({"1", "short", "software"})
+"""`dcgmi diag -r` values that only check the deployment (no CUDA workload on the GPUs)."""
+
+
+def is_passive(level: str) -> bool:
+    """Level 1 (short, software) reads; 2 and up, and every named test but `software`, load
+    the GPUs: an active test, which runs only as the dcgm_diag action (actions/dcgm.py)."""
+    return level.strip().lower() in PASSIVE_LEVELS
+
+
 def command(params: Mapping[str, Any]) -> str:
-    """`dcgmi diag -r LEVEL [-i GPUS] -j` (JSON unless `format: table`)."""
+    """`dcgmi diag -r 1 [-i GPUS] -j` (JSON unless `format: table`). An active level is not
+    run by the probe: the command fails saying to use the dcgm_diag action, which the engine
+    runs only on a node taken out of scheduling."""
+    level = str(params.get("level", "1")).strip() or "1"
+    if not is_passive(level):
+        why = (
+            f"dcgmi diag -r {level} is an active test: run it with the dcgm_diag action"
+            " (on a drained or fleetfix-reserved node), not the dcgm_diag probe"
+        )
+        return f"echo {shlex.quote(why)} >&2; exit 64"
+    return diag_command(params)
+
+
+def diag_command(params: Mapping[str, Any]) -> str:
+    """`dcgmi diag -r LEVEL [-i GPUS] -j` at any level (JSON unless `format: table`)."""
     level = str(params.get("level", "1")).strip() or "1"
     parts = ["dcgmi", "diag", "-r", shlex.quote(level)]
     gpus = str(params.get("gpus", "")).strip()
@@ -166,7 +190,7 @@ PROBE: Probe[DcgmDiagFacts] = Probe(
     command=command,
     parse=parse,
     params={
-        "level": "run level 1-4, or a test name (default 1)",
+        "level": "1 / short / software (default 1); 2 and up are the dcgm_diag action's",
         "gpus": "comma-separated GPU ids for -i (default: all)",
         "format": "json (default) or table",
     },
