@@ -1,13 +1,15 @@
-"""Slurm actions: drain with a fleetfix reason, resume only what fleetfix drained."""
+"""Slurm actions: drain with a fleetfix reason, resume only what fleetfix drained, and
+reserve a node for active tests (a `fleetfix-` MAINT reservation) and release it after."""
 
 from __future__ import annotations
 
+import math
 import shlex
 
 from fleetfix.actions.base import Action, ActionContext, ActionPlan, PlannedCommand
 from fleetfix.actions.gates import duration, flag, node_name, params_checker, seconds
 from fleetfix.actions.validation import return_to_service_problems
-from fleetfix.probes.slurm_node import SlurmNodeFacts
+from fleetfix.probes.slurm_node import FLEETFIX_RESERVATION_PREFIX, SlurmNodeFacts
 
 REASON_PREFIX = "fleetfix:"
 
@@ -130,6 +132,75 @@ def _check_resumed(ctx: ActionContext) -> str | None:
     return f"node still {facts.state} after resume"
 
 
+DEFAULT_RESERVATION = 7200.0
+"""A test reservation ends by itself after 2 hours, even if fleetfix dies before releasing it."""
+
+
+def reservation_name(ctx: ActionContext) -> str:
+    """The `name` param, else `fleetfix-<node>`; always with the `fleetfix-` prefix, which is
+    how slurm_node (and so the engine's active-test gate) recognises fleetfix's own."""
+    name = str(ctx.params.get("name") or node_name(ctx)).strip()
+    return (
+        name
+        if name.startswith(FLEETFIX_RESERVATION_PREFIX)
+        else (f"{FLEETFIX_RESERVATION_PREFIX}{name}")
+    )
+
+
+def _plan_reserve(ctx: ActionContext) -> ActionPlan:
+    """A MAINT reservation of this node for fleetfix's active tests: Slurm starts no job on
+    it until it is released (or ends). Refused while a job (or its epilog) holds the node, or
+    when someone else's reservation does; a no-op when a fleetfix reservation already does."""
+    facts: SlurmNodeFacts = ctx.facts["slurm_node"]
+    node = node_name(ctx)
+    if facts.reservation_is_fleetfix:
+        return ActionPlan(notes=(f"{node} already in fleetfix reservation {facts.reservation}",))
+    if facts.reserved:
+        which = facts.reservation or "a reservation Slurm does not name here"
+        return ActionPlan(refused=f"{node} is in someone else's reservation ({which})")
+    if facts.has_jobs:
+        return ActionPlan(refused=f"Slurm has jobs on {node} (state {facts.state})")
+    name = reservation_name(ctx)
+    minutes = max(1, math.ceil(seconds(ctx.params.get("duration"), DEFAULT_RESERVATION) / 60))
+    create = (
+        f"scontrol create reservation ReservationName={shlex.quote(name)} "
+        f"Nodes={shlex.quote(node)} StartTime=now Duration={minutes} Users=root Flags=MAINT"
+    )
+    why = f"reserve {node} for fleetfix's tests ({name}, {minutes} min)"
+    return ActionPlan(commands=(PlannedCommand(create, why),), notes=(name,))
+
+
+def _check_reserved(ctx: ActionContext) -> str | None:
+    facts = ctx.facts.get("slurm_node")
+    if facts is None or facts.reservation_is_fleetfix:
+        return None
+    held = f", in {facts.reservation}" if facts.reservation else ""
+    return f"node is {facts.state}{held}, not in a fleetfix reservation"
+
+
+def _plan_release(ctx: ActionContext) -> ActionPlan:
+    """Delete the fleetfix reservation holding the node; nothing to do when there is none
+    (it ended, or was released). A reservation that vanishes meanwhile is not a failure."""
+    facts: SlurmNodeFacts = ctx.facts["slurm_node"]
+    node = node_name(ctx)
+    if not facts.reservation_is_fleetfix or facts.reservation is None:
+        return ActionPlan(notes=(f"no fleetfix reservation on {node}",))
+    name = shlex.quote(facts.reservation)
+    delete = (
+        f"out=$(scontrol delete ReservationName={name} 2>&1) || case $out in "
+        f"*'Requested reservation is invalid'*) echo {name} already gone;; "
+        "*) printf '%s\\n' \"$out\" >&2; exit 1;; esac"
+    )
+    return ActionPlan(commands=(PlannedCommand(delete, f"release {node} ({name})"),))
+
+
+def _check_released(ctx: ActionContext) -> str | None:
+    facts = ctx.facts.get("slurm_node")
+    if facts is None or not facts.reservation_is_fleetfix:
+        return None
+    return f"node still in fleetfix reservation {facts.reservation}"
+
+
 ACTIONS = (
     Action(
         name="slurm_drain",
@@ -157,6 +228,31 @@ ACTIONS = (
         requires=("slurm_node", "nvidia_smi", "xid"),
         verify=("slurm_node",),
         check=_check_resumed,
+        repeatable=True,
+    ),
+    Action(
+        name="slurm_reserve",
+        validate=params_checker({"duration": duration}),
+        summary="reserve the node for fleetfix's active tests (a fleetfix- MAINT reservation)",
+        plan=_plan_reserve,
+        params={
+            "name": "reservation name (default fleetfix-<node>; fleetfix- is always prefixed)",
+            "duration": "how long it lasts at most, if never released (default 2h)",
+            "node": "Slurm node name (default: short inventory hostname)",
+        },
+        requires=("slurm_node",),
+        verify=("slurm_node",),
+        check=_check_reserved,
+        repeatable=True,
+    ),
+    Action(
+        name="slurm_release",
+        summary="delete the fleetfix reservation holding the node (none: nothing to do)",
+        plan=_plan_release,
+        params={"node": "Slurm node name (default: short inventory hostname)"},
+        requires=("slurm_node",),
+        verify=("slurm_node",),
+        check=_check_released,
         repeatable=True,
     ),
 )
