@@ -171,6 +171,8 @@ def actions_for(entry: Mapping[str, Any]) -> frozenset[str] | None:
     tool, argv = entry["tool"], list(entry["argv"])
     if is_reboot(entry):
         return frozenset({"reboot"})
+    if tool == "scontrol" and argv[:1] in (["create"], ["delete"]):
+        return frozenset({"slurm_reserve" if argv[0] == "create" else "slurm_release"})
     if tool == "scontrol":
         states = {a.partition("=")[2].upper() for a in argv if a.lower().startswith("state=")}
         if states & {"RESUME", "UNDRAIN"}:
@@ -218,6 +220,13 @@ def unjournaled(
                 shown = " ".join([entry["tool"], *entry["argv"]])
                 problems.append(f"{host}: {shown!r} at {entry['at']:.3f} has no journal intent")
     return problems
+
+
+def is_reservation(entry: Mapping[str, Any]) -> bool:
+    """`scontrol create reservation` / `scontrol delete ReservationName=`: a node held out of
+    scheduling for a test, not taken out of service."""
+    argv = list(entry["argv"])
+    return entry["tool"] == "scontrol" and argv[:1] in (["create"], ["delete"])
 
 
 def reboots(audit: Mapping[str, Sequence[Mapping[str, Any]]]) -> dict[str, int]:

@@ -162,6 +162,15 @@ def test_bad_leaf_is_named_and_its_nodes_are_not_drained(bad_leaf_lab: Lab, tmp_
     assert nodes["gpu006"]["slurm"]["drain"]  # the genuinely slow node is drained
     assert not nodes["gpu005"]["slurm"]["drain"]  # its pair-mate passed with another partner
     assert all(n["boots"] == 1 for n in nodes.values())
+    # Every node was tested inside a reservation of its own, released after the tests, held
+    # drains under leaf-03 included.
+    assert bad_leaf_lab.handle.truth()["reservations"] == []
+    creates = [
+        name
+        for name, node in nodes.items()
+        if any(e["argv"][:2] == ["create", "reservation"] for e in node["audit"])
+    ]
+    assert len(creates) == 64
 
     data = json.loads(reports[1].read_text())
     validate(data, json.loads(schema_path().read_text()))  # the shipped JSON Schema
