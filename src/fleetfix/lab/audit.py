@@ -1,9 +1,10 @@
 """Which emulated tool calls disrupt a node: the lab records each one in the node's audit.
 
 The audit is what the lab itself saw, independent of what fleetfix says it did: every reboot,
-Slurm update, GPU reset or persistence change, module load/unload, service change, `fuser -k`,
-`scancel` and kill of a GPU process, with its argv, user, time and boot. Calls are recorded
-whether or not they succeed (a refused reset was still attempted).
+Slurm update, reservation created or deleted, GPU reset or persistence change, module
+load/unload, service change, `fuser -k`, `scancel` and kill of a GPU process, with its argv,
+user, time and boot. Calls are recorded whether or not they succeed (a refused reset, or a
+reservation Slurm refused, was still attempted).
 """
 
 from __future__ import annotations
