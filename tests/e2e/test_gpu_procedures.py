@@ -5,7 +5,9 @@ boards (src/fleetfix/lab/scenarios/boards.yml, driver 580): bd01 HGX A100 Xid 95
 bd02 HGX H100 Xid 119 -> Reset; bd03 driver asks Reboot; bd04 PCIe Xid 94 -> Reset; bd05 SRAM
 threshold exceeded; bd06 row-remap failure, unrepairable memory, banks exhausted; bd07/bd08 Xid
 79 without an Xid line (three-line and one-line forms); bd10 Fabric Manager restarted without a
-GPU reset (fabric In Progress); bd13 GB200 Recover IMEX Domain; bd14 healthy.
+GPU reset (fabric In Progress); bd12 B200 whose nccl-tests give wrong results after its reset;
+bd13 GB200 Recover IMEX Domain; bd14 healthy. Every run has `-e validate_nccl=true`: a node is
+returned to service only after a short single-node nccl-tests run passes.
 
 Each node is recovered by its own `fleetfix run --limit NODE` (its own journal) on one lab, so
 no node is held by another's rack cap. The runs go two at a time.
@@ -26,7 +28,10 @@ from tests.lab.support import running_lab
 
 pytestmark = pytest.mark.timeout(900)
 
-NODES = ("bd01", "bd02", "bd03", "bd04", "bd05", "bd06", "bd07", "bd08", "bd10", "bd13", "bd14")
+NODES = (
+    *("bd01", "bd02", "bd03", "bd04", "bd05", "bd06", "bd07"),
+    *("bd08", "bd10", "bd12", "bd13", "bd14"),
+)
 RESET = ("bd01", "bd02", "bd04", "bd10")
 REBOOTED = ("bd03", "bd07", "bd08")
 FOR_A_HUMAN = {"bd05": "needs field diagnostics", "bd06": "needs RMA"}
@@ -51,7 +56,7 @@ def recovered(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Re
         def recover(node: str) -> Run:
             workdir = base / node
             workdir.mkdir()
-            extra = ("--limit", node, "-e", "drain_wait=3s")
+            extra = ("--limit", node, "-e", "drain_wait=3s", "-e", "validate_nccl=true")
             return fleetfix_run("recover.yml", inventory, workdir, *extra, timeout=600)
 
         with ThreadPoolExecutor(2, thread_name_prefix="recover") as pool:
@@ -145,3 +150,24 @@ def test_a_healthy_node_is_left_alone(recovered: dict[str, Recovered]) -> None:
     result = recovered["bd14"]
     assert result.run.returncode == 0, result.run.output
     assert result.audit == [] and result.after == result.before
+
+
+def test_a_node_that_fails_its_test_after_the_fix_stays_drained(
+    recovered: dict[str, Recovered],
+) -> None:
+    result = recovered["bd12"]
+    out = result.run.output
+    assert result.run.returncode in (2, 6), out
+    assert _gpu_resets(result), result.audit
+    assert "TASK [a short single-node test before return to service]" in out
+    slurm = result.after["slurm"]
+    assert slurm["drain"] and str(slurm["reason"]).startswith("fleetfix: "), slurm
+    assert not [c for c in _calls(result, "scontrol") if "State=RESUME" in c], result.audit
+
+
+@pytest.mark.parametrize("node", [*RESET, *REBOOTED, "bd13"])
+def test_a_returned_node_passed_its_test_first(recovered: dict[str, Recovered], node: str) -> None:
+    lines = recovered[node].run.stdout.splitlines()
+    banner = [i for i, line in enumerate(lines) if "single-node test before return" in line]
+    assert len(banner) == 1, recovered[node].run.output
+    assert lines[banner[0] + 1].startswith(f"ok: [{node}]"), lines[banner[0] : banner[0] + 3]
