@@ -66,7 +66,7 @@ def build_node(scenario: Scenario, spec: NodeSpec, paths: NodePaths, now: float)
         boots=[Boot(boot_id=str(uuid.uuid4()), started=now - uptime)],
     )
     node.faults = _faults(injected)
-    node.modules = _modules(injected.modules_unloaded)
+    node.modules = _modules(injected.modules_unloaded, injected.third_party_modules)
     node.services = _services(scenario, spec, injected, node.driver_loaded())
     for gpu in gpus:
         gpu.persistence = node.services["nvidia-persistenced"].active
@@ -145,14 +145,16 @@ def _faults(injected: NodeFaults) -> list[Fault]:
     return faults
 
 
-def _modules(unloaded: tuple[str, ...]) -> dict[str, bool]:
-    """Loaded modules; unloading a module also unloads everything that uses it."""
-    loaded = {name: True for name in NVIDIA_MODULES}
+def _modules(unloaded: tuple[str, ...], third_party: tuple[str, ...]) -> dict[str, bool]:
+    """Loaded modules; unloading a module also unloads everything that uses it (the
+    third-party modules use `nvidia`)."""
+    loaded = dict.fromkeys((*NVIDIA_MODULES, *third_party), True)
     pending = list(unloaded)
     while pending:
         name = pending.pop()
         loaded[name] = False
-        pending.extend(user for user in _MODULE_USERS.get(name, ()) if loaded[user])
+        users = (*_MODULE_USERS.get(name, ()), *(third_party if name == "nvidia" else ()))
+        pending.extend(user for user in users if loaded[user])
     return loaded
 
 
@@ -165,6 +167,8 @@ def _services(
     for unit in BOARDS[spec.board].units[1:]:
         needs_driver = unit in ("nvidia-fabricmanager", "nvidia-imex")
         services[unit] = Service(enabled=True, active=driver or not needs_driver)
+    for unit in injected.extra_units:
+        services[unit] = Service(enabled=True, active=True)
     return services
 
 

@@ -19,6 +19,12 @@ RECOVERY_LEVELS = ("reset", "reload", "reboot", "never")
 """How much it takes to clear a fault, weakest first: a GPU reset, a driver reload, a reboot."""
 
 NVIDIA_MODULES = ("nvidia_uvm", "nvidia_drm", "nvidia_modeset", "nvidia_peermem", "nvidia")
+THIRD_PARTY_MODULES = ("gdrdrv", "nvidia_fs")
+"""Modules other software builds on `nvidia` (GDRCopy, GPUDirect Storage): a scenario installs
+them per node; they load at boot and keep `nvidia` in use while loaded."""
+EXTRA_UNITS = ("dcgm-exporter", "nvsm")
+"""GPU monitoring units a scenario may install per node; while active they hold the GPUs (a
+reset is "In use by another client") and the `nvidia` module, as DCGM does."""
 IB_PORTS_PER_NODE = 8
 NVLINKS_PER_GPU = 18
 
@@ -249,6 +255,10 @@ class NodeFaults:
     board: str | None = None
     driver_version: str | None = None
     gpu_model: str | None = None
+    third_party_modules: tuple[str, ...] = ()
+    """Installed modules of THIRD_PARTY_MODULES (loaded at boot)."""
+    extra_units: tuple[str, ...] = ()
+    """Installed units of EXTRA_UNITS (enabled, running at boot)."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -259,6 +259,8 @@ _FAULT_KEYS = (
     "board",
     "driver_version",
     "gpu_model",
+    "third_party_modules",
+    "extra_units",
 )
 _LIST_KEYS = frozenset(
     {
@@ -378,6 +380,10 @@ class _FaultParser:
             "board": own_board,
             "driver_version": None if driver is None else str(driver),
             "gpu_model": None if model is None else str(model),
+            "third_party_modules": scenario_hw.third_party_modules(
+                b, raw.get("third_party_modules"), where
+            ),
+            "extra_units": scenario_hw.extra_units(b, raw.get("extra_units"), where),
         }
 
     def missing_after_reboot(self, value: object, where: str) -> int:

@@ -1,5 +1,6 @@
 """Read the board-level scenario keys of a node: SRAM and NVSwitch faults, nccl wrong results,
-the Fabric Manager's state, and the node's own board, driver and GPU model.
+the Fabric Manager's state, the node's own board, driver and GPU model, and the third-party
+modules and monitoring units installed on it.
 
 Each reader checks the value against the node's board (an SXid needs NVSwitches that report
 them, `fabric_manager` a board that runs one) through the scenario reader's checker, so mistakes
@@ -14,9 +15,11 @@ from fleetfix.lab import kmsg
 from fleetfix.lab.boards import BOARDS, Board
 from fleetfix.lab.drivers import ACTIONS
 from fleetfix.lab.scenario import (
+    EXTRA_UNITS,
     FABRIC_MANAGER_STATES,
     RECOVERY_LEVELS,
     SRAM_SOURCES,
+    THIRD_PARTY_MODULES,
     XID_FORMS,
     NcclWrong,
     SramFault,
@@ -125,3 +128,21 @@ def fabric_manager(checker: Checker, value: object, where: str, layout: Board) -
             f"{where}: board {layout.name} runs no nvidia-fabricmanager", "fabric_manager"
         )
     return choose(checker, value, where, "fabric_manager", FABRIC_MANAGER_STATES)
+
+
+def installed(
+    checker: Checker, value: object, where: str, key: str, known: Sequence[str]
+) -> tuple[str, ...]:
+    """`third_party_modules` / `extra_units`: a name or a list of names from `known`."""
+    if value is None:
+        return ()
+    names = value if isinstance(value, list) else [value]
+    return tuple(choose(checker, name, where, key, known) for name in names)
+
+
+def third_party_modules(checker: Checker, value: object, where: str) -> tuple[str, ...]:
+    return installed(checker, value, f"{where}.third_party_modules", "module", THIRD_PARTY_MODULES)
+
+
+def extra_units(checker: Checker, value: object, where: str) -> tuple[str, ...]:
+    return installed(checker, value, f"{where}.extra_units", "unit", EXTRA_UNITS)

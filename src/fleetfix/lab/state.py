@@ -383,6 +383,11 @@ class NodeState:
     def driver_loaded(self) -> bool:
         return self.modules.get("nvidia", False)
 
+    @property
+    def module_names(self) -> tuple[str, ...]:
+        """The modules this node has installed: the NVIDIA set, then its third-party ones."""
+        return (*NVIDIA_MODULES, *self.injected.third_party_modules)
+
     def existing_stale_files(self) -> list[str]:
         return [name for name in self.stale_files if (self.paths.shm / name).exists()]
 
@@ -412,7 +417,7 @@ class NodeState:
                 for p in self.processes
             ],
             "persistence": [g.persistence for g in self.visible_gpus()],
-            "modules": [m for m in NVIDIA_MODULES if self.modules.get(m)],
+            "modules": [m for m in self.module_names if self.modules.get(m)],
             "services": {u: s.active for u, s in self.services.items()},
             "commands": self.commands,
             "events": [event.to_data() for event in self.events],
@@ -436,7 +441,7 @@ def _node_faults(node: NodeState, degraded_factor: float | None) -> list[dict[st
     off = [g.index for g in node.visible_gpus() if not g.persistence]
     if off:
         found.append({"kind": "persistence_off", "gpus": off})
-    unloaded = [m for m in NVIDIA_MODULES if not node.modules.get(m)]
+    unloaded = [m for m in node.module_names if not node.modules.get(m)]
     if unloaded:
         found.append({"kind": "modules_unloaded", "modules": unloaded})
     if degraded_factor is not None:

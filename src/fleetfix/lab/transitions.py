@@ -11,7 +11,6 @@ import uuid
 
 from fleetfix.lab import drivers, fabric, kmsg
 from fleetfix.lab.build import boot_services, wipe_shm, write_boot_id, write_driver_files
-from fleetfix.lab.scenario import NVIDIA_MODULES
 from fleetfix.lab.state import Boot, Fault, GpuState, LogLine, NodeState, SlurmState
 
 _NEVER_RELOG_CODES = frozenset({79})
@@ -96,7 +95,7 @@ def finish_reboot(node: NodeState, now: float) -> None:
     driver = node.driver
     recover(node, "reboot")
     node.boots.append(Boot(boot_id=str(uuid.uuid4()), started=now))
-    node.modules = {name: True for name in NVIDIA_MODULES}
+    node.modules = dict.fromkeys(node.module_names, True)
     boot_services(node)
     for gpu in node.gpus:
         _reinitialise(gpu)

@@ -1,19 +1,23 @@
 """`nvidia-smi -r [-i ...]`: which GPUs a reset may cover on each board, and what it does.
 
-The classic board keeps the lab's original rule: a process on the GPU, persistence mode on it,
-or a running nvidia-fabricmanager or nvidia-dcgm refuses the reset ("In use by another client").
+Every board follows nvidia-smi's manual (docs.nvidia.com/deploy/nvidia-smi, `-r`) and NVIDIA's
+Fabric Manager user guide ("GPU/VM/System Reset Capabilities and Limitations"):
 
-The other boards follow nvidia-smi's manual (docs.nvidia.com/deploy/nvidia-smi, `-r`) and
-NVIDIA's Fabric Manager user guide ("GPU/VM/System Reset Capabilities and Limitations"):
-
-* a GPU a process uses, and every GPU while DCGM's nv-hostengine runs, is in use; persistence
-  mode is no obstacle (the guide's H100 reset procedure leaves nvidia-persistenced running);
+* a GPU a process uses, and every GPU while a monitoring service holds them (DCGM's
+  nv-hostengine, and dcgm-exporter or nvsm where a scenario installs them), is in use
+  ("In use by another client"); persistence mode is no obstacle (the guide's H100 reset
+  procedure leaves nvidia-persistenced running), nor is a running Fabric Manager (with it,
+  each GPU can be reset individually);
 * NVSwitch boards with a local Fabric Manager (HGX A100, H100, H200, B200): while it runs each GPU
   can be reset individually; while it does not, "any GPUs with NVLink connections to a GPU being
   reset must also be reset in the same command" (on an HGX board: all of them, by omitting -i or
   listing them all), else the command fails naming the GPUs to add;
 * PCIe boards (no NVLink) and GB200 compute trays (Fabric Manager runs on the NVLink switch
   trays): each GPU individually.
+
+The classic board (the lab's original HGX H100 model) has no NVLink peer rule: any set of its
+GPUs resets while nothing holds them. Until the boards existed its Fabric Manager and
+persistence mode refused a reset too; that contradicted the manual, so they no longer do.
 
 The wording of the NVLink refusal is the lab's: the manual says the command "will issue an error
 identifying the additional GPUs", but no captured output of it was available.
@@ -22,10 +26,13 @@ identifying the additional GPUs", but no captured output of it was available.
 from __future__ import annotations
 
 from fleetfix.lab import transitions
+from fleetfix.lab.scenario import EXTRA_UNITS
 from fleetfix.lab.state import FM_UNIT, GpuState, NodeState
 from fleetfix.lab.tools.base import ToolContext, ToolReply, lines
 
 Selected = list[tuple[int, GpuState]]
+MONITORING_UNITS = ("nvidia-dcgm", *EXTRA_UNITS)
+"""Units whose daemons keep every GPU open while they run."""
 IN_USE = "In use by another client"
 IN_USE_NOTE = (
     "{subject} currently being used by one or more other processes (e.g., Fabric Manager, CUDA "
@@ -55,9 +62,7 @@ def _blocker(node: NodeState, gpu: GpuState) -> str | None:
     ):
         return "Unknown Error"
     holders = any(p.gpu == gpu.index for p in node.processes)
-    holders = holders or bool(node.unit_active("nvidia-dcgm"))
-    if node.board.classic:
-        holders = holders or gpu.persistence or bool(node.unit_active(FM_UNIT))
+    holders = holders or any(node.unit_active(unit) for unit in MONITORING_UNITS)
     return IN_USE if holders else None
 
 

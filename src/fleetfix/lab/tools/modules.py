@@ -3,8 +3,13 @@
 Unloading follows the kernel's rules: a module with loaded users cannot go (`rmmod: ERROR:
 Module nvidia is in use by: nvidia_uvm nvidia_modeset`), nor one whose reference count is held
 by processes or services (`rmmod: ERROR: Module nvidia is in use`): CUDA processes hold
-nvidia_uvm and nvidia; nvidia-persistenced, nv-hostengine (DCGM) and the fabric manager hold
-nvidia. Loading the driver after an unload re-initialises the GPUs (a "reload").
+nvidia_uvm and nvidia; nvidia-persistenced, nv-hostengine (DCGM), the fabric manager, IMEX and
+a node's monitoring units (dcgm-exporter, nvsm) hold nvidia. Loading the driver after an unload
+re-initialises the GPUs (a "reload").
+
+Third-party users of `nvidia` (GDRCopy's gdrdrv, GPUDirect Storage's nvidia_fs) exist only on
+nodes whose scenario installs them: they show in nvidia's "Used by" column and elsewhere
+`modprobe` does not find them.
 """
 
 from __future__ import annotations
@@ -14,6 +19,7 @@ from dataclasses import dataclass
 
 from fleetfix.lab import transitions
 from fleetfix.lab.kmsg import KERNEL_RELEASE
+from fleetfix.lab.scenario import EXTRA_UNITS
 from fleetfix.lab.state import NodeState
 from fleetfix.lab.tools.base import ToolContext, ToolReply, fail, lines
 
@@ -24,10 +30,16 @@ class Module:
     size: int
     depends: tuple[str, ...]
     nvidia: bool = True
+    """Loaded or not per node (the NVIDIA set and third-party users of it); the others are
+    always loaded and never unloaded."""
     base_users: tuple[str, ...] = ()
+    third_party: bool = False
+    """Exists only on nodes whose scenario installs it."""
 
 
 MODULES = (
+    Module("gdrdrv", 24576, ("nvidia",), third_party=True),
+    Module("nvidia_fs", 286720, ("nvidia",), third_party=True),
     Module("nvidia_uvm", 1511424, ("nvidia",)),
     Module("nvidia_drm", 77824, ("nvidia_modeset", "drm_kms_helper", "drm")),
     Module("nvidia_modeset", 1314816, ("nvidia", "video")),
@@ -57,6 +69,13 @@ def _loaded(node: NodeState, module: Module) -> bool:
     return node.modules.get(module.name, False) if module.nvidia else True
 
 
+def _installed(node: NodeState, name: str) -> bool:
+    module = _module(name)
+    if module is None:
+        return False
+    return not module.third_party or name in node.injected.third_party_modules
+
+
 def users(node: NodeState, name: str) -> list[str]:
     """Loaded modules that depend on `name`, plus fixed users of the non-NVIDIA ones."""
     module = _module(name)
@@ -71,7 +90,13 @@ def held_by_others(node: NodeState, name: str) -> int:
         return cuda
     if name != "nvidia":
         return 0
-    services = ("nvidia-persistenced", "nvidia-fabricmanager", "nvidia-imex", "nvidia-dcgm")
+    services = (
+        "nvidia-persistenced",
+        "nvidia-fabricmanager",
+        "nvidia-imex",
+        "nvidia-dcgm",
+        *EXTRA_UNITS,
+    )
     held = sum(len(node.gpus) + 1 for unit in services if node.unit_active(unit))
     return 2 * cuda + held
 
@@ -130,7 +155,7 @@ def modprobe(ctx: ToolContext, argv: Sequence[str]) -> ToolReply:
     if remove:
         return _remove(ctx, names)
     for name in names:
-        if _module(name) is None:
+        if not _installed(ctx.node, name):
             return fail(
                 f"modprobe: FATAL: Module {name} not found in directory "
                 f"/lib/modules/{KERNEL_RELEASE}"

@@ -5,7 +5,9 @@ Starting nvidia-persistenced turns persistence mode on for every GPU and stoppin
 off, as the daemon does; starting or stopping nvidia-fabricmanager or nvidia-imex changes the
 NVLink fabric as lab/fabric.py describes; GPU services cannot start while the nvidia module is
 unloaded. `restart` is a stop and a start; `start` of a running unit changes nothing.
-`systemctl reboot` reboots the node.
+`systemctl reboot` reboots the node. `show [-p PROP[,PROP]] [--value] UNIT...` answers
+LoadState (`not-found` for a unit the node does not have), ActiveState, SubState,
+UnitFileState, Id and Description.
 """
 
 from __future__ import annotations
@@ -24,6 +26,8 @@ _DESCRIPTIONS = MappingProxyType(
         "nvidia-fabricmanager": "NVIDIA fabric manager service",
         "nvidia-imex": "NVIDIA IMEX service",
         "nvidia-dcgm": "NVIDIA DCGM service",
+        "dcgm-exporter": "NVIDIA DCGM Exporter",
+        "nvsm": "NVIDIA System Management service",
         "slurmd": "Slurm node daemon",
     }
 )
@@ -34,6 +38,10 @@ def _unit(name: str) -> str:
 
 
 def systemctl(ctx: ToolContext, argv: Sequence[str]) -> ToolReply:
+    if "show" in argv:
+        shown = _show_request(argv)
+        if shown is not None:
+            return _show(ctx, *shown)
     args = [a for a in argv if not a.startswith("-")]
     flags = {a for a in argv if a.startswith("-")}
     if not args:
@@ -165,6 +173,63 @@ def _status(ctx: ToolContext, units: list[str], flags: set[str]) -> ToolReply:
             )
         )
     return ToolReply(stdout="\n".join(blocks), rc=rc)
+
+
+_SHOW_PROPERTIES = ("Id", "Description", "LoadState", "ActiveState", "SubState", "UnitFileState")
+
+
+def _show_request(argv: Sequence[str]) -> tuple[list[str], list[str], bool] | None:
+    """(units, properties, --value) of a `show` command line; None when `show` is not its verb
+    (an argument of another option)."""
+    units: list[str] = []
+    properties: list[str] = []
+    value_only = False
+    words = iter(argv)
+    verb_seen = False
+    for word in words:
+        if word in ("-p", "--property"):
+            properties.extend(next(words, "").split(","))
+        elif word.startswith("--property="):
+            properties.extend(word.split("=", 1)[1].split(","))
+        elif word.startswith("-p") and len(word) > 2:
+            properties.extend(word[2:].split(","))
+        elif word == "--value":
+            value_only = True
+        elif word.startswith("-"):
+            continue
+        elif not verb_seen:
+            if word != "show":
+                return None
+            verb_seen = True
+        else:
+            units.append(_unit(word))
+    return units, [p for p in properties if p], value_only
+
+
+def _show(ctx: ToolContext, units: list[str], properties: list[str], value_only: bool) -> ToolReply:
+    if not units:
+        return fail("systemctl show without a unit (the manager's properties) is not emulated")
+    wanted = properties or list(_SHOW_PROPERTIES)
+    blocks = []
+    for unit in units:
+        values = _properties(ctx.node, unit)
+        shown = [(name, values[name]) for name in wanted if name in values]
+        blocks.append(lines(*(value if value_only else f"{name}={value}" for name, value in shown)))
+    return ToolReply(stdout="\n".join(blocks))
+
+
+def _properties(node: NodeState, unit: str) -> dict[str, str]:
+    service = node.services.get(unit)
+    found = service is not None
+    active = service is not None and service.active
+    return {
+        "Id": f"{unit}.service",
+        "Description": _DESCRIPTIONS.get(unit, unit) if found else f"{unit}.service",
+        "LoadState": "loaded" if found else "not-found",
+        "ActiveState": "active" if active else "inactive",
+        "SubState": "running" if active else "dead",
+        "UnitFileState": ("enabled" if service.enabled else "disabled") if service else "",
+    }
 
 
 _VERBS = MappingProxyType(
