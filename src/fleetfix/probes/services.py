@@ -5,6 +5,10 @@ The command prints one line per unit: `<unit> <LoadState> <ActiveState>`, from `
 prints "inactive" for a unit that does not exist at all. Lines of the two-column form
 `<unit> <state>` (a plain `systemctl is-active` loop) are read too. A unit systemctl could not be
 asked about (no systemd, no D-Bus) is `unknown`, never `inactive`.
+
+The CUDA MPS control daemon is rarely a unit (a prolog or an operator starts it), so the default
+command also reports it by process name, as `nvidia-cuda-mps-control active|inactive` from
+`pgrep -x` (no state when pgrep cannot tell: `unknown`).
 """
 
 from __future__ import annotations
@@ -28,8 +32,12 @@ DEFAULT_UNITS = (
     "nvidia-dcgm",
     "dcgm",
     "nvidia-imex",
+    "dcgm-exporter",
+    "nvsm",
 )
 """GPU-node units whose state gates remediation (holders of the GPU to stop and restore)."""
+MPS_CONTROL = "nvidia-cuda-mps-control"
+"""The CUDA MPS control daemon, reported like a unit by the default command."""
 _UNIT = re.compile(r"^[A-Za-z0-9@._:\\-]+$")
 _LOAD_STATES = frozenset(
     {"loaded", "not-found", "masked", "error", "bad-setting", "stub", "merged"}
@@ -146,18 +154,26 @@ def _units(params: Mapping[str, Any]) -> tuple[str, ...]:
 
 def _command(params: Mapping[str, Any]) -> str:
     units = " ".join(shlex.quote(u) for u in _units(params))
-    return (
+    command = (
         f"for u in {units}; do "
         "printf '%s %s %s\\n' \"$u\" "
         '"$(systemctl show -p LoadState --value "$u" 2>/dev/null)" '
         '"$(systemctl is-active "$u" 2>/dev/null)"; '
         "done"
     )
+    if params.get("units") is not None:
+        return command
+    return (
+        f"{command}; s=$(pgrep -x {MPS_CONTROL} >/dev/null 2>&1; r=$?; "
+        "if [ $r -eq 0 ]; then echo active; elif [ $r -eq 1 ]; then echo inactive; fi); "
+        f"printf '%s %s\\n' {MPS_CONTROL} \"$s\""
+    )
 
 
 PROBE: Probe[ServicesFacts] = Probe(
     name=NAME,
-    summary="State of GPU-node systemd units (persistenced, fabricmanager, dcgm, imex)",
+    summary="State of GPU-node systemd units (persistenced, fabricmanager, dcgm, imex, ...) "
+    "and the MPS control daemon",
     command=_command,
     parse=parse,
     params={
