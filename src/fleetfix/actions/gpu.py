@@ -1,7 +1,8 @@
-"""GPU actions: persistence mode, ECC counter resets, GPU resets."""
+"""GPU actions: persistence mode, ECC counter resets, GPU resets, IMEX domain recovery."""
 
 from __future__ import annotations
 
+import shlex
 from collections.abc import Iterable
 
 from fleetfix.actions.base import (
@@ -12,13 +13,38 @@ from fleetfix.actions.base import (
     remembered,
     union,
 )
-from fleetfix.actions.gates import busy_reason, choice, params_checker, quote_all
+from fleetfix.actions.fabric import (
+    DEFAULT_FABRIC_WAIT,
+    FABRIC_MANAGER,
+    IMEX,
+    board_of,
+    fabric_problems,
+    fabric_wait,
+    gpu_list,
+    reset_rule,
+    start_unit,
+    unit_state,
+)
+from fleetfix.actions.gates import (
+    busy_reason,
+    choice,
+    duration,
+    params_checker,
+    quote_all,
+    seconds,
+)
+from fleetfix.knowledge import remedy
+from fleetfix.probes.base import to_data
 from fleetfix.probes.gpu_facts import GpuKey, NvidiaSmiFacts
-from fleetfix.probes.services import ServicesFacts
+from fleetfix.probes.services import MPS_CONTROL, ServicesFacts
 
 PERSISTENCED = "nvidia-persistenced"
-RESET_HOLDERS = ("nvidia-persistenced", "nvidia-dcgm", "dcgm", "nvidia-fabricmanager")
-"""Services that keep a handle on the GPUs and make `nvidia-smi -r` fail while they run."""
+GPU_CLIENTS = ("dcgm-exporter", "nvsm", "nvidia-dcgm", "dcgm", MPS_CONTROL)
+"""What keeps the GPUs open without being a job: monitoring (dcgm-exporter and nvsm before the
+DCGM they talk to) and the CUDA MPS control daemon. A reset is "In use by another client" and
+`rmmod nvidia` "in use" while they run, so both stop them and start them again afterwards.
+nvidia-persistenced and nvidia-fabricmanager are not here: a reset leaves them running
+(Fabric Manager guide), a driver reload stops them separately."""
 
 
 def _indexes(keys: Iterable[GpuKey]) -> list[int]:
@@ -27,20 +53,33 @@ def _indexes(keys: Iterable[GpuKey]) -> list[int]:
 
 
 def _gpu_flag(indexes: list[int]) -> str:
-    return f"-i {','.join(str(i) for i in indexes)}"
+    return f"-i {gpu_list(indexes)}"
+
+
+def stop_command(unit: str) -> str:
+    """How to stop one holder: MPS's control daemon by its own `quit`, units with systemctl."""
+    if unit == MPS_CONTROL:
+        return f"echo quit | {MPS_CONTROL}"
+    return f"systemctl stop {quote_all([unit])}"
+
+
+def start_command(unit: str) -> str:
+    if unit == MPS_CONTROL:
+        return f"{MPS_CONTROL} -d"
+    return f"systemctl start {quote_all([unit])}"
 
 
 def stop_start(
     services: ServicesFacts | None, units: Iterable[str], stopped_before: Iterable[str] = ()
 ) -> tuple[list[PlannedCommand], list[PlannedCommand], list[str]]:
-    """Commands to stop the active `units` and (always) start them again afterwards, with
-    the units to restore: those, plus `stopped_before` (stopped by an interrupted attempt)."""
+    """Commands to stop the active `units` and (always) start them again afterwards, in the
+    reverse order, with the units to restore: those, plus `stopped_before` (stopped by an
+    interrupted attempt)."""
     active = [u for u in units if services is not None and u in services.active]
     restore = union(active, stopped_before)
-    stops = [PlannedCommand(f"systemctl stop {quote_all([u])}", f"stop {u}") for u in active]
+    stops = [PlannedCommand(stop_command(u), f"stop {u}") for u in active]
     starts = [
-        PlannedCommand(f"systemctl start {quote_all([u])}", f"restart {u}", always=True)
-        for u in reversed(restore)
+        PlannedCommand(start_command(u), f"restart {u}", always=True) for u in reversed(restore)
     ]
     return stops, starts, restore
 
@@ -49,6 +88,10 @@ def not_running(ctx: ActionContext, units: Iterable[str]) -> list[str]:
     """Of `units`, those the fresh `services` facts do not show active."""
     services: ServicesFacts | None = ctx.facts.get("services")
     return [u for u in units if services is None or u not in services.active]
+
+
+def fabric_timeout(ctx: ActionContext) -> float:
+    return seconds(ctx.params.get("fabric_wait"), DEFAULT_FABRIC_WAIT)
 
 
 # --- persistence_mode --------------------------------------------------------------------
@@ -132,12 +175,20 @@ def _check_reset_ecc(ctx: ActionContext) -> str | None:
 
 
 def _reset_targets(ctx: ActionContext, smi: NvidiaSmiFacts) -> list[int]:
+    """The `gpus` param (indexes or 'all'), else the GPUs whose need is a reset by fleetfix's
+    one rule set (knowledge/remedy.py: the driver's recovery action, Reset Required, pending
+    remaps or retirements, volatile DBEs, a fabric not registered)."""
     wanted = ctx.params.get("gpus")
     if wanted == "all":
         return sorted(g.index for g in smi.gpus if g.index is not None)
     if wanted is not None:
         return sorted({int(i) for i in (wanted if isinstance(wanted, list) else [wanted])})
-    return _indexes((*smi.reset_required_gpus, *smi.row_remap_pending_gpus))
+    return _needing_reset(smi)
+
+
+def _needing_reset(smi: NvidiaSmiFacts) -> list[int]:
+    verdict = remedy.decide(to_data(smi))
+    return _indexes((*verdict.reset_gpus, *smi.reset_required_gpus, *smi.row_remap_pending_gpus))
 
 
 def _plan_gpu_reset(ctx: ActionContext) -> ActionPlan:
@@ -148,13 +199,28 @@ def _plan_gpu_reset(ctx: ActionContext) -> ActionPlan:
     targets = _reset_targets(ctx, smi)
     if not targets:
         return ActionPlan(notes=("no GPU reports a reset as needed",))
-    services = ctx.facts.get("services")
-    stops, starts, restore = stop_start(services, RESET_HOLDERS, remembered(ctx, "services"))
-    reset = PlannedCommand(f"nvidia-smi -r {_gpu_flag(targets)}", f"reset GPUs {targets}")
+    services: ServicesFacts | None = ctx.facts.get("services")
+    board = board_of(smi, services)
+    rule = reset_rule(board, targets)
+    if rule.refused is not None:
+        return ActionPlan(refused=rule.refused)
+    holders = [*GPU_CLIENTS, *([PERSISTENCED] if rule.stop_persistenced else [])]
+    stops, starts, restore = stop_start(services, holders, remembered(ctx, "services"))
+    reset = PlannedCommand(f"nvidia-smi -r {_gpu_flag(list(rule.gpus))}", f"reset GPUs {rule.gpus}")
+    commands = [*stops]
+    if rule.start_fabric_manager_first:
+        commands.append(start_unit(FABRIC_MANAGER, "Ampere NVSwitch: a reset needs FM running"))
+    commands.append(reset)
+    if rule.start_fabric_manager_after:
+        commands.append(start_unit(FABRIC_MANAGER, "start FM: the GPUs register with it"))
+    commands.extend(starts)
+    if rule.wait_for_fabric:
+        commands.append(fabric_wait(fabric_timeout(ctx)))
+    notes = [f"GPUs {targets}", f"{board.words}: {rule.why}"]
+    if list(rule.gpus) != targets:
+        notes.append(f"resetting GPUs {list(rule.gpus)} together (NVLink peers of {targets})")
     return ActionPlan(
-        commands=(*stops, reset, *starts),
-        notes=(f"GPUs {targets}",),
-        before={"services": ",".join(restore)},
+        commands=tuple(commands), notes=tuple(notes), before={"services": ",".join(restore)}
     )
 
 
@@ -165,12 +231,59 @@ def _check_gpu_reset(ctx: ActionContext) -> str | None:
     problems = []
     if smi.count_ok is False:
         problems.append(f"{smi.gpu_count} GPUs visible, expected {smi.expected_gpus}")
-    still = _indexes((*smi.reset_required_gpus, *smi.row_remap_pending_gpus))
+    fabric = fabric_problems(smi)
+    if fabric:
+        problems.append(f"NVLink fabric not registered after the reset: {', '.join(fabric)}")
+    still = _needing_reset(smi)
     if still:
         problems.append(f"GPUs {still} still need a reset")
+    services: ServicesFacts | None = ctx.facts.get("services")
     down = not_running(ctx, remembered(ctx, "services"))
+    if unit_state(services, FABRIC_MANAGER) == "stopped":
+        down = union(down, [FABRIC_MANAGER])
     if down:
         problems.append(f"services stopped for the reset not running: {', '.join(down)}")
+    return "; ".join(problems) or None
+
+
+# --- imex_restart --------------------------------------------------------------------------
+
+
+def _plan_imex_restart(ctx: ActionContext) -> ActionPlan:
+    """GB200's "Recover IMEX Domain": the driver asks for the node's IMEX daemon to be
+    restarted, not for a GPU reset (NVML's GPU recovery actions)."""
+    smi: NvidiaSmiFacts = ctx.facts["nvidia_smi"]
+    services: ServicesFacts | None = ctx.facts.get("services")
+    asking = _imex_asking(smi)
+    if not asking and not ctx.params.get("force"):
+        return ActionPlan(notes=("no GPU asks for its IMEX domain to be recovered",))
+    if unit_state(services, IMEX) == "absent":
+        return ActionPlan(refused=f"GPUs {asking} ask to recover the IMEX domain: no {IMEX} here")
+    busy = busy_reason(ctx)
+    if busy is not None:
+        return ActionPlan(refused=f"{busy}; restarting IMEX would break their imports")
+    restart = PlannedCommand(f"systemctl restart {shlex.quote(IMEX)}", "recover the IMEX domain")
+    commands = [restart, fabric_wait(fabric_timeout(ctx))]
+    return ActionPlan(commands=tuple(commands), notes=(f"GPUs {asking} ask for it",))
+
+
+def _imex_asking(smi: NvidiaSmiFacts) -> list[GpuKey]:
+    return [g.key for g in smi.gpus if g.recovery_action == "recover_imex_domain"]
+
+
+def _check_imex_restart(ctx: ActionContext) -> str | None:
+    smi: NvidiaSmiFacts | None = ctx.facts.get("nvidia_smi")
+    if smi is None:
+        return "nvidia_smi gave no facts"
+    problems = []
+    asking = _imex_asking(smi)
+    if asking:
+        problems.append(f"GPUs {asking} still ask to recover the IMEX domain")
+    fabric = fabric_problems(smi)
+    if fabric:
+        problems.append(f"NVLink fabric not registered: {', '.join(fabric)}")
+    if unit_state(ctx.facts.get("services"), IMEX) != "running":
+        problems.append(f"{IMEX} is not running")
     return "; ".join(problems) or None
 
 
@@ -197,17 +310,38 @@ ACTIONS = (
     ),
     Action(
         name="gpu_reset",
-        summary="nvidia-smi -r on GPUs that need it; holder services stopped and restored",
+        validate=params_checker({"fabric_wait": duration}),
+        summary="nvidia-smi -r on GPUs that need it, by the board's Fabric Manager rules; "
+        "monitoring services stopped and restored, Fabric Manager never stopped",
         plan=_plan_gpu_reset,
         params={
-            "gpus": "GPU indexes or 'all' (default: those reporting a reset as needed)",
+            "gpus": "GPU indexes or 'all' (default: those whose need is a reset)",
             "allow_busy": "reset even with GPU processes or Slurm jobs (kills them)",
+            "fabric_wait": "how long to wait for the GPUs to register with the NVLink fabric "
+            "(default 2m; NVSwitch and NVLink-domain boards)",
         },
         requires=("nvidia_smi", "gpu_processes", "services"),
         optional=("slurm_node",),
         verify=("nvidia_smi", "services"),
         repeatable=True,
         check=_check_gpu_reset,
+        disruptive=True,
+    ),
+    Action(
+        name="imex_restart",
+        validate=params_checker({"fabric_wait": duration}),
+        summary="restart nvidia-imex where a GPU asks to recover its IMEX domain (GB200)",
+        plan=_plan_imex_restart,
+        params={
+            "force": "restart even if no GPU asks for it",
+            "allow_busy": "restart even with GPU processes or Slurm jobs",
+            "fabric_wait": "how long to wait for the fabric afterwards (default 2m)",
+        },
+        requires=("nvidia_smi", "gpu_processes", "services"),
+        optional=("slurm_node",),
+        verify=("nvidia_smi", "services"),
+        repeatable=True,
+        check=_check_imex_restart,
         disruptive=True,
     ),
 )
