@@ -1,4 +1,13 @@
-"""reload_driver: unload and reload the NVIDIA kernel modules on a drained, idle node."""
+"""reload_driver: unload and reload the NVIDIA kernel modules on a drained, idle node.
+
+Everything that holds the driver stops first (monitoring, MPS, IMEX, Fabric Manager, the
+persistence daemon), then every module that uses `nvidia` goes, third-party ones included
+(GDRCopy's gdrdrv, GPUDirect Storage's nvidia_fs: whatever lsmod's "Used by" names), users
+before what they use. The modules and services come back in the reverse order, Fabric Manager
+wherever it is installed, and on boards whose GPUs register with an NVLink fabric the action
+waits for them before it verifies. What the node had is journaled in the plan's `before`, so
+a resumed run restores it even after a crash in the middle (docs/gpu-procedures.md).
+"""
 
 from __future__ import annotations
 
@@ -12,21 +21,24 @@ from fleetfix.actions.base import (
     remembered,
     union,
 )
-from fleetfix.actions.gates import busy_reason, quote_all
+from fleetfix.actions.fabric import FABRIC_MANAGER, IMEX, fabric_problems, fabric_wait, unit_state
+from fleetfix.actions.gates import busy_reason, duration, params_checker, quote_all
+from fleetfix.actions.gpu import (
+    GPU_CLIENTS,
+    PERSISTENCED,
+    fabric_timeout,
+    start_command,
+    stop_command,
+)
 from fleetfix.probes.gpu_facts import NvidiaSmiFacts
-from fleetfix.probes.kernel_modules import KernelModulesFacts
+from fleetfix.probes.kernel_modules import NVIDIA_MODULES, KernelModulesFacts
 from fleetfix.probes.services import ServicesFacts
 
-DRIVER_HOLDERS = (
-    "nvidia-persistenced",
-    "nvidia-dcgm",
-    "dcgm",
-    "nvidia-fabricmanager",
-    "nvidia-imex",
-)
-"""Services holding /dev/nvidia* that make `rmmod nvidia` fail with "Module nvidia is in use"."""
+DRIVER_HOLDERS = (*GPU_CLIENTS, IMEX, FABRIC_MANAGER, PERSISTENCED)
+"""Services holding /dev/nvidia* that make `rmmod nvidia` fail with "Module nvidia is in use",
+in the order they stop (clients before what they use); they start in the reverse order."""
 
-NEEDED_AFTER_LOAD = ("nvidia-fabricmanager", "nvidia-persistenced")
+NEEDED_AFTER_LOAD = (PERSISTENCED, FABRIC_MANAGER)
 """Installed units a working driver needs running: without the fabric manager an NVSwitch
 system's GPUs stay unusable, without persistence the next job pays the init."""
 
@@ -56,14 +68,17 @@ def wanted_modules(ctx: ActionContext, modules: KernelModulesFacts) -> list[str]
 
 
 def _services_after(services: ServicesFacts | None, stopped: Iterable[str]) -> list[str]:
-    """What must run after the reload: what we stopped, plus installed units the driver needs."""
-    wanted = list(stopped)
-    if services is not None:
-        for unit in NEEDED_AFTER_LOAD:
-            installed = unit in services.units and unit not in services.not_found
-            if installed and unit not in wanted:
-                wanted.append(unit)
-    return wanted
+    """What must run after the reload, in start order: what was stopped, plus installed units
+    the driver needs; persistence first, monitoring last (DRIVER_HOLDERS reversed)."""
+    needed = [u for u in NEEDED_AFTER_LOAD if unit_state(services, u) != "absent"]
+    order = DRIVER_HOLDERS[::-1]
+    return sorted(union(stopped, needed), key=lambda u: order.index(u) if u in order else -1)
+
+
+def _fabric_possible(services: ServicesFacts | None) -> bool:
+    """Fabric Manager or IMEX installed: the GPUs may register with an NVLink fabric after the
+    driver loads (the wait accepts N/A at once on boards whose GPUs do not register)."""
+    return any(unit_state(services, unit) != "absent" for unit in (FABRIC_MANAGER, IMEX))
 
 
 def _plan(ctx: ActionContext) -> ActionPlan:
@@ -74,26 +89,46 @@ def _plan(ctx: ActionContext) -> ActionPlan:
         return ActionPlan(refused=refusal)
     stopped = [u for u in DRIVER_HOLDERS if services is not None and u in services.active]
     restore = union(stopped, remembered(ctx, "services"))
-    stops = [PlannedCommand(f"systemctl stop {quote_all([u])}", f"stop {u}") for u in stopped]
-    unloads = [
-        PlannedCommand(f"rmmod {quote_all([m])}", f"unload {m}")
-        for m in (modules.unload_order if modules.nvidia_loaded else ())
-    ]
+    loaded = modules.unload_order if modules.nvidia_loaded else ()
+    stops = [PlannedCommand(stop_command(u), f"stop {u}") for u in stopped]
+    unloads = [PlannedCommand(f"rmmod {quote_all([m])}", f"unload {m}") for m in loaded]
     loads = [
         PlannedCommand(f"modprobe {quote_all([m])}", f"load {m}", always=True)
         for m in wanted_modules(ctx, modules)
     ]
     starts = [
-        PlannedCommand(f"systemctl start {quote_all([u])}", f"start {u}", always=True)
+        PlannedCommand(start_command(u), f"start {u}", always=True)
         for u in _services_after(services, restore)
     ]
-    note = () if modules.nvidia_loaded else ("modules were not loaded",)
-    loaded = modules.unload_order if modules.nvidia_loaded else ()
+    waits = [fabric_wait(fabric_timeout(ctx))] if _fabric_possible(services) else []
     before = {
         "services": ",".join(restore),
         "modules": ",".join(union(loaded, remembered(ctx, "modules"))),
     }
-    return ActionPlan(commands=(*stops, *unloads, *loads, *starts), notes=note, before=before)
+    return ActionPlan(
+        commands=(*stops, *unloads, *loads, *starts, *waits),
+        notes=_notes(modules, loaded),
+        before=before,
+    )
+
+
+def _notes(modules: KernelModulesFacts, loaded: Iterable[str]) -> tuple[str, ...]:
+    if not modules.nvidia_loaded:
+        return ("modules were not loaded",)
+    others = [m for m in loaded if m not in NVIDIA_MODULES]
+    if others:
+        return (f"other modules that use nvidia go and come back too: {', '.join(others)}",)
+    return ()
+
+
+def _promised(ctx: ActionContext) -> tuple[list[str], list[str]]:
+    """The modules and services the plan promised to bring back (its `always` commands)."""
+    promised = [c for c in (ctx.plan.commands if ctx.plan else ()) if c.always]
+    modules = [
+        c.command.split()[-1].strip("'") for c in promised if c.command.startswith("modprobe ")
+    ]
+    units = [c.why.removeprefix("start ") for c in promised if c.why.startswith("start ")]
+    return modules, units
 
 
 def _check(ctx: ActionContext) -> str | None:
@@ -102,14 +137,10 @@ def _check(ctx: ActionContext) -> str | None:
     services: ServicesFacts | None = ctx.facts.get("services")
     if modules is None or not modules.nvidia_loaded:
         return "nvidia module not loaded after reload"
-    promised = [c for c in (ctx.plan.commands if ctx.plan else ()) if c.always]
-    wanted = [
-        c.command.split()[-1].strip("'") for c in promised if c.command.startswith("modprobe ")
-    ]
+    wanted, started = _promised(ctx)
     missing = [m for m in union(wanted, remembered(ctx, "modules")) if m not in modules.loaded]
     if missing:
         return f"modules not loaded after reload: {', '.join(missing)}"
-    started = [c.command.split()[-1].strip("'") for c in promised if "systemctl start" in c.command]
     down = union(started, remembered(ctx, "services"))
     down = [u for u in down if services is None or u not in services.active]
     if down:
@@ -125,17 +156,24 @@ def _gpus_back(ctx: ActionContext, smi: NvidiaSmiFacts | None) -> str | None:
         return f"{smi.gpu_count} GPUs visible after reload, inventory expects {expected}"
     if smi.errors:
         return f"nvidia-smi reports: {smi.errors[0]}"
+    fabric = fabric_problems(smi)
+    if fabric:
+        return f"NVLink fabric not registered after reload: {', '.join(fabric)}"
     return None
 
 
 ACTIONS = (
     Action(
         name="reload_driver",
-        summary="stop driver holders, unload NVIDIA modules in dependency order, reload, restore",
+        validate=params_checker({"fabric_wait": duration}),
+        summary="stop driver holders, unload NVIDIA modules (and their third-party users) in "
+        "dependency order, reload, restore, wait for the NVLink fabric",
         plan=_plan,
         params={
             "allow_busy": "reload even with GPU processes or Slurm jobs (kills them)",
             "modules": "modules the node should have (default: what was loaded, at least the base)",
+            "fabric_wait": "how long to wait for the GPUs to register with the NVLink fabric "
+            "(default 2m; where Fabric Manager or IMEX is installed)",
         },
         requires=("gpu_processes", "kernel_modules", "services"),
         optional=("slurm_node",),
