@@ -134,6 +134,7 @@ def test_the_classic_board_resets_with_fabric_manager_and_persistence_on(tmp_pat
 )
 def test_unknown_names_are_refused(tmp_path: Path, body: str, error: str) -> None:
     path = tmp_path / "bad.yml"
-    path.write_text(f"fleet: {{leaves: 1, racks: 1, nodes_per_rack: 1}}\nnodes:\n  gpu001:\n    {body}\n")
+    fleet = "fleet: {leaves: 1, racks: 1, nodes_per_rack: 1}"
+    path.write_text(f"{fleet}\nnodes:\n  gpu001:\n    {body}\n")
     with pytest.raises(LabError, match=error):
         build_fleet(load_scenario(str(path)), tmp_path, 0.0)
