@@ -237,12 +237,11 @@ def _check_gpu_reset(ctx: ActionContext) -> str | None:
     still = _needing_reset(smi)
     if still:
         problems.append(f"GPUs {still} still need a reset")
-    services: ServicesFacts | None = ctx.facts.get("services")
     down = not_running(ctx, remembered(ctx, "services"))
-    if unit_state(services, FABRIC_MANAGER) == "stopped":
-        down = union(down, [FABRIC_MANAGER])
     if down:
         problems.append(f"services stopped for the reset not running: {', '.join(down)}")
+    if unit_state(ctx.facts.get("services"), FABRIC_MANAGER) == "stopped":
+        problems.append(f"{FABRIC_MANAGER} is not running: the NVSwitch fabric is down")
     return "; ".join(problems) or None
 
 
