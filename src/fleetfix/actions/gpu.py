@@ -14,6 +14,7 @@ from fleetfix.actions.base import (
     union,
 )
 from fleetfix.actions.fabric import (
+    AMPERE_AND_LATER,
     DEFAULT_FABRIC_WAIT,
     FABRIC_MANAGER,
     IMEX,
@@ -152,14 +153,31 @@ def _plan_reset_ecc(ctx: ActionContext) -> ActionPlan:
         "pending page retirement (needs gpu_reset)": smi.retired_pages_pending_gpus,
     }
     found = [f"{what} on GPUs {gpus}" for what, gpus in hiding.items() if gpus]
+    need = remedy.decide(to_data(smi))
+    if need.remedy is not remedy.Remedy.NONE:
+        found.append(f"what the GPUs still need ({need.remedy.word}: {'; '.join(need.why)})")
     if found:
         return ActionPlan(refused="resetting counters would hide " + "; ".join(found))
     kind, flag_value = _counter_kind(ctx)
+    if kind == "aggregate":
+        newer = [g.index for g in smi.gpus if not _pre_ampere(g.architecture)]
+        if newer:
+            return ActionPlan(
+                refused=f"aggregate ECC counters cannot be reset on GPUs {newer}: only before"
+                " Ampere (from Ampere on, nvidia-smi -p 1 is not supported; NVIDIA keeps the"
+                " lifetime record for RMA decisions)"
+            )
     targets = _with_errors(smi, kind)
     if not targets:
         return ActionPlan(notes=(f"no {kind} ECC errors to reset",))
     command = f"nvidia-smi {_gpu_flag(targets)} -p {flag_value}"
     return ActionPlan(commands=(PlannedCommand(command, f"reset {kind} ECC counters"),))
+
+
+def _pre_ampere(architecture: str | None) -> bool:
+    """Known to be older than Ampere; an unknown architecture is not (fail closed)."""
+    arch = (architecture or "").strip().lower()
+    return bool(arch) and arch not in AMPERE_AND_LATER
 
 
 def _check_reset_ecc(ctx: ActionContext) -> str | None:
