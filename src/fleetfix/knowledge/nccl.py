@@ -4,11 +4,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from functools import cache
-from importlib import resources
-
-import yaml
 
 from fleetfix.errors import KnowledgeError
+from fleetfix.knowledge.packaged import packaged_text, yaml_mapping
 
 
 @dataclass(frozen=True, slots=True)
@@ -21,15 +19,14 @@ class Floor:
 
 @cache
 def floors() -> tuple[Floor, ...]:
+    data = yaml_mapping(packaged_text("nccl.yml", "nccl floors"), "nccl floors")
     try:
-        text = resources.files("fleetfix.knowledge").joinpath("nccl.yml").read_text()
-        data = yaml.safe_load(text)
         return tuple(
             Floor(str(f["model"]), int(f["gpus"]), float(f["min_busbw"]), bool(f.get("multi_node")))
             for f in data["floors"]
         )
-    except (OSError, yaml.YAMLError, KeyError, TypeError, ValueError) as exc:
-        raise KnowledgeError(f"nccl floors: cannot read packaged nccl.yml: {exc}") from exc
+    except (KeyError, TypeError, ValueError) as exc:
+        raise KnowledgeError(f"nccl floors: malformed packaged nccl.yml: {exc}") from exc
 
 
 def floor_for(model: str | None, gpus: int | None, *, multi_node: bool = False) -> float | None:

@@ -11,13 +11,11 @@ import enum
 import functools
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
-from importlib import resources
 from types import MappingProxyType
 from typing import Any
 
-import yaml
-
 from fleetfix.errors import KnowledgeError
+from fleetfix.knowledge.packaged import packaged_text, yaml_mapping
 from fleetfix.knowledge.xid import Severity
 
 
@@ -90,11 +88,7 @@ def sxid_catalog() -> SxidCatalog:
     Raises:
         KnowledgeError: the packaged file is missing or malformed (a packaging bug).
     """
-    try:
-        text = resources.files("fleetfix.knowledge").joinpath("sxid.yml").read_text("utf-8")
-    except OSError as exc:
-        raise KnowledgeError(f"sxid catalog: cannot read packaged sxid.yml: {exc}") from exc
-    return load_sxid_catalog(text)
+    return load_sxid_catalog(packaged_text("sxid.yml", "sxid catalog"))
 
 
 def load_sxid_catalog(text: str) -> SxidCatalog:
@@ -103,12 +97,7 @@ def load_sxid_catalog(text: str) -> SxidCatalog:
     Raises:
         KnowledgeError: the text is not valid YAML or breaks the table's schema.
     """
-    try:
-        document = yaml.safe_load(text)
-    except yaml.YAMLError as exc:
-        raise KnowledgeError(f"sxid catalog: invalid YAML: {exc}") from exc
-    if not isinstance(document, dict):
-        raise KnowledgeError("sxid catalog: top level must be a mapping")
+    document = yaml_mapping(text, "sxid catalog")
     actions = _actions(document.get("actions"))
     kinds = _kinds(document.get("kinds"), actions)
     entries: dict[int, SxidInfo] = {}

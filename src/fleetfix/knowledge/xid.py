@@ -23,13 +23,11 @@ import enum
 import functools
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
-from importlib import resources
 from types import MappingProxyType
 from typing import Any
 
-import yaml
-
 from fleetfix.errors import KnowledgeError
+from fleetfix.knowledge.packaged import packaged_text, yaml_mapping
 
 # Re-exported (`X as X`): the recovery-action table lives in knowledge/recovery.py now.
 from fleetfix.knowledge.recovery import (
@@ -217,11 +215,7 @@ def xid_catalog() -> XidCatalog:
     Raises:
         KnowledgeError: the packaged file is missing or malformed (a packaging bug).
     """
-    try:
-        text = resources.files("fleetfix.knowledge").joinpath("xid.yml").read_text("utf-8")
-    except OSError as exc:
-        raise KnowledgeError(f"xid catalog: cannot read packaged xid.yml: {exc}") from exc
-    return load_catalog(text)
+    return load_catalog(packaged_text("xid.yml", "xid catalog"))
 
 
 def load_catalog(text: str) -> XidCatalog:
@@ -230,12 +224,7 @@ def load_catalog(text: str) -> XidCatalog:
     Raises:
         KnowledgeError: the text is not valid YAML or breaks the table's schema.
     """
-    try:
-        document = yaml.safe_load(text)
-    except yaml.YAMLError as exc:
-        raise KnowledgeError(f"xid catalog: invalid YAML: {exc}") from exc
-    if not isinstance(document, dict):
-        raise KnowledgeError("xid catalog: top level must be a mapping")
+    document = yaml_mapping(text, "xid catalog")
     buckets = _text_map(document.get("buckets"), "buckets")
     playbooks = _text_map(document.get("playbooks", {}), "playbooks")
     entries: dict[int, XidInfo] = {}
