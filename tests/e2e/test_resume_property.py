@@ -186,12 +186,14 @@ def _intent(
 
 
 def _reboot_step(nth_working: int) -> KillPoint:
+    name = "reboot (restart bare metal)"
+    (line,) = [s.position.line for s in playbook_steps(XID79) if s.name == name]
     return KillPoint(
         f"xid79-kill-reboot-step-batch{nth_working}",
         XID79,
         signal.SIGKILL,
-        step="reboot (restart bare metal)",
-        line=82,
+        step=name,
+        line=line,
         working=nth_working,
     )
 
