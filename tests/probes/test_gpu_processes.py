@@ -37,7 +37,7 @@ PERSISTENCED = (
 )
 FUSER_TABLE = (
     "                     USER        PID ACCESS COMMAND\n"
-    "/dev/nvidia0:        root       2211 F.... dcgm-exporter\n"
+    "/dev/nvidia0:        alice      2211 F.... python3\n"
 )
 
 
@@ -86,7 +86,7 @@ def test_nvidia_smi_failure_makes_the_facts_incomplete() -> None:
     assert facts.query_ok is False
     assert facts.complete is False
     assert facts.errors[0] == "nvidia-smi exited 9"
-    assert facts.pids == (2211,)  # fuser still saw the exporter
+    assert facts.pids == (2211,)  # fuser still saw the job
 
 
 def test_fuser_missing_makes_the_facts_incomplete() -> None:
@@ -285,3 +285,23 @@ def test_a_tool_stuck_past_sigkill_is_given_up_on_in_a_real_shell(tmp_path: Path
     assert _gate(facts) == (
         "cannot tell whether GPU processes are running (process listing incomplete)"
     )
+
+
+def test_monitoring_and_mps_daemons_are_services_not_jobs() -> None:
+    """dcgm-exporter, nvsm and the MPS daemons hold /dev/nvidia* on a healthy idle node (names
+    as fuser cuts them to 15 characters); the reset and reload stop and restore them."""
+    holders = (
+        "                     USER        PID ACCESS COMMAND\n"
+        "/dev/nvidia0:        root       3001 F.... dcgm-exporter\n"
+        "/dev/nvidia0:        root       3002 F.... nvsm\n"
+        "/dev/nvidia0:        root       3003 F.... nvidia-cuda-mps\n"
+        "/dev/nvidia0:        alice      3004 F.... python3\n"
+    )
+    facts = PROBE.parse(_probe_output("", 0, holders, 0))
+    assert facts.service_pids == (3001, 3002, 3003)
+    assert facts.pids == (3004,)
+    assert _gate(facts) == "GPU processes are running (pids 3004)"
+    idle = PROBE.parse(
+        _probe_output("", 0, holders.replace(holders.splitlines()[-1] + "\n", ""), 0)
+    )
+    assert idle.pids == () and _gate(idle) is None

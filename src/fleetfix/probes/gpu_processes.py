@@ -109,8 +109,14 @@ SERVICE_DAEMONS = (
     "nvidia-fabricmanager",
     "nvidia-imex",
     "nvidia-dcgm",
+    "dcgm-exporter",
+    "nvsm",
+    "nvidia-cuda-mps-control",
+    "nvidia-cuda-mps-server",
 )
-"""Daemons that hold /dev/nvidia* on every healthy node; fuser shows their names cut to 15."""
+"""Daemons that hold /dev/nvidia* on a healthy node, not jobs (fuser shows their names cut to
+15 characters): the GPU reset and driver reload stop and restore them. An MPS server serves
+clients, but those show as processes of their own."""
 
 
 def is_service_daemon(name: str | None) -> bool:
