@@ -2,7 +2,8 @@
 
 Property-style, for the shipped playbooks that take nodes out of service: xid79.yml on the
 xid79 lab, ecc.yml and driver-reload.yml on the `protected` lab (each has an unprotected node
-to fix and busy, human-drained and Slurm-unreadable nodes to leave alone). A clean reference
+to fix and busy, human-drained and Slurm-unreadable nodes to leave alone), recover.yml on the
+`boards` lab (resets per board, reboots, IMEX, drains for field diagnostics). A clean reference
 run first; then, for each kill point, a fresh lab and journal, `fleetfix run` stopped by a
 signal the moment the journal holds a given event, and `--resume RUN_ID`. The outcome must be
 the reference's: every node's boot count, faults and Slurm record, the set of (host, action)
@@ -80,6 +81,8 @@ class Lab:
     scenario: str
     playbook: str
     extra: tuple[str, ...] = ()
+    reference_rc: int = 2
+    """The clean run's exit code on this lab."""
     unreached: frozenset[str] = frozenset()
     """Steps (by name) the reference run never announces on this lab: no kill point there. A
     block is announced even when its `when` is false on every host; its children are not."""
@@ -131,7 +134,16 @@ DRIVER = Lab(
         }
     ),
 )
-LABS = (XID79, ECC, DRIVER)
+RECOVER = Lab(
+    "recover",
+    "boards",
+    "recover.yml",
+    ("-e", "drain_wait=3s"),
+    # bd05 leaves for field diagnostics; rack-01's cap then holds bd06 and bd07 (exit 6)
+    reference_rc=6,
+    unreached=frozenset({"leave drained, saying why", "mark the node failed"}),
+)
+LABS = (XID79, ECC, DRIVER, RECOVER)
 
 
 def _walk(steps: tuple[Step, ...]) -> Iterator[Step]:
@@ -237,6 +249,13 @@ KILL_POINTS = (
     _intent(DRIVER, signal.SIGKILL, "slurm_resume"),
     _intent(DRIVER, signal.SIGINT, "reload_driver"),
     _intent(DRIVER, signal.SIGTERM, "reload_driver"),
+    # recover: resets per board, reboots, IMEX, field diagnostics on the boards lab
+    _intent(RECOVER, signal.SIGKILL, "gpu_reset", 1),
+    _intent(RECOVER, signal.SIGKILL, "gpu_reset", 2),
+    _intent(RECOVER, signal.SIGKILL, "reboot", 1),
+    _intent(RECOVER, signal.SIGKILL, "imex_restart", 1),
+    _intent(RECOVER, signal.SIGKILL, "slurm_resume", 1),
+    _intent(RECOVER, signal.SIGTERM, "gpu_reset", 1),
 )
 
 
@@ -477,7 +496,7 @@ def test_reference_run(cases: Cases, lab: Lab) -> None:
     """The clean runs the others are held against: every disruptive call journaled, every
     step announced except those listed as unreached on that lab."""
     reference = cases.reference[lab.id].result()
-    assert reference.run.returncode == 2, reference.run.output
+    assert reference.run.returncode == lab.reference_rc, reference.run.output
     assert unjournaled(reference.audit, reference.rows) == []
     assert {row.state for row in reference.rows} <= {"ok", "failed"}
     announced = {banner.line for banner in reference.banners}

@@ -17,6 +17,9 @@ from fleetfix.events import ActionStarted, ActionTaken
 from fleetfix.playbook.model import Step
 from fleetfix.results import CommandResult, OpenIntent
 
+HOLD_KEY = "fleetfix_hold"
+"""In a held action's registered result: the hold as the run reports it (a resume replays it:
+the run still exits 6 for it)."""
 ATTEMPTS_WINDOW = 7 * 86400.0
 """max_attempts without a cooldown counts attempts over the last week."""
 
@@ -58,8 +61,11 @@ async def _one_rung(
     if action.disruptive and not plan.noop and plan.refused is None:
         held = hs.ctx.safety.admit(hs.state.name, dry=hs.dry)
         if held is not None:
-            hs.ctx.result.holds.append(f"{hs.state.name}: {action.name} {held}")
-            return Outcome(failed=True, message=f"{action.name} {held}", data={"held": True})
+            hold = f"{hs.state.name}: {action.name} {held}"
+            hs.ctx.result.holds.append(hold)
+            return Outcome(
+                failed=True, message=f"{action.name} {held}", data={"held": True, HOLD_KEY: hold}
+            )
     outcome = await _carry_out(hs, action, plan)
     if outcome.failed or hs.dry or outcome.left is not None:
         return outcome

@@ -18,6 +18,7 @@ from fleetfix.engine.hoststep import (
     with_lines,
 )
 from fleetfix.engine.kinds import KIND_HANDLERS, LEFT_KEY, leave
+from fleetfix.engine.remediate import HOLD_KEY
 from fleetfix.engine.variables import compose
 from fleetfix.errors import FleetfixError, UnreachableError
 from fleetfix.events import HostStepFinished, HostStepStarted, StepRetry
@@ -79,6 +80,8 @@ def _replayed(hs: HostStep, journaled: JournaledStep) -> StepResult:
         remember_probe(hs.ctx, state, str(step.args["name"]), data["facts"], "")
     if step.kind is StepKind.ACTION and journaled.changed:
         hs.ctx.safety.replay_out(state.name, hs.ctx.actions.get(str(step.args["name"])))
+    if isinstance(data.get(HOLD_KEY), str):  # a topology cap or the budget held it: still held
+        hs.ctx.result.holds.append(data[HOLD_KEY])
     left = data.get(LEFT_KEY)
     if isinstance(left, dict):  # the engine left the host here: it stays left
         leave(hs, str(left.get("kind")), str(left.get("reason")))
