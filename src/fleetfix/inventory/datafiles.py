@@ -22,6 +22,7 @@ import yaml
 
 from fleetfix.errors import InventoryError, SourcePosition, describe_character
 from fleetfix.inventory.model import UnsafeText
+from fleetfix.yamlvalues import PlacedValueErrors
 
 VAULT_HEADER = "$ANSIBLE_VAULT"
 
@@ -36,18 +37,9 @@ class _VaultRefusedError(Exception):
     """A JSON document holds a vault-encrypted value."""
 
 
-class _Loader(_BaseLoader):  # type: ignore[valid-type,misc]
-    """The safe YAML loader plus Ansible's `!unsafe` tag; `!vault` is refused."""
-
-    def construct_object(self, node: yaml.Node, deep: bool = False) -> Any:
-        # PyYAML lets a value it cannot build escape as a bare ValueError (`2024-13-45` is a
-        # timestamp with month 13): give it the node's place like its own errors.
-        try:
-            return super().construct_object(node, deep=deep)
-        except (ValueError, TypeError, OverflowError) as exc:
-            raise yaml.constructor.ConstructorError(
-                None, None, f"cannot read this value: {exc}", node.start_mark
-            ) from exc
+class _Loader(PlacedValueErrors, _BaseLoader):  # type: ignore[valid-type,misc]
+    """The safe YAML loader plus Ansible's `!unsafe` tag; `!vault` is refused; values it
+    cannot build are refused with their place."""
 
 
 def _construct_unsafe(loader: _Loader, node: yaml.Node) -> Any:

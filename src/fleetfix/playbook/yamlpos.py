@@ -25,6 +25,7 @@ import yaml
 from yaml.nodes import MappingNode, ScalarNode, SequenceNode
 
 from fleetfix.errors import PlaybookError, SourcePosition, describe_character
+from fleetfix.yamlvalues import PlacedValueErrors
 
 # YAML's own line breaks (str.splitlines also splits on \f, \v and others YAML does not).
 _LINE_BREAK = re.compile("\r\n|[\n\r\x85\u2028\u2029]")
@@ -112,18 +113,9 @@ class YamlDocument:
     problems: tuple[PlaybookError, ...] = ()
 
 
-class _SafeLoader(yaml.SafeLoader):
-    """The safe loader plus Ansible's `!unsafe` and a clear refusal of `!vault`."""
-
-    def construct_object(self, node: yaml.Node, deep: bool = False) -> Any:
-        # PyYAML lets a value it cannot build escape as a bare ValueError (`2024-13-45` is a
-        # timestamp with month 13): give it the node's place like its own errors.
-        try:
-            return super().construct_object(node, deep=deep)
-        except (ValueError, TypeError, OverflowError) as exc:
-            raise yaml.constructor.ConstructorError(
-                None, None, f"cannot read this value: {exc}", node.start_mark
-            ) from exc
+class _SafeLoader(PlacedValueErrors, yaml.SafeLoader):
+    """The safe loader plus Ansible's `!unsafe` and a clear refusal of `!vault`; values it
+    cannot build are refused with their place."""
 
 
 def _construct_unsafe(loader: yaml.SafeLoader, node: yaml.Node) -> UnsafeText:
