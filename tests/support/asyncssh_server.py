@@ -31,6 +31,7 @@ from tests.support.keys import (
 
 LOOPBACK_PREFIXES = ("127.", "localhost", "::1")
 _READ_SIZE = 65536
+_REAP_TIMEOUT = 10.0
 
 
 class AsyncSSHServer(ServerKeys):
@@ -53,6 +54,7 @@ class AsyncSSHServer(ServerKeys):
         self._acceptor: asyncssh.SSHAcceptor | None = None
         self._connections: set[asyncssh.SSHServerConnection] = set()
         self._sessions: set[_ShellSession] = set()
+        self._commands_running: set[asyncio.Task[None]] = set()
         self.forwarded: list[tuple[str, int]] = []
         """Every direct-tcpip (ProxyJump) destination this server forwarded to."""
         self.commands: list[str] = []
@@ -121,6 +123,10 @@ class AsyncSSHServer(ServerKeys):
         self.drop_connections()
         for conn in connections:
             await conn.wait_closed()
+        # A dropped connection's command is killed but still being reaped: wait for it, so its
+        # subprocess transport is closed inside this event loop and not collected after it.
+        if self._commands_running:
+            await asyncio.wait(self._commands_running, timeout=_REAP_TIMEOUT)
         if self._owns_directory and self.workdir != Path():
             shutil.rmtree(self.workdir, ignore_errors=True)
 
@@ -137,6 +143,10 @@ class AsyncSSHServer(ServerKeys):
 
     def _session(self) -> _ShellSession:
         return _ShellSession(self)
+
+    def _command_started(self, task: asyncio.Task[None]) -> None:
+        self._commands_running.add(task)
+        task.add_done_callback(self._commands_running.discard)
 
 
 class _Server(asyncssh.SSHServer):
@@ -213,6 +223,7 @@ class _ShellSession(asyncssh.SSHServerSession[bytes]):
 
     def session_started(self) -> None:
         self._task = asyncio.get_running_loop().create_task(self._run())
+        self._owner._command_started(self._task)
 
     def data_received(self, data: bytes, datatype: asyncssh.DataType) -> None:
         if self._process is None:
