@@ -44,8 +44,11 @@ class AsyncSSHServer(ServerKeys):
         host: str = "127.0.0.1",
         user: str | None = None,
         host_key_algorithm: str = "ssh-ed25519",
+        encryption_algs: tuple[str, ...] = (),
     ) -> None:
         super().__init__()
+        self._encryption_algs = encryption_algs
+        """The ciphers offered (asyncssh's defaults when empty)."""
         self.host = host
         self.user = user or getpass.getuser()
         self._directory = directory
@@ -95,6 +98,7 @@ class AsyncSSHServer(ServerKeys):
             allow_pty=False,
             agent_forwarding=False,
             x11_forwarding=False,
+            **({"encryption_algs": list(self._encryption_algs)} if self._encryption_algs else {}),
         )
         self.port = self._acceptor.get_port()
         self.known_hosts_path = write_known_hosts(

@@ -3,19 +3,18 @@
 from __future__ import annotations
 
 import asyncio
-import contextlib
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from fleetfix.actions.base import Action
 from fleetfix.engine.safety import Safety
-from fleetfix.errors import UnreachableError
 from fleetfix.events import EventBus
 from fleetfix.plugins import Registry
 from fleetfix.probes.base import Probe
 from fleetfix.results import HostStats, ResumeState, RunResult
 from fleetfix.transport.base import DEFAULT_COMMAND_TIMEOUT, Connection, ConnectionSpec, Transport
+from fleetfix.transport.pool import ConnectionPool
 
 SpecFactory = Callable[[str, Mapping[str, Any]], ConnectionSpec]
 """(host name, merged host vars) -> how to reach it."""
@@ -124,31 +123,21 @@ class HostState:
 
 
 class Connections:
-    """One reused connection per host, opened on first use."""
+    """One reused connection per host, opened on first use, held within the descriptor budget
+    (transport/pool.py: least recently used idle ones released, reopened transparently)."""
 
     def __init__(self, transport: Transport) -> None:
-        self._transport = transport
-        self._open: dict[str, Connection] = {}
-        self._locks: dict[str, asyncio.Lock] = {}
+        self._pool = ConnectionPool(transport)
 
     async def get(self, spec: ConnectionSpec) -> Connection:
-        lock = self._locks.setdefault(spec.name, asyncio.Lock())
-        async with lock:
-            if spec.name not in self._open:
-                self._open[spec.name] = await self._transport.connect(spec)
-            return self._open[spec.name]
+        return await self._pool.get(spec)
 
     async def drop(self, name: str) -> None:
         """Forget a host's connection (lost, or the host is rebooting)."""
-        connection = self._open.pop(name, None)
-        if connection is not None:
-            with contextlib.suppress(UnreachableError):
-                await connection.close()
+        await self._pool.release(name)
 
     async def close_all(self) -> None:
-        for name in list(self._open):
-            await self.drop(name)
-        await self._transport.aclose()
+        await self._pool.aclose()
 
 
 @dataclass(slots=True)

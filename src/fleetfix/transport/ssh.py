@@ -3,6 +3,12 @@
 Handshakes are limited by their own semaphore (sshd MaxStartups and bastions drop bursts of
 unauthenticated connections), separately from command concurrency, which the engine limits.
 Host keys are checked against known_hosts; ProxyJump hops are shared by every host behind them.
+
+AES-GCM is preferred over chacha20-poly1305 (asyncssh builds a chacha20 context per packet) and
+UMAC over HMAC for the non-AEAD ciphers; a server offering neither still gets asyncssh's list.
+No keepalives by default: a held connection costs nothing while idle, and a dead one is found
+when it is next used (the session request gets no answer or the link is already closed; see
+docs/benchmarks.md, "SSH: ciphers, keepalives, connection policy, handshakes and forks").
 """
 
 from __future__ import annotations
@@ -15,11 +21,14 @@ from pathlib import Path
 from typing import Any
 
 import asyncssh
+from asyncssh.encryption import get_default_encryption_algs, get_encryption_algs
+from asyncssh.mac import get_default_mac_algs, get_mac_algs
 from asyncssh.public_key import get_default_public_key_algs
 
 from fleetfix.errors import HostKeyError, UnreachableError
 from fleetfix.results import CommandResult
 from fleetfix.transport.base import DEFAULT_COMMAND_TIMEOUT, ConnectionSpec
+from fleetfix.transport.pool import StaleConnectionError
 from fleetfix.transport.remote import (
     CHANNEL_RETRY_DELAYS,
     CLIENT_GRACE,
@@ -32,6 +41,8 @@ from fleetfix.transport.remote import (
 )
 from fleetfix.transport.spec import JumpHost, SSHArgs, parse_ssh_args
 
+DEFAULT_MAX_HANDSHAKES = 16
+"""Handshakes in flight; see docs/benchmarks.md for the measurements behind it."""
 DEFAULT_MAX_SESSIONS = 8
 """Concurrent channels per connection: OpenSSH's default MaxSessions is 10, and sshd frees a
 slot a moment after a channel closes, so running right at 10 gets refusals."""
@@ -50,6 +61,10 @@ KILL_TIMEOUT = 5.0
 _HANDSHAKE_RETRY_DELAYS = (0.25, 0.5, 1.0)
 # sshd's MaxStartups drops surplus unauthenticated connections by resetting them.
 _DROPPED = (asyncssh.ConnectionLost, ConnectionResetError, BrokenPipeError)
+PREFERRED_CIPHERS = ("aes128-gcm@openssh.com", "aes256-gcm@openssh.com")
+"""Tried before asyncssh's defaults (chacha20 first): AES-NI makes GCM ~5x cheaper per packet."""
+PREFERRED_MACS = ("umac-64-etm@openssh.com", "umac-128-etm@openssh.com")
+"""For non-AEAD ciphers (aes*-ctr): UMAC is ~2x cheaper than HMAC-SHA2 per packet."""
 
 
 class _KnownHostsFile:
@@ -226,6 +241,20 @@ class SSHConnection:
         self._sessions = asyncio.Semaphore(max_sessions)
         self._on_close = on_close
 
+    @property
+    def closed(self) -> bool:
+        """Whether the link is known to be gone (asyncssh saw it close); free to ask."""
+        return self._conn.is_closed()
+
+    @property
+    def fds(self) -> int:
+        """File descriptors this connection holds: a socket, or a proxy command's pipes."""
+        return 3 if self._conn.get_extra_info("proxy_command") else 1
+
+    def get_extra_info(self, name: str, default: Any = None) -> Any:
+        """asyncssh's extra info for this connection (send_cipher, send_mac, ...)."""
+        return self._conn.get_extra_info(name, default)
+
     async def run(
         self,
         command: str,
@@ -247,9 +276,20 @@ class SSHConnection:
                 raise
 
     async def _open(self, wire: str) -> asyncssh.SSHClientProcess[str]:
+        """A session running `wire`. Raises StaleConnectionError when the link was already gone
+        (nothing of this command was sent), UnreachableError when it fails under the command
+        or the session request gets no answer within connect_timeout (a silently dead link:
+        without keepalives this is how one shows)."""
         for delay in (*CHANNEL_RETRY_DELAYS, None):
+            if self._conn.is_closed():
+                raise self._stale()
             try:
-                return await self._conn.create_process(wire, encoding="utf-8", errors="replace")
+                async with asyncio.timeout(self.spec.connect_timeout):
+                    return await self._conn.create_process(wire, encoding="utf-8", errors="replace")
+            except TimeoutError as exc:
+                self._conn.abort()
+                silence = f"no answer to a session request in {self.spec.connect_timeout:g}s"
+                raise UnreachableError(self.spec.name, f"connection lost: {silence}") from exc
             except asyncssh.ChannelOpenError as exc:
                 # sshd frees a MaxSessions slot a moment after the channel closes, and
                 # servers may allow fewer sessions than we do: wait for a slot, briefly.
@@ -304,6 +344,11 @@ class SSHConnection:
             return UnreachableError(self.spec.name, f"connection lost: {reason}")
         return UnreachableError(self.spec.name, f"cannot open a session: {_reason(exc)}")
 
+    def _stale(self) -> StaleConnectionError:
+        """The error for a link found closed before this command sent anything."""
+        reason = self._link.lost_reason or "closed"
+        return StaleConnectionError(self.spec.name, f"connection lost: {reason}")
+
     async def close(self) -> None:
         self._on_close(self)
         self._conn.close()
@@ -355,7 +400,8 @@ class SSHTransport:
 
     Args:
         max_handshakes: SSH handshakes (connect through authentication) in flight at once.
-        keepalive_interval: seconds between keepalives; 3 unanswered ones drop the connection.
+        keepalive_interval: seconds without traffic before a keepalive (3 unanswered ones drop
+            the connection); 0, the default, sends none: a dead link is found at its next use.
         accept_new_host_keys: trust and record unknown host keys (changed ones stay refused).
         known_hosts: known_hosts file used when a spec names none (default ~/.ssh/known_hosts).
         default_user: user for specs that name none (else ~/.ssh/config, else the local user).
@@ -367,9 +413,9 @@ class SSHTransport:
 
     def __init__(
         self,
-        max_handshakes: int = 16,
+        max_handshakes: int = DEFAULT_MAX_HANDSHAKES,
         *,
-        keepalive_interval: float = 15,
+        keepalive_interval: float = 0,
         accept_new_host_keys: bool = False,
         known_hosts: str | None = None,
         default_user: str | None = None,
@@ -478,6 +524,8 @@ class SSHTransport:
             "connect_timeout": spec.connect_timeout,
             "keepalive_interval": self.keepalive_interval,
             "keepalive_count_max": 3,
+            "encryption_algs": preferred_algs(PREFERRED_CIPHERS, _CIPHERS),
+            "mac_algs": preferred_algs(PREFERRED_MACS, _MACS),
         }
         if user:
             options["username"] = user
@@ -551,6 +599,19 @@ def preferred_host_key_algs(trusted: set[asyncssh.SSHKey]) -> list[str]:
     known = [algorithm for key in trusted for algorithm in key.sig_algorithms]
     ordered = dict.fromkeys([*known, *get_default_public_key_algs()])
     return [algorithm.decode("ascii") for algorithm in ordered]
+
+
+def preferred_algs(preferred: tuple[str, ...], algorithms: _Algorithms) -> list[str]:
+    """`preferred` (those this asyncssh supports) first, then asyncssh's defaults."""
+    available, defaults = algorithms
+    wanted = [name.encode("ascii") for name in preferred]
+    ordered = dict.fromkeys([*(a for a in wanted if a in available), *defaults])
+    return [algorithm.decode("ascii") for algorithm in ordered]
+
+
+_Algorithms = tuple[list[bytes], list[bytes]]
+_CIPHERS: _Algorithms = (get_encryption_algs(), get_default_encryption_algs())
+_MACS: _Algorithms = (get_mac_algs(), get_default_mac_algs())
 
 
 def _hop_spec(spec: ConnectionSpec, hop: JumpHost) -> ConnectionSpec:

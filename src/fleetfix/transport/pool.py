@@ -1,0 +1,275 @@
+"""Held connections: one per host, kept for reuse within a file-descriptor budget.
+
+A run reuses each host's connection for all its commands. Holding one costs a file descriptor
+(three for a ProxyCommand), and a process may hold only RLIMIT_NOFILE of them, journal and
+pipes included. So the pool keeps connections while the descriptors they hold fit a budget
+derived from that limit, and past it closes the least recently used idle one; a host whose
+connection was released reconnects transparently at its next command. A connection found
+closed when it is next used (the host dropped it while it was idle) is reopened the same way;
+if that fails, the host is unreachable, as it would have been.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import resource
+from collections import OrderedDict
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any, Protocol, runtime_checkable
+
+from fleetfix.errors import UnreachableError
+from fleetfix.results import CommandResult
+from fleetfix.transport.base import DEFAULT_COMMAND_TIMEOUT, Connection, ConnectionSpec, Transport
+
+RESERVED_FDS = 1024
+"""Descriptors never given to held connections: journal (database, WAL, shared memory), stdio,
+the event loop, local commands' pipes, reports. At least this, or a tenth of the limit."""
+
+
+def raise_fd_limit() -> int:
+    """Raise this process's soft RLIMIT_NOFILE to its hard limit; returns the soft limit."""
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if hard == resource.RLIM_INFINITY or soft >= hard:
+        return soft
+    with contextlib.suppress(ValueError, OSError):
+        resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
+        return hard
+    return soft
+
+
+def fd_budget(limit: int) -> int:
+    """Descriptors held connections may use under a soft limit of `limit`."""
+    return max(1, limit - max(RESERVED_FDS, limit // 10))
+
+
+class StaleConnectionError(UnreachableError):
+    """A held connection was found closed before a command sent anything on it: the command
+    never started, so a new connection may carry it (the pool reconnects once)."""
+
+
+@runtime_checkable
+class _KnowsClosed(Protocol):
+    @property
+    def closed(self) -> bool: ...
+
+
+@runtime_checkable
+class _CountsFds(Protocol):
+    @property
+    def fds(self) -> int: ...
+
+
+@runtime_checkable
+class _ParsesProbes(Protocol):
+    """transport.base.ProbeRunner: a connection that parses probe output where it ran."""
+
+    async def run_probe(
+        self,
+        command: str,
+        probe: Any,
+        *,
+        timeout: float | None = DEFAULT_COMMAND_TIMEOUT,
+        env: Mapping[str, str] | None = None,
+    ) -> CommandResult: ...
+
+
+def _closed(connection: Connection) -> bool:
+    return isinstance(connection, _KnowsClosed) and connection.closed
+
+
+def _fds(connection: Connection) -> int:
+    return connection.fds if isinstance(connection, _CountsFds) else 1
+
+
+@dataclass(slots=True)
+class _Held:
+    connection: Connection
+    fds: int
+    busy: int = 0
+    """Commands running on it (and its host's checkout in progress): never released then."""
+
+
+class ConnectionPool:
+    """One held connection per host within a descriptor budget; see the module docstring.
+
+    Args:
+        transport: opens the connections (and is closed by `aclose`).
+        budget: descriptors held connections may use; default from RLIMIT_NOFILE, whose soft
+            limit is raised to the hard one first.
+    """
+
+    def __init__(self, transport: Transport, budget: int | None = None) -> None:
+        self._transport = transport
+        self.budget = budget if budget is not None else fd_budget(raise_fd_limit())
+        self._held: OrderedDict[str, _Held] = OrderedDict()  # least recently used first
+        self._locks: dict[str, asyncio.Lock] = {}
+        self._room = asyncio.Condition()
+        self._connecting = 0
+        self._typical_fds = 1  # the most a connection held so far: what one being opened costs
+        self.opened = 0
+        """Connections opened so far (first ones and reconnects)."""
+        self.released = 0
+        """Idle connections closed to stay within the budget."""
+        self.waiting = 0
+        """Hosts waiting for room: every held connection is running a command."""
+
+    @property
+    def held(self) -> list[str]:
+        """Hosts with a held connection, least recently used first."""
+        return list(self._held)
+
+    @property
+    def held_fds(self) -> int:
+        return sum(held.fds for held in self._held.values())
+
+    async def get(self, spec: ConnectionSpec) -> PooledConnection:
+        """`spec`'s connection, opened now if not held; raises UnreachableError (as connect)."""
+        held, _fresh = await self._checkout(spec)
+        await self._checkin(held)
+        return PooledConnection(self, spec)
+
+    async def release(self, name: str) -> None:
+        """Close and forget `name`'s connection (lost, or the host is rebooting)."""
+        held = self._held.pop(name, None)
+        if held is not None:
+            await self._close(held)
+
+    async def aclose(self) -> None:
+        """Close every held connection, then the transport."""
+        for name in list(self._held):
+            await self.release(name)
+        await self._transport.aclose()
+
+    async def run(
+        self,
+        spec: ConnectionSpec,
+        command: str,
+        *,
+        timeout: float | None,
+        env: Mapping[str, str] | None,
+        stdin: str | None = None,
+        probe: Any = None,
+    ) -> CommandResult:
+        """Run `command` on `spec`'s held connection, reconnecting once if it was stale; with
+        `probe`, parsed where it ran when the connection can (`parsed` is None otherwise)."""
+        held, fresh = await self._checkout(spec)
+        try:
+            connection = held.connection
+            if probe is not None and isinstance(connection, _ParsesProbes):
+                return await connection.run_probe(command, probe, timeout=timeout, env=env)
+            return await connection.run(command, timeout=timeout, env=env, stdin=stdin)
+        except StaleConnectionError:
+            await self._forget(spec.name, held)
+            if fresh:
+                raise
+        finally:
+            await self._checkin(held)
+        return await self.run(spec, command, timeout=timeout, env=env, stdin=stdin, probe=probe)
+
+    async def _checkout(self, spec: ConnectionSpec) -> tuple[_Held, bool]:
+        """The held connection marked busy, and whether it was opened for this checkout."""
+        async with self._locks.setdefault(spec.name, asyncio.Lock()):
+            held = self._held.get(spec.name)
+            if held is not None and not _closed(held.connection):
+                held.busy += 1
+                self._held.move_to_end(spec.name)
+                return held, False
+            if held is not None:
+                await self._forget(spec.name, held)  # closed by the host while idle
+            return await self._open(spec), True
+
+    async def _open(self, spec: ConnectionSpec) -> _Held:
+        await self._make_room()
+        try:
+            connection = await self._transport.connect(spec)
+        finally:
+            async with self._room:
+                self._connecting -= 1
+                self._room.notify_all()
+        held = _Held(connection, _fds(connection), busy=1)
+        self._typical_fds = max(self._typical_fds, held.fds)
+        self._held[spec.name] = held
+        self.opened += 1
+        return held
+
+    async def _make_room(self) -> None:
+        """Wait until one more connection fits, releasing least recently used idle ones."""
+        async with self._room:
+            while self.held_fds + self._connecting * self._typical_fds >= self.budget:
+                if not await self._release_idle():
+                    self.waiting += 1
+                    try:
+                        await self._room.wait()  # every held connection is running a command
+                    finally:
+                        self.waiting -= 1
+            self._connecting += 1
+
+    async def _release_idle(self) -> bool:
+        """Close the least recently used idle connection; False if every one is busy."""
+        idle = next((name for name, held in self._held.items() if held.busy == 0), None)
+        if idle is None:
+            return False
+        self.released += 1
+        await _close_quietly(self._held.pop(idle))
+        return True
+
+    async def _checkin(self, held: _Held) -> None:
+        held.busy -= 1
+        if held.busy == 0:
+            async with self._room:
+                # Connections opened while others connected may have overshot the budget
+                # (a ProxyCommand one holds more descriptors than guessed): back under it.
+                while self.held_fds > self.budget and await self._release_idle():
+                    pass
+                self._room.notify_all()
+
+    async def _forget(self, name: str, held: _Held) -> None:
+        if self._held.get(name) is held:
+            del self._held[name]
+        await self._close(held)
+
+    async def _close(self, held: _Held) -> None:
+        await _close_quietly(held)
+        async with self._room:
+            self._room.notify_all()
+
+
+async def _close_quietly(held: _Held) -> None:
+    with contextlib.suppress(UnreachableError):
+        await held.connection.close()
+
+
+class PooledConnection:
+    """A host's connection as the pool lends it: each command runs on the held connection,
+    reopened if the pool released it or the host closed it while idle."""
+
+    def __init__(self, pool: ConnectionPool, spec: ConnectionSpec) -> None:
+        self._pool = pool
+        self.spec = spec
+
+    async def run(
+        self,
+        command: str,
+        *,
+        timeout: float | None = DEFAULT_COMMAND_TIMEOUT,
+        env: Mapping[str, str] | None = None,
+        stdin: str | None = None,
+    ) -> CommandResult:
+        """See Connection.run."""
+        return await self._pool.run(self.spec, command, timeout=timeout, env=env, stdin=stdin)
+
+    async def run_probe(
+        self,
+        command: str,
+        probe: Any,
+        *,
+        timeout: float | None = DEFAULT_COMMAND_TIMEOUT,
+        env: Mapping[str, str] | None = None,
+    ) -> CommandResult:
+        """Like `run`; the probe is parsed where the command ran if the connection can."""
+        return await self._pool.run(self.spec, command, timeout=timeout, env=env, probe=probe)
+
+    async def close(self) -> None:
+        await self._pool.release(self.spec.name)
