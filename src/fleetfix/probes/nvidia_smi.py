@@ -28,11 +28,13 @@ from fleetfix.probes.gpu_facts import (
     summarize,
 )
 from fleetfix.probes.nvidia_smi_csv import BASIC_FIELDS, FULL_FIELDS, looks_like_csv, read_csv
+from fleetfix.probes.nvidia_smi_fast import read_clean_xml
 from fleetfix.probes.nvidia_smi_table import looks_like_table, read_table
 from fleetfix.probes.nvidia_smi_text import (
     MARKER_PREFIX,
     TOOL_ERROR,
     Line,
+    Marker,
     Paste,
     clean_paste,
     read_text,
@@ -69,8 +71,8 @@ def command(params: Mapping[str, Any]) -> str:
     )
 
 
-def _expected_gpus(paste: Paste, text: str) -> int | None:
-    for marker in paste.markers:
+def _expected_gpus(markers: tuple[Marker, ...], text: str) -> int | None:
+    for marker in markers:
         value = marker.get("expected_gpus")
         if marker.name == NAME and value is not None:
             if not value.isdigit():
@@ -113,9 +115,21 @@ def _read(paste: Paste, text: str) -> Reading:
 
 
 def parse(text: str) -> NvidiaSmiFacts:
-    """Facts from any nvidia-smi form; ProbeParseError for anything else."""
+    """Facts from any nvidia-smi form; ProbeParseError for anything else.
+
+    The probe's own `-q -x` output takes the fast path (nvidia_smi_fast: parsed once, no
+    clean-up); everything else is cleaned of paste artefacts first.
+    """
+    clean = read_clean_xml(text)
+    if clean is not None:
+        return summarize(clean.reading, expected_gpus=_expected_gpus(clean.markers, text))
+    return _parse_pasted(text)
+
+
+def _parse_pasted(text: str) -> NvidiaSmiFacts:
+    """The slow path: clean the paste, then read whichever form it holds (XML by defusedxml)."""
     paste = clean_paste(text)
-    expected = _expected_gpus(paste, text)
+    expected = _expected_gpus(paste.markers, text)
     rest, lost, errors = _tool_messages(paste)
     if rest.nonblank():
         reading = _read(rest, text)

@@ -26,6 +26,7 @@ __all__ = [
     "Paste",
     "Section",
     "clean_paste",
+    "parse_marker",
     "read_text",
     "sections",
     "text_tree",
@@ -101,7 +102,8 @@ def _is_marker(text: str) -> bool:
     return text.startswith(MARKER_PREFIX)
 
 
-def _parse_marker(number: int, text: str) -> Marker:
+def parse_marker(number: int, text: str) -> Marker:
+    """The marker on line `number` (`text` starts with MARKER_PREFIX)."""
     words = text[len(MARKER_PREFIX) :].split()
     name = words[0] if words else ""
     fields = tuple(
@@ -121,7 +123,7 @@ def _take_command(lines: tuple[Line, ...]) -> tuple[tuple[Line, ...], str | None
 def clean_paste(text: str) -> Paste:
     """Split `text` into lines without paste artefacts and fleetfix markers."""
     raw = tuple(Line(line.number, line.text.rstrip()) for line in split_lines(text))
-    markers = tuple(_parse_marker(ln.number, ln.text) for ln in raw if _is_marker(ln.text))
+    markers = tuple(parse_marker(ln.number, ln.text) for ln in raw if _is_marker(ln.text))
     lines = drop_prompts(strip_quotes(tuple(ln for ln in raw if not _is_marker(ln.text))))
     lines, command = _take_command(lines)
     kept = tuple(line for line in lines if not is_elision(line.text))

@@ -9,7 +9,9 @@ generation renamed it), each fact lists the alternative paths it accepts.
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass, replace
+from typing import Protocol
 from xml.etree.ElementTree import Element, ParseError
 
 import defusedxml.ElementTree as SafeET
@@ -44,9 +46,34 @@ from fleetfix.probes.gpu_facts import (
 PROBE = "nvidia_smi"
 
 
+_KEY_JUNK = re.compile(r"[^a-z0-9]+")
+_NORMAL_KEY = re.compile(r"[a-z0-9]+(?:_[a-z0-9]+)*")
+
+
 def normalize_key(label: str) -> str:
     """`ECC Errors` -> `ecc_errors`, `SEC-DED` -> `sec_ded`, `cliqueId` -> `cliqueid`."""
-    return re.sub(r"[^a-z0-9]+", "_", label.strip().lower()).strip("_")
+    if _NORMAL_KEY.fullmatch(label):
+        return label  # most XML tags already are keys: skip the rewrite
+    return _KEY_JUNK.sub("_", label.strip().lower()).strip("_")
+
+
+class ReportNode(Protocol):
+    """What the report reader needs of a tree node: `Node`, or the fast path's lxml view."""
+
+    @property
+    def value(self) -> str | None: ...
+
+    @property
+    def children(self) -> Sequence[tuple[str, ReportNode]]: ...
+
+    @property
+    def line(self) -> int | None: ...
+
+    def get(self, path: str) -> ReportNode | None: ...
+
+    def first(self, *paths: str) -> ReportNode | None: ...
+
+    def all(self, key: str) -> Sequence[ReportNode]: ...
 
 
 @dataclass(frozen=True, slots=True)
@@ -62,10 +89,12 @@ class Node:
         """The first node at `a/b/c`, or None."""
         node = self
         for key in path.split("/"):
-            found = next((child for name, child in node.children if name == key), None)
-            if found is None:
+            for name, child in node.children:
+                if name == key:
+                    node = child
+                    break
+            else:
                 return None
-            node = found
         return node
 
     def first(self, *paths: str) -> Node | None:
@@ -103,7 +132,7 @@ def read_xml(xml: str, text: str, *, line_numbers: tuple[int, ...] = ()) -> Read
     return read_report(_element_node(root), Format.XML, text)
 
 
-def read_report(root: Node, fmt: Format, text: str, *, elided: bool = False) -> Reading:
+def read_report(root: ReportNode, fmt: Format, text: str, *, elided: bool = False) -> Reading:
     """Facts from a report tree (the XML root, or the tree of `-q` text)."""
     header = ValueReader(PROBE, text)
     attached = header.integer(_value(root, "attached_gpus"), "attached_gpus")
@@ -127,13 +156,13 @@ def read_report(root: Node, fmt: Format, text: str, *, elided: bool = False) -> 
     )
 
 
-def _looks_complete(gpu: Node) -> bool:
+def _looks_complete(gpu: ReportNode) -> bool:
     """A full report (not `-q -d SECTION`) names the GPU and lists ECC and processes."""
     required = (("uuid", "gpu_uuid"), ("product_name",), ("ecc_errors",), ("processes",))
     return all(gpu.first(*paths) is not None for paths in required)
 
 
-def _value(node: Node | None, *paths: str) -> str | None:
+def _value(node: ReportNode | None, *paths: str) -> str | None:
     if node is None:
         return None
     found = node.first(*paths) if paths else node
@@ -147,26 +176,26 @@ _REASON_PREFIXES = ("clocks_event_reason_", "clocks_throttle_reason_")
 class _GpuReader:
     """Reads one GPU's node; every fact names the paths (XML tag first, then -q label)."""
 
-    def __init__(self, node: Node, values: ValueReader) -> None:
+    def __init__(self, node: ReportNode, values: ValueReader) -> None:
         self.node = node
         self.values = values
 
     def text(self, name: str, *paths: str) -> str | None:
         return self.values.string(_value(self.node, *paths), name)
 
-    def integer(self, name: str, *paths: str, base: Node | None = None) -> int | None:
+    def integer(self, name: str, *paths: str, base: ReportNode | None = None) -> int | None:
         found = (base or self.node).first(*paths)
         if found is None:
             return None
         return self.values.integer(found.value, name, found.line)
 
-    def number(self, name: str, *paths: str, base: Node | None = None) -> float | None:
+    def number(self, name: str, *paths: str, base: ReportNode | None = None) -> float | None:
         found = (base or self.node).first(*paths)
         if found is None:
             return None
         return self.values.number(found.value, name, found.line)
 
-    def flag(self, name: str, *paths: str, base: Node | None = None) -> bool | None:
+    def flag(self, name: str, *paths: str, base: ReportNode | None = None) -> bool | None:
         found = (base or self.node).first(*paths)
         if found is None:
             return None
@@ -222,7 +251,7 @@ class _GpuReader:
             devices=devices,
         )
 
-    def mig_device(self, node: Node) -> MigDevice:
+    def mig_device(self, node: ReportNode) -> MigDevice:
         return MigDevice(
             index=self.integer("mig.index", "index", base=node),
             gpu_instance_id=self.integer("mig.gpu_instance_id", "gpu_instance_id", base=node),
@@ -261,7 +290,9 @@ class _GpuReader:
             unrepairable_memory=self.flag("ecc", "ecc_errors/unrepairable_memory"),
         )
 
-    def counts(self, section: Node | None, name: str, skip: str = "") -> dict[str, int | None]:
+    def counts(
+        self, section: ReportNode | None, name: str, skip: str = ""
+    ) -> dict[str, int | None]:
         """Every `key: count` child of a section (per-location ECC, SRAM sources)."""
         if section is None:
             return {}
@@ -440,7 +471,7 @@ class _GpuReader:
             return tuple(self.xml_process(node) for node in base.all("process_info"))
         return self.text_processes(base)
 
-    def xml_process(self, node: Node) -> GpuProcess:
+    def xml_process(self, node: ReportNode) -> GpuProcess:
         pid = self.integer("processes.pid", "pid", base=node)
         if pid is None:
             raise self.values.fail("a process without a pid", node.line)
@@ -453,7 +484,7 @@ class _GpuReader:
             compute_instance_id=self.integer("processes.ci", "compute_instance_id", base=node),
         )
 
-    def text_processes(self, base: Node) -> tuple[GpuProcess, ...]:
+    def text_processes(self, base: ReportNode) -> tuple[GpuProcess, ...]:
         """`-q` text lists each process as GI, CI, then `Process ID` with nested details."""
         found: list[GpuProcess] = []
         instance: dict[str, int | None] = {}
@@ -472,7 +503,9 @@ class _GpuReader:
             raise self.values.fail(f"processes: unexpected value {base.value!r}", base.line)
         return tuple(found)
 
-    def text_process(self, pid: int, node: Node, instance: dict[str, int | None]) -> GpuProcess:
+    def text_process(
+        self, pid: int, node: ReportNode, instance: dict[str, int | None]
+    ) -> GpuProcess:
         return GpuProcess(
             pid=pid,
             name=self.values.string(_value(node, "name", "process_name"), "processes.name"),
@@ -498,9 +531,9 @@ class _GpuReader:
         return recovery_action_name(self.text("recovery_action", "gpu_recovery_action"))
 
 
-def _descendants(node: Node) -> list[tuple[str, Node]]:
+def _descendants(node: ReportNode) -> list[tuple[str, ReportNode]]:
     """All valued entries below `node` (-q text nests `HW Thermal Slowdown` under `HW Slowdown`)."""
-    found: list[tuple[str, Node]] = []
+    found: list[tuple[str, ReportNode]] = []
     for key, child in node.children:
         if child.value is not None:
             found.append((key, child))
