@@ -1,4 +1,10 @@
-"""Events to JSON and back, bounded, so the journal can replay a run into any consumer."""
+"""Events to JSON and back, bounded, so the journal can replay a run into any consumer.
+
+Two events keep their bulk in a row of their own, stored once: a `CommandRan` body leaves out
+the command and its output (the `commands` row holds them, as excerpts), a `HostStepFinished`
+body leaves out the registered data and the commands (the `steps` row holds the data; the
+commands are the step's own `CommandRan` events). `decode` puts the row's part back.
+"""
 
 from __future__ import annotations
 
@@ -16,7 +22,15 @@ from fleetfix.errors import FleetfixError
 from fleetfix.events import CommandRan, Event, HostStepFinished, RunFinished
 from fleetfix.results import CommandResult, StepResult
 
-EXCERPT = 8192
+EXCERPT = 4000
+"""Characters kept of each output stream, marker included: no more than a report shows
+(report/text.py EXCERPT_CHARS), so a report re-rendered from the journal shows about what the
+live one showed (its head a few characters shorter), with the true length of the output."""
+ROW_FIELDS: dict[type[Event], tuple[str, ...]] = {
+    CommandRan: ("command", "stdout", "stderr"),
+    HostStepFinished: ("data", "commands"),
+}
+"""Per event type, the fields of its `result` that live in a row of their own, not the body."""
 
 
 class CodecError(FleetfixError):
@@ -24,27 +38,38 @@ class CodecError(FleetfixError):
 
 
 def excerpt(text: str, limit: int = EXCERPT) -> str:
-    """Head and tail of long output: the start says what ran, the end says how it ended."""
+    """At most `limit` characters of `text`, marker included: a quarter from the head (what
+    ran), the rest from the tail (where tools print their verdict and errors). The marker says
+    how long the output was and how much of it is cut."""
     if len(text) <= limit:
         return text
-    half = limit // 2
-    return f"{text[:half]}\n... [{len(text) - limit} chars cut] ...\n{text[-half:]}"
+    widest = f"\n... [{len(text)} chars, {len(text)} cut] ...\n"  # the cut is never wider
+    room = max(limit - len(widest), 0)
+    head, tail = room // 4, room - room // 4
+    marker = f"\n... [{len(text)} chars, {len(text) - room} cut] ...\n"
+    return f"{text[:head]}{marker}{text[len(text) - tail :]}"
 
 
 def encode(event: Event) -> tuple[str, str]:
-    """(type name, JSON) of an event with its long outputs cut to excerpts."""
-    return type(event).__name__, json.dumps(_plain(_bounded(event)), default=str)
+    """(type name, JSON) of an event with its long outputs cut to excerpts; without the
+    fields its row keeps (ROW_FIELDS)."""
+    return type(event).__name__, json.dumps(_bounded(event), default=str)
 
 
-def decode(type_name: str, body: str) -> Event:
+def decode(type_name: str, body: str, row: Mapping[str, Any] | None = None) -> Event:
+    """The event back from its body and, for a ROW_FIELDS type, the fields its row keeps
+    (a journal written before the rows held them has them in the body: `row` is None)."""
     cls = _event_types().get(type_name)
     if cls is None:
         raise CodecError(f"unknown event type {type_name!r} in the journal")
     try:
-        value = _build(cls, json.loads(body))
-    except (TypeError, ValueError, KeyError) as exc:
+        value = json.loads(body)
+        if row is not None:
+            value["result"].update(row)
+        built = _build(cls, value)
+    except (TypeError, ValueError, KeyError, AttributeError) as exc:
         raise CodecError(f"cannot read a journaled {type_name}: {exc}") from exc
-    return typing.cast(Event, value)
+    return typing.cast(Event, built)
 
 
 @cache
@@ -56,28 +81,31 @@ def _event_types() -> dict[str, type[Any]]:
     }
 
 
-def _command(result: CommandResult) -> CommandResult:
-    return dataclasses.replace(result, stdout=excerpt(result.stdout), stderr=excerpt(result.stderr))
-
-
-def _bounded(event: Event) -> Event:
+def _bounded(event: Event) -> dict[str, Any]:
+    """The event as plain data, without what its row keeps and without repeated results."""
     if isinstance(event, CommandRan):
-        return dataclasses.replace(event, result=_command(event.result))
-    if isinstance(event, HostStepFinished):
-        return dataclasses.replace(event, result=_step(event.result))
-    if isinstance(event, RunFinished):
+        lean: Event = dataclasses.replace(event, result=_lean_command(event.result))
+    elif isinstance(event, HostStepFinished):
+        lean = dataclasses.replace(event, result=_lean_step(event.result))
+    elif isinstance(event, RunFinished):
         # Step results are journaled one by one already; the summary keeps only the totals.
-        return dataclasses.replace(event, result=dataclasses.replace(event.result, results=[]))
-    return event
+        lean = dataclasses.replace(event, result=dataclasses.replace(event.result, results=[]))
+    else:
+        lean = event
+    value: dict[str, Any] = _plain(lean)
+    for name in ROW_FIELDS.get(type(event), ()):
+        value["result"].pop(name, None)
+    if isinstance(event, CommandRan):
+        value["result"].pop("parsed", None)  # a shard worker's parse, if any: the step has it
+    return value
 
 
-def _step(result: StepResult) -> StepResult:
-    data = {k: v for k, v in result.data.items() if k not in ("stdout_lines", "stderr_lines")}
-    for key in ("stdout", "stderr"):
-        if isinstance(data.get(key), str):
-            data[key] = excerpt(data[key])
-    commands = tuple(_command(c) for c in result.commands)
-    return dataclasses.replace(result, data=data, commands=commands)
+def _lean_command(result: CommandResult) -> CommandResult:
+    return dataclasses.replace(result, command="", stdout="", stderr="")
+
+
+def _lean_step(result: StepResult) -> StepResult:
+    return dataclasses.replace(result, data={}, commands=())
 
 
 def _plain(value: Any) -> Any:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import sqlite3
 
+from fleetfix.journal.rows import STEPS_QUERY, step_data
 from fleetfix.results import JournaledStep, OpenIntent, Outcome, ResumeState, Status
 
 
@@ -14,12 +15,10 @@ def resume_state(db: sqlite3.Connection, run_id: str) -> ResumeState:
     commands may or may not have run, verification may not have finished)."""
     steps: dict[tuple[str, str], JournaledStep] = {}
     finished_at: dict[tuple[str, str], float] = {}
-    for host, key, status, changed, message, data, at in db.execute(
-        "SELECT host, step_key, status, changed, message, data, at FROM steps WHERE run_id=?"
-        " ORDER BY id",
-        (run_id,),
-    ):
-        steps[(host, key)] = JournaledStep(Status(status), bool(changed), message, json.loads(data))
+    for row in db.execute(STEPS_QUERY, (run_id,)):
+        host, _step, key, status, changed, message, _attempts, _duration, data, at = row[:10]
+        registered = step_data(data, *row[10:])
+        steps[(host, key)] = JournaledStep(Status(status), bool(changed), message, registered)
         finished_at[(host, key)] = float(at)
     intents: dict[tuple[str, str, str], OpenIntent] = {}
     for record, host, key, action, at, evidence in db.execute(

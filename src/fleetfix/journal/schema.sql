@@ -1,5 +1,8 @@
--- fleetfix journal schema, version 2 (version 1 journals are migrated on open). One writer per run; WAL lets readers (history, a second
--- controller checking leases) read while a run writes.
+-- fleetfix journal schema, version 3 (older journals get the missing columns on open; their
+-- rows read as they always did). One writer per run; WAL lets readers (history, a second
+-- controller checking leases) read while a run writes. Facts and output are stored once: a
+-- step's registered data in its `steps` row, a command's output (an excerpt, with its full
+-- length) in its `commands` row; the events of those two refer to their row (`ref`).
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
 CREATE TABLE IF NOT EXISTS runs (
     run_id      TEXT PRIMARY KEY,
@@ -23,8 +26,11 @@ CREATE TABLE IF NOT EXISTS steps (
     message   TEXT NOT NULL,
     attempts  INTEGER NOT NULL,
     duration  REAL NOT NULL,
+    -- registered data: JSON text, or zlib-compressed JSON (a BLOB) when longer than 1 KB
     data      TEXT NOT NULL,
-    at        REAL NOT NULL
+    at        REAL NOT NULL,
+    -- the command row holding this step's cmd/stdout/stderr (then not repeated in `data`)
+    command_id INTEGER
 );
 CREATE INDEX IF NOT EXISTS steps_run ON steps(run_id, host);
 CREATE TABLE IF NOT EXISTS commands (
@@ -39,7 +45,10 @@ CREATE TABLE IF NOT EXISTS commands (
     duration  REAL NOT NULL,
     stdout    TEXT NOT NULL,
     stderr    TEXT NOT NULL,
-    at        REAL NOT NULL
+    at        REAL NOT NULL,
+    -- the output's full length in characters (stdout/stderr keep an excerpt)
+    stdout_size INTEGER,
+    stderr_size INTEGER
 );
 CREATE INDEX IF NOT EXISTS commands_run ON commands(run_id, host);
 -- One row per mutating action, written BEFORE its first command is sent (state 'started'),
@@ -68,7 +77,9 @@ CREATE TABLE IF NOT EXISTS events (
     id      INTEGER PRIMARY KEY,
     run_id  TEXT NOT NULL,
     type    TEXT NOT NULL,
-    body    TEXT NOT NULL
+    body    TEXT NOT NULL,
+    -- CommandRan: its `commands` row; HostStepFinished: its `steps` row (NULL: self-contained)
+    ref     INTEGER
 );
 CREATE INDEX IF NOT EXISTS events_run ON events(run_id, id);
 -- Hosts fleetfix has taken out of service and not yet returned, across runs and controllers:

@@ -1,4 +1,25 @@
-"""The journal store: SQLite in WAL mode; each event is committed as it arrives (kill -9 safe)."""
+"""The journal store: SQLite in WAL mode, written in batches, the crash-critical part at once.
+
+What is committed at once, before the engine goes on (each commit also commits every write
+queued before it, so the file is always a prefix of the run; docs/safety.md, invariant 1):
+
+- the write-ahead intent of an action (`ActionStarted`), before its first command is sent;
+- an action's outcome (`ActionTaken`) and an intent proved undelivered (`mark_undelivered`):
+  max_attempts, cooldowns and a resumed run's settling read them;
+- the verdict of a step that acted, or that ran a command the journal cannot tell was
+  read-only (a shell, command or script step: anything but a probe's parsed read): a resumed
+  run replays it instead of running it again;
+- leases and the repair-budget admission (other controllers read them);
+- the run's start and finish, and its markers (play, batch, step banners, safety stops,
+  findings, ownership overrides): a handful per step, not per host.
+
+Everything else (a host's step start, its commands, the verdict of a read-only step, GPUs
+seen, back in service) is queued and committed within FLUSH_SECONDS, by the next commit above,
+or at close. A kill -9 loses at most that tail, whose steps only read: `--resume` runs them
+again. Losing a queued "back in service" only keeps a host counted against the repair budget
+a little longer; GPUs seen are committed with the next intent, before any action acts on
+them.
+"""
 
 from __future__ import annotations
 
@@ -8,7 +29,7 @@ import socket
 import sqlite3
 import time
 import uuid
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
@@ -18,14 +39,24 @@ from fleetfix.errors import FleetfixError
 from fleetfix.events import (
     ActionStarted,
     ActionTaken,
+    BatchStarted,
     CommandRan,
     Event,
+    FindingRaised,
     HostBackInService,
     HostObserved,
     HostStepFinished,
+    OwnershipOverridden,
+    PlayFinished,
+    PlayStarted,
+    RunFinished,
+    RunStarted,
+    SafetyStop,
+    TaskStarted,
 )
-from fleetfix.journal import fleet
-from fleetfix.journal.codec import decode, encode, excerpt
+from fleetfix.journal import fleet, rows
+from fleetfix.journal.batch import FLUSH_ROWS, FLUSH_SECONDS, Write, WriteQueue
+from fleetfix.journal.codec import decode, encode
 from fleetfix.journal.resume import resume_state, why_not_resumable
 from fleetfix.results import ResumeState
 
@@ -33,11 +64,33 @@ LEASE_SECONDS = 600.0
 """A lease outlives its holder by at most this long; a live run renews it (LEASE_RENEW)."""
 LEASE_RENEW = 60.0
 SYSTEM_JOURNAL = Path("/var/lib/fleetfix/journal.sqlite")
-_ACTION_COLUMNS = {
-    "step_key": "TEXT NOT NULL DEFAULT ''",
-    "state": "TEXT NOT NULL DEFAULT 'ok'",
-    "evidence": "TEXT NOT NULL DEFAULT '{}'",
+_COLUMNS = {
+    # version 1 journals lack the intent columns of `actions`
+    "actions": {
+        "step_key": "TEXT NOT NULL DEFAULT ''",
+        "state": "TEXT NOT NULL DEFAULT 'ok'",
+        "evidence": "TEXT NOT NULL DEFAULT '{}'",
+    },
+    # version 2 journals repeat facts and output in events; their rows keep reading as before
+    "commands": {"stdout_size": "INTEGER", "stderr_size": "INTEGER"},
+    "steps": {"command_id": "INTEGER"},
+    "events": {"ref": "INTEGER"},
 }
+SCHEMA_VERSION = "3"
+DURABLE_EVENTS: tuple[type[Event], ...] = (
+    RunStarted,
+    PlayStarted,
+    BatchStarted,
+    TaskStarted,
+    PlayFinished,
+    RunFinished,
+    SafetyStop,
+    FindingRaised,
+    OwnershipOverridden,
+    ActionStarted,
+    ActionTaken,
+)
+"""Events committed at once (with everything queued before them); see the module docstring."""
 
 
 class JournalError(FleetfixError):
@@ -78,9 +131,14 @@ class RunSummary:
 
 
 class Journal:
-    """One open journal file. Not shared across processes except through SQLite itself."""
+    """One open journal file. Not shared across processes except through SQLite itself.
 
-    def __init__(self, path: Path) -> None:
+    Call `close()` when done: it commits what is still queued (a Journal dropped without it
+    loses its queued tail, as a kill -9 would)."""
+
+    def __init__(
+        self, path: Path, *, flush_every: float = FLUSH_SECONDS, flush_rows: int = FLUSH_ROWS
+    ) -> None:
         self.path = path
         try:
             path.parent.mkdir(parents=True, exist_ok=True)
@@ -92,18 +150,34 @@ class Journal:
             self._migrate()
         except (OSError, sqlite3.Error) as exc:
             raise JournalError(f"cannot open journal {path}: {exc}") from exc
+        self._queue = WriteQueue(self._db, every=flush_every, rows=flush_rows)
         self.run_id: str | None = None
         self._intents: dict[tuple[str, str, str], int] = {}
+        self._acting: set[tuple[str, str]] = set()
+        """(host, step key) of steps that started or settled an action and have no verdict
+        yet: their verdict is committed at once."""
 
     def _migrate(self) -> None:
-        """Version 1 journals lack the intent columns of `actions`."""
-        have = {row[1] for row in self._db.execute("PRAGMA table_info(actions)")}
-        for column, ddl in _ACTION_COLUMNS.items():
-            if column not in have:
-                self._db.execute(f"ALTER TABLE actions ADD COLUMN {column} {ddl}")
+        """Add the columns older journals lack; their rows read as they always did."""
+        for table, columns in _COLUMNS.items():
+            have = {row[1] for row in self._db.execute(f"PRAGMA table_info({table})")}
+            for column, ddl in columns.items():
+                if column not in have:
+                    self._db.execute(f"ALTER TABLE {table} ADD COLUMN {column} {ddl}")
+        version = self._db.execute("SELECT value FROM meta WHERE key='schema'").fetchone()
+        if version is None or version[0] != SCHEMA_VERSION:
+            self._db.execute("INSERT OR REPLACE INTO meta VALUES ('schema', ?)", (SCHEMA_VERSION,))
+
+    def flush(self) -> None:
+        """Commit everything queued, in order, in one transaction."""
+        self._guarded(lambda _db: self._queue.flush())
 
     def close(self) -> None:
-        self._db.close()
+        """Commit what is queued and close the file; no timer fires after this."""
+        try:
+            self._guarded(lambda _db: self._queue.close())
+        finally:
+            self._db.close()
 
     # --- writing -------------------------------------------------------------------------
 
@@ -119,7 +193,7 @@ class Journal:
         """Record a new run (or reopen `run_id` when resuming) and return its id."""
         if run_id is None:
             run_id = time.strftime("%Y%m%d-%H%M%S-") + uuid.uuid4().hex[:6]
-            self._write(
+            self._durable(
                 "INSERT INTO runs VALUES (?,?,?,?,?,NULL,NULL,?,?)",
                 (
                     run_id,
@@ -132,7 +206,7 @@ class Journal:
                 ),
             )
         else:
-            self._write("UPDATE runs SET finished=NULL, outcome=NULL WHERE run_id=?", (run_id,))
+            self._durable("UPDATE runs SET finished=NULL, outcome=NULL WHERE run_id=?", (run_id,))
         self.run_id = run_id
         return run_id
 
@@ -140,147 +214,128 @@ class Journal:
         """Subscribe the journal to a run's events."""
         if self.run_id is None:
             return
+        durable = self._queue_event(self.run_id, event)
+        if durable:
+            self.flush()
+        else:
+            self._guarded(lambda _db: self._queue.soon())
+
+    def _queue_event(self, run_id: str, event: Event) -> bool:
+        """Queue the event's rows; True when they must be committed at once."""
         kind, body = encode(event)
-        self._write(
-            "INSERT INTO events (run_id, type, body) VALUES (?,?,?)", (self.run_id, kind, body)
-        )
+        if isinstance(event, CommandRan):
+            self._add(rows.command_write(run_id, event))
+            self._add(rows.event_write(run_id, kind, body, refers=True))
+            return False
         if isinstance(event, HostStepFinished):
-            self._step(event)
-        elif isinstance(event, CommandRan):
-            self._command(event)
-        elif isinstance(event, ActionStarted):
-            self._intent(event)
+            self._add(rows.step_write(run_id, event))
+            self._add(rows.event_write(run_id, kind, body, refers=True))
+            return self._verdict_is_durable(event)
+        self._add(rows.event_write(run_id, kind, body))
+        if isinstance(event, ActionStarted):
+            self._acting.add((event.host, event.key))
+            self._add(self._intent(run_id, event))
         elif isinstance(event, ActionTaken):
-            self._action_outcome(event)
+            self._acting.add((event.host, event.key))
+            self._add(self._action_outcome(run_id, event))
         elif isinstance(event, HostObserved):
-            self._observed(event)
+            self._add(self._observed(run_id, event))
         elif isinstance(event, HostBackInService):
-            self._guarded(fleet.back_in_service, event.host)
+            host = event.host
+            self._add(lambda db, _made: fleet.back_in_service(db, host))
+        return isinstance(event, DURABLE_EVENTS)
 
-    def _intent(self, event: ActionStarted) -> None:
+    def _verdict_is_durable(self, event: HostStepFinished) -> bool:
+        """A step that acted, or ran a command it did not parse as a probe's read."""
+        result = event.result
+        acted = (result.host, result.key) in self._acting
+        self._acting.discard((result.host, result.key))
+        return acted or (bool(result.commands) and result.data.get("facts") is None)
+
+    def _intent(self, run_id: str, event: ActionStarted) -> Write:
         """The write-ahead record: committed before the action's first command is sent."""
-        cursor = self._execute(
-            "INSERT INTO actions (run_id, host, action, failed, at, step_key, state, evidence)"
-            " VALUES (?,?,?,0,?,?,'started',?)",
-            (
-                self.run_id,
-                event.host,
-                event.action,
-                event.at,
-                event.key,
-                json.dumps(event.evidence),
-            ),
+        params = (
+            run_id,
+            event.host,
+            event.action,
+            event.at,
+            event.key,
+            json.dumps(event.evidence),
         )
-        if cursor.lastrowid is not None:
-            self._intents[(event.host, event.key, event.action)] = cursor.lastrowid
+        key = (event.host, event.key, event.action)
 
-    def _action_outcome(self, event: ActionTaken) -> None:
-        record = self._intents.pop((event.host, event.key, event.action), None)
-        if record is None:
-            record = self._interrupted_intent(event)
+        def write(db: sqlite3.Connection, _made: int | None) -> int | None:
+            cursor = db.execute(
+                "INSERT INTO actions (run_id, host, action, failed, at, step_key, state,"
+                " evidence) VALUES (?,?,?,0,?,?,'started',?)",
+                params,
+            )
+            if cursor.lastrowid is not None:
+                self._intents[key] = cursor.lastrowid
+            return cursor.lastrowid
+
+        return write
+
+    def _action_outcome(self, run_id: str, event: ActionTaken) -> Write:
         state = "failed" if event.failed else "ok"
-        if record is None:
-            self._write(
+
+        def write(db: sqlite3.Connection, _made: int | None) -> int | None:
+            record = self._intents.pop((event.host, event.key, event.action), None)
+            if record is None:
+                record = _interrupted_intent(db, run_id, event)
+            if record is not None:
+                db.execute(
+                    "UPDATE actions SET state=?, failed=? WHERE id=?",
+                    (state, int(event.failed), record),
+                )
+                return record
+            return db.execute(
                 "INSERT INTO actions (run_id, host, action, failed, at, step_key, state)"
                 " VALUES (?,?,?,?,?,?,?)",
-                (
-                    self.run_id,
-                    event.host,
-                    event.action,
-                    int(event.failed),
-                    event.at,
-                    event.key,
-                    state,
-                ),
-            )
-        else:
-            self._write(
-                "UPDATE actions SET state=?, failed=? WHERE id=?",
-                (state, int(event.failed), record),
-            )
+                (run_id, event.host, event.action, int(event.failed), event.at, event.key, state),
+            ).lastrowid
 
-    def _interrupted_intent(self, event: ActionTaken) -> int | None:
-        """The row a resumed run settles: this run's latest start of that action in that step."""
-        row = self._db.execute(
-            "SELECT id FROM actions WHERE run_id=? AND host=? AND step_key=? AND action=?"
-            " AND state!='undelivered' ORDER BY id DESC LIMIT 1",
-            (self.run_id, event.host, event.key, event.action),
-        ).fetchone()
-        return int(row[0]) if row else None
+        return write
 
-    def _observed(self, event: HostObserved) -> None:
-        if event.gpu_count:
-            self._guarded(fleet.saw_gpus, event.host, event.gpu_count)
-        if event.in_service:
-            owner = fleet.out_of_service(self._db).get(event.host)
-            if owner is not None and owner != self.run_id:
-                # Back in service by someone else's hand since fleetfix took it out.
-                self._guarded(fleet.back_in_service, event.host)
+    def _observed(self, run_id: str, event: HostObserved) -> Write:
+        def write(db: sqlite3.Connection, _made: int | None) -> int | None:
+            if event.gpu_count:
+                fleet.saw_gpus(db, event.host, event.gpu_count)
+            if event.in_service:
+                owner = fleet.out_of_service(db).get(event.host)
+                if owner is not None and owner != run_id:
+                    # Back in service by someone else's hand since fleetfix took it out.
+                    fleet.back_in_service(db, event.host)
+            return None
+
+        return write
 
     def mark_undelivered(self, record: int) -> None:
         """A resumed run proved an interrupted action never happened: it no longer counts."""
-        self._write("UPDATE actions SET state='undelivered' WHERE id=?", (record,))
+        self._durable("UPDATE actions SET state='undelivered' WHERE id=?", (record,))
 
     def finish_run(self, outcome: int) -> None:
         if self.run_id is not None:
-            self._write(
+            self._durable(
                 "UPDATE runs SET finished=?, outcome=? WHERE run_id=?",
                 (time.time(), outcome, self.run_id),
             )
 
-    def _step(self, event: HostStepFinished) -> None:
-        r = event.result
-        data = json.dumps(_bounded(dict(r.data)), default=str)
-        self._write(
-            "INSERT INTO steps (run_id, host, step, step_key, status, changed, message, attempts,"
-            " duration, data, at) VALUES (?,?,?,?,?,?,?,?,?,?,?)",
-            (
-                self.run_id,
-                r.host,
-                r.step,
-                r.key,
-                r.status.value,
-                int(r.changed),
-                r.message,
-                r.attempts,
-                r.duration,
-                data,
-                event.at,
-            ),
-        )
+    def _add(self, write: Write) -> None:
+        self._guarded(lambda _db: self._queue.add(write))
 
-    def _command(self, event: CommandRan) -> None:
-        c = event.result
-        self._write(
-            "INSERT INTO commands (run_id, host, step, command, rc, timed_out, planned, duration,"
-            " stdout, stderr, at) VALUES (?,?,?,?,?,?,?,?,?,?,?)",
-            (
-                self.run_id,
-                event.host,
-                event.step,
-                c.command,
-                c.rc,
-                int(c.timed_out),
-                int(event.planned_only),
-                c.duration,
-                excerpt(c.stdout),
-                excerpt(c.stderr),
-                event.at,
-            ),
-        )
+    def _durable(self, sql: str, params: tuple[Any, ...]) -> None:
+        """Commit this statement at once, after everything queued before it."""
 
-    def _write(self, sql: str, params: Iterable[Any]) -> None:
-        self._execute(sql, params)
+        def write(db: sqlite3.Connection, _made: int | None) -> int | None:
+            return db.execute(sql, params).lastrowid
 
-    def _execute(self, sql: str, params: Iterable[Any]) -> sqlite3.Cursor:
+        self._add(write)
+        self.flush()
+
+    def _guarded(self, call: Callable[[sqlite3.Connection], Any]) -> Any:
         try:
-            return self._db.execute(sql, tuple(params))
-        except sqlite3.Error as exc:
-            raise JournalError(f"journal {self.path}: {exc}") from exc
-
-    def _guarded(self, write: Any, *args: Any) -> Any:
-        try:
-            return write(self._db, *args)
+            return call(self._db)
         except sqlite3.Error as exc:
             raise JournalError(f"journal {self.path}: {exc}") from exc
 
@@ -288,49 +343,60 @@ class Journal:
 
     def take_out(self, host: str, action: str, limit: int | None) -> str | None:
         """Count `host` against the fleet-wide repair budget; why not, or None if admitted."""
-        result: str | None = self._guarded(fleet.take_out, self.run_id or "", host, action, limit)
+        self.flush()
+        run_id = self.run_id or ""
+        result: str | None = self._guarded(
+            lambda db: fleet.take_out(db, run_id, host, action, limit)
+        )
         return result
 
     def gpus_seen(self, host: str) -> int | None:
-        result: int | None = self._guarded(fleet.gpus_seen, host)
+        self.flush()
+        result: int | None = self._guarded(lambda db: fleet.gpus_seen(db, host))
         return result
 
     def out_of_service(self) -> dict[str, str]:
+        self.flush()
         result: dict[str, str] = self._guarded(fleet.out_of_service)
         return result
 
-    # --- reading -------------------------------------------------------------------------
+    # --- reading (each read first commits what is queued: it reads what happened) -----------
 
     def history(self, limit: int = 20) -> list[RunSummary]:
-        rows = self._db.execute(
+        self.flush()
+        found = self._db.execute(
             "SELECT run_id, playbook, check_mode, started, finished, outcome, hosts FROM runs"
             " ORDER BY started DESC LIMIT ?",
             (limit,),
         ).fetchall()
-        return [RunSummary(r[0], r[1], bool(r[2]), r[3], r[4], r[5], r[6]) for r in rows]
+        return [RunSummary(r[0], r[1], bool(r[2]), r[3], r[4], r[5], r[6]) for r in found]
 
     def run(self, run_id: str) -> RunSummary:
-        rows = [r for r in self.history(limit=1_000_000) if r.run_id == run_id]
-        if not rows:
+        found = [r for r in self.history(limit=1_000_000) if r.run_id == run_id]
+        if not found:
             raise JournalError(f"no run {run_id!r} in {self.path}")
-        return rows[0]
+        return found[0]
 
     def events(self, run_id: str) -> Iterator[Event]:
         """The run's events in the order they happened, for replaying into a report."""
-        cursor = self._db.execute(
-            "SELECT type, body FROM events WHERE run_id=? ORDER BY id", (run_id,)
-        )
-        for kind, body in cursor:
-            yield decode(kind, body)
+        self.flush()
+        cursor = self._db.execute(rows.EVENTS_QUERY, (run_id,))
+        for kind, body, ref, data, command, stdout, stderr in cursor:
+            yield decode(kind, body, rows.attached(kind, ref, data, (command, stdout, stderr)))
 
     def step_rows(self, run_id: str) -> list[dict[str, Any]]:
-        cursor = self._db.execute(
-            "SELECT host, step, step_key, status, changed, message, attempts, duration, data, at"
-            " FROM steps WHERE run_id=? ORDER BY id",
-            (run_id,),
+        """The run's step verdicts in order, each with its registered data."""
+        self.flush()
+        names = (
+            *("host", "step", "step_key", "status", "changed", "message", "attempts"),
+            *("duration", "data", "at"),
         )
-        names = [d[0] for d in cursor.description]
-        return [dict(zip(names, row, strict=True)) for row in cursor.fetchall()]
+        found = []
+        for row in self._db.execute(rows.STEPS_QUERY, (run_id,)):
+            value = dict(zip(names, row[:10], strict=True))
+            value["data"] = json.dumps(rows.step_data(row[8], *row[10:]))
+            found.append(value)
+        return found
 
     def resume_state(self, run_id: str) -> ResumeState:
         """What `--resume run_id` replays; refuses (JournalError) a finished or live run."""
@@ -339,7 +405,7 @@ class Journal:
         problem = why_not_resumable(summary.finished, summary.outcome, holder)
         if problem is not None:
             raise ResumeRefused(f"cannot resume run {run_id}: {problem}", live=holder is not None)
-        return self._guarded(resume_state, run_id)  # type: ignore[no-any-return]
+        return self._guarded(lambda db: resume_state(db, run_id))  # type: ignore[no-any-return]
 
     def _live_holder(self, run_id: str) -> str | None:
         now = time.time()
@@ -353,44 +419,60 @@ class Journal:
     def action_times(self, host: str, action: str, since: float) -> list[float]:
         """When `action` was started on `host` since `since` (epoch seconds), across all runs
         and controllers sharing this journal; an interrupted start counts (it may have run)."""
-        rows = self._db.execute(
+        self.flush()
+        found = self._db.execute(
             "SELECT at FROM actions WHERE host=? AND action=? AND at>=? AND state!='undelivered'"
             " ORDER BY at",
             (host, action, since),
         ).fetchall()
-        return [float(r[0]) for r in rows]
+        return [float(r[0]) for r in found]
 
     # --- leases --------------------------------------------------------------------------
 
     def acquire_leases(self, hosts: Sequence[str]) -> dict[str, str]:
         """Lease every host to this run; returns host -> holder for hosts another live run holds."""
+        self.flush()
+        return self._guarded(lambda db: self._lease(db, hosts))  # type: ignore[no-any-return]
+
+    def _lease(self, db: sqlite3.Connection, hosts: Sequence[str]) -> dict[str, str]:
         now = time.time()
         controller = socket.gethostname()
+        wanted = set(hosts)
         busy: dict[str, str] = {}
-        self._write("BEGIN IMMEDIATE", ())
+        db.execute("BEGIN IMMEDIATE")
         try:
-            for host, run_id, holder, pid, expires in self._db.execute(
+            for host, run_id, holder, pid, expires in db.execute(
                 "SELECT host, run_id, controller, pid, expires FROM leases"
             ).fetchall():
-                if host in hosts and run_id != self.run_id and _alive(holder, pid, expires, now):
+                if host in wanted and run_id != self.run_id and _alive(holder, pid, expires, now):
                     busy[host] = f"run {run_id} (pid {pid} on {holder})"
             if not busy:
-                self._db.executemany(
+                db.executemany(
                     "INSERT OR REPLACE INTO leases VALUES (?,?,?,?,?)",
                     [(h, self.run_id, controller, os.getpid(), now + LEASE_SECONDS) for h in hosts],
                 )
         finally:
-            self._write("COMMIT", ())
+            db.execute("COMMIT")
         return busy
 
     def renew_leases(self) -> None:
         """Push this run's leases LEASE_SECONDS ahead; called every LEASE_RENEW while it lives."""
-        self._write(
+        self._durable(
             "UPDATE leases SET expires=? WHERE run_id=?", (time.time() + LEASE_SECONDS, self.run_id)
         )
 
     def release_leases(self) -> None:
-        self._write("DELETE FROM leases WHERE run_id=?", (self.run_id,))
+        self._durable("DELETE FROM leases WHERE run_id=?", (self.run_id,))
+
+
+def _interrupted_intent(db: sqlite3.Connection, run_id: str, event: ActionTaken) -> int | None:
+    """The row a resumed run settles: this run's latest start of that action in that step."""
+    row = db.execute(
+        "SELECT id FROM actions WHERE run_id=? AND host=? AND step_key=? AND action=?"
+        " AND state!='undelivered' ORDER BY id DESC LIMIT 1",
+        (run_id, event.host, event.key, event.action),
+    ).fetchone()
+    return int(row[0]) if row else None
 
 
 def _alive(controller: str, pid: int, expires: float, now: float) -> bool:
@@ -406,13 +488,3 @@ def _alive(controller: str, pid: int, expires: float, now: float) -> bool:
     except PermissionError:
         return True
     return True
-
-
-def _bounded(data: dict[str, Any]) -> dict[str, Any]:
-    """Registered data with long output cut, so a resumed run can restore it cheaply."""
-    for key in ("stdout", "stderr"):
-        if isinstance(data.get(key), str):
-            data[key] = excerpt(data[key], 65536)
-    data.pop("stdout_lines", None)
-    data.pop("stderr_lines", None)
-    return data

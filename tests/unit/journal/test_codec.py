@@ -1,6 +1,10 @@
-"""Journaled events read back equal to what the engine emitted (long output cut to excerpts)."""
+"""Journaled events read back equal to what the engine emitted (long output cut to excerpts);
+the bulk of a command or a step lives in its row, not in the event body."""
 
 from __future__ import annotations
+
+import dataclasses
+import json
 
 import pytest
 
@@ -18,7 +22,7 @@ from fleetfix.events import (
     SafetyStop,
     TaskStarted,
 )
-from fleetfix.journal.codec import EXCERPT, CodecError, decode, encode
+from fleetfix.journal.codec import EXCERPT, ROW_FIELDS, CodecError, decode, encode, excerpt
 from fleetfix.results import CommandResult, HostStats, RunResult, Status, StepResult
 
 RESULT = CommandResult("nvidia-smi -q -x", 0, "<xml/>", "", 0.25)
@@ -43,9 +47,45 @@ EVENTS: list[Event] = [
 ]
 
 
-@pytest.mark.parametrize("event", EVENTS, ids=lambda e: type(e).__name__)
+SELF_CONTAINED = [e for e in EVENTS if type(e) not in ROW_FIELDS]
+
+
+@pytest.mark.parametrize("event", SELF_CONTAINED, ids=lambda e: type(e).__name__)
 def test_round_trip(event: Event) -> None:
     assert decode(*encode(event)) == event
+
+
+def test_a_command_body_leaves_its_output_to_the_row() -> None:
+    event = CommandRan(host="gpu001", step="probe", result=RESULT)
+    kind, body = encode(event)
+    assert "nvidia-smi" not in body and "<xml/>" not in body
+    row = {"command": RESULT.command, "stdout": RESULT.stdout, "stderr": RESULT.stderr}
+    assert decode(kind, body, row) == event
+
+
+def test_a_step_body_leaves_its_facts_to_the_row() -> None:
+    event = HostStepFinished(result=STEP)
+    kind, body = encode(event)
+    assert "facts" not in body and "nvidia-smi" not in body
+    assert json.loads(body)["result"]["status"] == "ok"  # what a reader of the banner needs
+    back = decode(kind, body, {"data": dict(STEP.data)})
+    # The commands are the step's own CommandRan events; the step body does not repeat them.
+    assert back == dataclasses.replace(event, result=dataclasses.replace(STEP, commands=()))
+
+
+def test_an_older_self_contained_body_still_decodes() -> None:
+    body = json.dumps(
+        {
+            "at": 1.0,
+            "host": "gpu001",
+            "step": "probe",
+            "planned_only": False,
+            "result": {"command": "id", "rc": 0, "stdout": "0\n", "stderr": "", "duration": 0.1},
+        }
+    )
+    back = decode("CommandRan", body)
+    assert isinstance(back, CommandRan)
+    assert back.result.stdout == "0\n"
 
 
 def test_run_finished_keeps_totals_not_results() -> None:
@@ -57,11 +97,14 @@ def test_run_finished_keeps_totals_not_results() -> None:
     assert back.result.outcome() == result.outcome()
 
 
-def test_long_output_is_cut_to_an_excerpt() -> None:
-    big = CommandResult("cat big", 0, "x" * (EXCERPT * 4), "", 1.0)
-    back = decode(*encode(CommandRan(host="h", step="s", result=big)))
-    assert isinstance(back, CommandRan)
-    assert len(back.result.stdout) < EXCERPT + 100
+def test_long_output_is_cut_to_an_excerpt_with_its_length() -> None:
+    text = "BEGIN" + "x" * (EXCERPT * 4) + "Xid 79 END"
+    cut = excerpt(text)
+    assert len(cut) <= EXCERPT
+    assert cut.startswith("BEGIN") and cut.endswith("Xid 79 END")
+    assert f"[{len(text)} chars, " in cut
+    assert excerpt(cut) == cut  # a report's own excerpt of it leaves it whole
+    assert excerpt("short") == "short"
 
 
 def test_unknown_or_damaged_events_are_clear_errors() -> None:
