@@ -48,6 +48,11 @@ class WriteQueue:
     def __len__(self) -> int:
         return len(self._pending)
 
+    @property
+    def scheduled(self) -> bool:
+        """A timer will commit the queue."""
+        return self._timer is not None
+
     def add(self, write: Write) -> None:
         """Queue `write`; it is committed by the next flush."""
         self._raise_failure()

@@ -168,6 +168,11 @@ class Journal:
         if version is None or version[0] != SCHEMA_VERSION:
             self._db.execute("INSERT OR REPLACE INTO meta VALUES ('schema', ?)", (SCHEMA_VERSION,))
 
+    @property
+    def commit_scheduled(self) -> bool:
+        """Writes are queued and a timer will commit them."""
+        return self._queue.scheduled
+
     def flush(self) -> None:
         """Commit everything queued, in order, in one transaction."""
         self._guarded(lambda _db: self._queue.flush())

@@ -7,6 +7,7 @@ import sqlite3
 import subprocess
 import sys
 import time
+from contextlib import closing
 from pathlib import Path
 
 import pytest
@@ -219,3 +220,55 @@ def test_unwritable_journal_is_a_clear_error(tmp_path: Path) -> None:
     blocker.write_text("")
     with pytest.raises(JournalError, match="cannot open journal"):
         Journal(blocker / "sub" / "j.sqlite")
+
+
+VERSION_2 = """
+CREATE TABLE runs (run_id TEXT PRIMARY KEY, playbook TEXT NOT NULL, argv TEXT NOT NULL,
+    check_mode INTEGER NOT NULL, started REAL NOT NULL, finished REAL, outcome INTEGER,
+    hosts INTEGER NOT NULL, controller TEXT NOT NULL);
+CREATE TABLE steps (id INTEGER PRIMARY KEY, run_id TEXT NOT NULL, host TEXT NOT NULL,
+    step TEXT NOT NULL, step_key TEXT NOT NULL, status TEXT NOT NULL, changed INTEGER NOT NULL,
+    message TEXT NOT NULL, attempts INTEGER NOT NULL, duration REAL NOT NULL,
+    data TEXT NOT NULL, at REAL NOT NULL);
+CREATE TABLE commands (id INTEGER PRIMARY KEY, run_id TEXT NOT NULL, host TEXT NOT NULL,
+    step TEXT NOT NULL, command TEXT NOT NULL, rc INTEGER, timed_out INTEGER NOT NULL,
+    planned INTEGER NOT NULL, duration REAL NOT NULL, stdout TEXT NOT NULL,
+    stderr TEXT NOT NULL, at REAL NOT NULL);
+CREATE TABLE events (id INTEGER PRIMARY KEY, run_id TEXT NOT NULL, type TEXT NOT NULL,
+    body TEXT NOT NULL);
+INSERT INTO runs VALUES ('old', 'pb.yml', '[]', 0, 1.0, NULL, NULL, 1, 'ctl');
+INSERT INTO commands VALUES (1, 'old', 'gpu001', 'probe', 'nvidia-smi -q -x', 0, 0, 0, 0.2,
+    '<log/>', '', 2.0);
+INSERT INTO steps VALUES (1, 'old', 'gpu001', 'probe', 'pb.yml:3:7', 'ok', 0, '', 1, 0.2,
+    '{"cmd": "nvidia-smi -q -x", "stdout": "<log/>", "facts": {"gpu_count": 8}}', 3.0);
+INSERT INTO events VALUES (1, 'old', 'CommandRan', '{"at": 2.0, "host": "gpu001",
+    "step": "probe", "planned_only": false, "result": {"command": "nvidia-smi -q -x",
+    "rc": 0, "stdout": "<log/>", "stderr": "", "duration": 0.2, "timed_out": false}}');
+INSERT INTO events VALUES (2, 'old', 'HostStepFinished', '{"at": 3.0, "retrying": false,
+    "result": {"host": "gpu001", "step": "probe", "status": "ok", "changed": false,
+    "message": "", "commands": [], "data": {"stdout": "<log/>", "facts": {"gpu_count": 8}},
+    "attempts": 1, "duration": 0.2, "key": "pb.yml:3:7"}}');
+"""
+
+
+def test_a_version_2_journal_opens_and_reads_as_before(tmp_path: Path) -> None:
+    path = tmp_path / "v2.sqlite"
+    with closing(sqlite3.connect(path)) as db:
+        db.executescript(VERSION_2)
+    journal = Journal(path)
+    ran, finished = journal.events("old")
+    assert isinstance(ran, CommandRan) and ran.result.stdout == "<log/>"
+    assert isinstance(finished, HostStepFinished)
+    assert finished.result.data["facts"] == {"gpu_count": 8}
+    state = journal.resume_state("old")
+    assert state.steps[("gpu001", "pb.yml:3:7")].data["stdout"] == "<log/>"
+    # A new run goes into the same file in the new shape; the old one still reads.
+    new = journal.start_run("pb.yml", [], check=False, hosts=1)
+    journal(CommandRan(host="gpu001", step="probe", result=CommandResult("id", 0, "0\n", "")))
+    journal.close()
+    reopened = Journal(path)
+    assert [type(e).__name__ for e in reopened.events("old")] == ["CommandRan", "HostStepFinished"]
+    (again,) = reopened.events(new)
+    assert isinstance(again, CommandRan) and again.result.stdout == "0\n"
+    assert [row["host"] for row in reopened.step_rows("old")] == ["gpu001"]
+    reopened.close()
