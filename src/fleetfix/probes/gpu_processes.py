@@ -43,6 +43,7 @@ QUERY_FIELDS = ("pid", "process_name", "gpu_uuid", "gpu_bus_id", "used_memory")
 
 _HEADER_KEYS = {"used_gpu_memory": "used_memory", "name": "process_name"}
 _HEADER_CELL = re.compile(r"^[A-Za-z_][\w.]*(?:\s*\[[^\]]*\])?$")
+_HEADER_UNIT = re.compile(r"\s*\[[^\]]*\]$")
 _FUSER_HEADER = re.compile(r"^\s*USER\s+PID\s+ACCESS\s+COMMAND\s*$")
 _FUSER_ROW = re.compile(
     r"^(?:(?P<path>/\S+?):)?\s+(?P<user>\S+)\s+(?P<pid>\d+|kernel)\s+(?P<access>[\w.]+)"
@@ -263,7 +264,7 @@ def _query_source(lines: tuple[Line, ...], status: _Status, text: str) -> _Sourc
 
 
 def _header_key(cell: str) -> str:
-    key = re.sub(r"\s*\[[^\]]*\]$", "", cell.strip()).lower()
+    key = _HEADER_UNIT.sub("", cell.strip()).lower()
     return _HEADER_KEYS.get(key, key)
 
 

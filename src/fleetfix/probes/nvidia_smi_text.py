@@ -46,6 +46,7 @@ TOOL_ERROR = re.compile(
 _BANNER = re.compile(r"^=+\s*NVSMI LOG\s*=+$")
 _GPU_HEADER = re.compile(r"^GPU\s+(?P<bus>[0-9A-Fa-f]{4,8}:[0-9A-Fa-f]{2}:[0-9A-Fa-f]{2}\.[0-7])$")
 _KEY_VALUE = re.compile(r"^(?P<key>\S.*?)\s*:(?:\s+(?P<value>.*))?$")
+_SECTION_NAME = re.compile(r"[A-Za-z][\w .()/+-]*")
 
 
 @dataclass(frozen=True, slots=True)
@@ -122,13 +123,19 @@ def _take_command(lines: tuple[Line, ...]) -> tuple[tuple[Line, ...], str | None
 
 def clean_paste(text: str) -> Paste:
     """Split `text` into lines without paste artefacts and fleetfix markers."""
-    raw = tuple(Line(line.number, line.text.rstrip()) for line in split_lines(text))
-    markers = tuple(parse_marker(ln.number, ln.text) for ln in raw if _is_marker(ln.text))
-    lines = drop_prompts(strip_quotes(tuple(ln for ln in raw if not _is_marker(ln.text))))
+    markers: list[Marker] = []
+    output: list[Line] = []
+    for line in split_lines(text):
+        stripped = line.text.rstrip()
+        if _is_marker(stripped):
+            markers.append(parse_marker(line.number, stripped))
+        else:
+            output.append(Line(line.number, stripped))
+    lines = drop_prompts(strip_quotes(tuple(output)))
     lines, command = _take_command(lines)
     kept = tuple(line for line in lines if not is_elision(line.text))
     elided = len(kept) != len(lines)
-    return Paste(dedent(kept), elided=elided, command=command, markers=markers)
+    return Paste(dedent(kept), elided=elided, command=command, markers=tuple(markers))
 
 
 @dataclass(frozen=True, slots=True)
@@ -150,7 +157,7 @@ def _item(line: Line) -> _Item | None:
     match = _KEY_VALUE.match(body)
     if match is not None:
         return _Item(indent, normalize_key(match["key"]), match["value"] or "", line.number)
-    if re.fullmatch(r"[A-Za-z][\w .()/+-]*", body.strip()):
+    if _SECTION_NAME.fullmatch(body.strip()):
         return _Item(indent, normalize_key(body), None, line.number)
     return None
 

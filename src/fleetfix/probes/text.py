@@ -39,14 +39,18 @@ def split_lines(text: str) -> tuple[Line, ...]:
 def strip_quotes(lines: tuple[Line, ...]) -> tuple[Line, ...]:
     """Remove a markdown quote prefix when every non-blank line carries it (a quoted paste)."""
     content = [ln for ln in lines if ln.text.strip()]
-    if not content or not all(_QUOTE.match(ln.text) for ln in content):
+    # Tool output starts with anything but `>`: one look at the first line settles most texts.
+    if not content or not content[0].text.startswith(("+", ">")):
+        return lines
+    if not all(_QUOTE.match(ln.text) for ln in content):
         return lines
     return tuple(Line(ln.number, _QUOTE.sub("", ln.text, count=1)) for ln in lines)
 
 
 def is_prompt(text: str, *, leading: bool = False) -> bool:
     """Whether `text` is a shell prompt line (`$ cmd`, `root@host# cmd`; `> cmd` if `leading`)."""
-    if _DOLLAR_PROMPT.match(text) or _USER_PROMPT.match(text):
+    # Every prompt has a `$` or an `@` (or starts `>`): most output lines need no regex.
+    if ("$" in text and _DOLLAR_PROMPT.match(text)) or ("@" in text and _USER_PROMPT.match(text)):
         return True
     return leading and bool(_GT_PROMPT.match(text))
 
@@ -54,10 +58,11 @@ def is_prompt(text: str, *, leading: bool = False) -> bool:
 def drop_prompts(lines: tuple[Line, ...]) -> tuple[Line, ...]:
     """Remove shell prompt lines; `> cmd` only counts as a prompt before the first output line."""
     kept: list[Line] = []
+    leading = True  # no output line kept yet
     for ln in lines:
-        leading = not any(k.text.strip() for k in kept)
         if not is_prompt(ln.text, leading=leading):
             kept.append(ln)
+            leading = leading and not ln.text.strip()
     return tuple(kept)
 
 

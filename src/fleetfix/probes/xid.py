@@ -215,6 +215,7 @@ _BUS_OFF_TAIL = re.compile(r"(?P<text>fallen off the bus and is not responding t
 _BUS_OFF_REACH = 3
 """A bus-off block's last line names no GPU: it belongs to a header at most this many lines up."""
 _DURATION = re.compile(r"^(?P<n>\d+)\s*(?P<unit>s|m|min|h|d)?$")
+_REGISTER = re.compile(r"0x[0-9a-fA-F]+")
 _DURATION_UNITS = MappingProxyType({"s": 1, "m": 60, "min": 60, "h": 3600, "d": 86400})
 _RESETS = frozenset({"RESET_GPU", "DRAIN_AND_RESET", "BUS_RESET"})
 
@@ -496,7 +497,7 @@ def _nvlink(message: str) -> NvlinkDetail | None:
 
 def _registers(text: str) -> tuple[int, ...]:
     words = text.split()
-    if not words or not all(re.fullmatch(r"0x[0-9a-fA-F]+", w) for w in words):
+    if not words or not all(_REGISTER.fullmatch(w) for w in words):
         return ()  # elided by the poster ("...") or not registers at all
     return tuple(int(w, 16) for w in words)
 
