@@ -33,6 +33,7 @@ def running_lab(scenario: str, state_dir: Path, **kwargs: Any) -> Iterator[LabHa
     finally:
         handle.stop()
         assert not pid_alive(handle.pid), "lab server survived stop()"
+        assert not [pid for pid in handle.pids if pid_alive(pid)], "lab SSH fronts survived stop()"
         deadline = time.monotonic() + 10
         while any(pid_alive(pid) for pid in holders) and time.monotonic() < deadline:
             time.sleep(0.05)

@@ -13,8 +13,9 @@ from pathlib import Path
 
 from fleetfix.errors import FleetfixError
 from fleetfix.lab.cli import standalone_main
+from fleetfix.lab.front import serve_front
 from fleetfix.lab.scenario_file import load_scenario
-from fleetfix.lab.server import LabRuntime
+from fleetfix.lab.server import LabRuntime, raise_open_file_limit
 
 
 def serve_main(argv: Sequence[str]) -> int:
@@ -27,6 +28,9 @@ def serve_main(argv: Sequence[str]) -> int:
     parser.add_argument("--reboot-time", type=float, default=None)
     parser.add_argument("--launch-id", default="")
     parser.add_argument("--detach", action="store_true")
+    parser.add_argument(
+        "--nodes-per-process", type=int, default=_env_int("FLEETFIX_LAB_NODES_PER_PROCESS")
+    )
     args = parser.parse_args(argv)
     if args.detach and os.fork() > 0:
         os._exit(0)  # the caller waits for this parent; the child serves on in its own session
@@ -38,7 +42,9 @@ def serve_main(argv: Sequence[str]) -> int:
         scenario = load_scenario(args.scenario, nodes=args.nodes)
         if args.reboot_time is not None:
             scenario = dataclasses.replace(scenario, reboot_time=args.reboot_time)
-        runtime = LabRuntime(scenario, args.state_dir.resolve(), args.port, args.launch_id)
+        runtime = LabRuntime(
+            scenario, args.state_dir.resolve(), args.port, args.launch_id, args.nodes_per_process
+        )
         asyncio.run(runtime.serve())
     except FleetfixError as exc:
         print(f"fleetfix lab: {exc}", file=sys.stderr)
@@ -46,10 +52,32 @@ def serve_main(argv: Sequence[str]) -> int:
     return 0
 
 
+def front_main(argv: Sequence[str]) -> int:
+    """One SSH front of a sharded lab (started by the server, never by hand)."""
+    parser = argparse.ArgumentParser(prog="python -m fleetfix.lab front")
+    parser.add_argument("--state-dir", required=True, type=Path)
+    parser.add_argument("--shard", required=True, type=int)
+    parser.add_argument("--link-port", required=True, type=int)
+    args = parser.parse_args(argv)
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(levelname)s %(message)s")
+    logging.getLogger("asyncssh").setLevel(logging.WARNING)
+    raise_open_file_limit()
+    asyncio.run(serve_front(args.state_dir, args.shard, args.link_port))
+    return 0
+
+
+def _env_int(name: str) -> int | None:
+    """An integer from the environment (a developer forcing sharded labs), else None."""
+    value = os.environ.get(name, "")
+    return int(value) if value.isdigit() else None
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     words = list(sys.argv[1:] if argv is None else argv)
     if words[:1] == ["serve"]:
         return serve_main(words[1:])
+    if words[:1] == ["front"]:
+        return front_main(words[1:])
     return standalone_main(words)
 
 

@@ -64,6 +64,17 @@ class LabHandle:
         return self.info.pid
 
     @property
+    def pids(self) -> list[int]:
+        """Every process of the lab: the server, then its SSH fronts (a big lab has some)."""
+        return [self.info.pid] + [int(f["pid"]) for f in self.info.shards if f.get("pid")]
+
+    @property
+    def shards(self) -> list[list[str]]:
+        """The node names each SSH front serves, in node order ([] when the server serves SSH
+        itself)."""
+        return [list(f["nodes"]) for f in self.info.shards]
+
+    @property
     def scenario(self) -> str:
         return self.info.scenario
 
@@ -171,7 +182,8 @@ class LabHandle:
         return json.dumps({**fields, "token": self.info.token, "op": op}).encode() + b"\n"
 
     def stop(self, timeout: float = STOP_TIMEOUT) -> None:
-        """Stop the server: SIGTERM by PID, SIGKILL if it lingers; returns once it is gone."""
+        """Stop the server: SIGTERM by PID, SIGKILL if it lingers; returns once it and its SSH
+        fronts are gone."""
         _terminate(self.pid)
         deadline = time.monotonic() + timeout
         while self._running() and time.monotonic() < deadline:
@@ -181,6 +193,9 @@ class LabHandle:
                 os.kill(self.pid, signal.SIGKILL)
             while self._running():
                 time.sleep(_POLL)
+        while self._fronts_left() and time.monotonic() < deadline:
+            time.sleep(_POLL)
+        self._kill_fronts()
         self._reap()
 
     async def astop(self, timeout: float = STOP_TIMEOUT) -> None:
@@ -193,7 +208,32 @@ class LabHandle:
                 os.kill(self.pid, signal.SIGKILL)
             while self._running():
                 await asyncio.sleep(_POLL)
+        while self._fronts_left() and time.monotonic() < deadline:
+            await asyncio.sleep(_POLL)
+        self._kill_fronts()
         self._reap()
+
+    def _fronts_left(self) -> list[int]:
+        """SSH fronts still running (they exit when the server's link closes). A PID counts
+        only while its command line names this lab's state dir, so a reused PID is never
+        taken for one."""
+        marker = str(self.state_dir).encode()
+        left = []
+        for pid in self.pids[1:]:
+            try:
+                cmdline = Path(f"/proc/{pid}/cmdline").read_bytes()
+            except OSError:
+                continue
+            if marker in cmdline and pid_alive(pid):
+                left.append(pid)
+        return left
+
+    def _kill_fronts(self) -> None:
+        for pid in self._fronts_left():
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
+        while self._fronts_left():
+            time.sleep(_POLL)
 
     def _running(self) -> bool:
         if self.process is not None:
@@ -276,6 +316,7 @@ class LabOptions:
     nodes: int | None = None
     reboot_time: float | None = None
     detach: bool = False
+    nodes_per_process: int | None = None
 
 
 def _prepare(scenario: str | Path, state_dir: Path | None, options: LabOptions) -> _Launch:
@@ -306,6 +347,8 @@ def _prepare(scenario: str | Path, state_dir: Path | None, options: LabOptions) 
     argv += ["--nodes", str(options.nodes)] if options.nodes is not None else []
     argv += ["--reboot-time", str(options.reboot_time)] if options.reboot_time is not None else []
     argv += ["--detach"] if options.detach else []
+    if options.nodes_per_process is not None:
+        argv += ["--nodes-per-process", str(options.nodes_per_process)]
     return _Launch(argv, directory, launch_id, directory / "server.log")
 
 
@@ -352,14 +395,17 @@ def start_lab(
     reboot_time: float | None = None,
     detach: bool = False,
     timeout: float = START_TIMEOUT,
+    nodes_per_process: int | None = None,
 ) -> LabHandle:
     """Start a lab server and return once every node listens.
 
     `port=0` picks a free port (tests); `reboot_time` overrides the scenario's; `detach=True`
-    lets the server outlive this process (`fleetfix lab up`). Raises LabError if it cannot
-    start (e.g. the port is taken).
+    lets the server outlive this process (`fleetfix lab up`); `nodes_per_process` caps how
+    many nodes one process serves SSH for (default: what the open-file limit allows, at most
+    2,000; a bigger lab gets SSH front processes). Raises LabError if it cannot start (e.g.
+    the port is taken).
     """
-    options = LabOptions(port, nodes, reboot_time, detach)
+    options = LabOptions(port, nodes, reboot_time, detach, nodes_per_process)
     launch = _prepare(scenario, state_dir, options)
     process = _spawn(launch)
     deadline = time.monotonic() + timeout
@@ -385,9 +431,10 @@ async def astart_lab(
     reboot_time: float | None = None,
     detach: bool = False,
     timeout: float = START_TIMEOUT,
+    nodes_per_process: int | None = None,
 ) -> LabHandle:
     """start_lab for async callers: polls with asyncio.sleep instead of blocking the loop."""
-    options = LabOptions(port, nodes, reboot_time, detach)
+    options = LabOptions(port, nodes, reboot_time, detach, nodes_per_process)
     launch = _prepare(scenario, state_dir, options)
     process = _spawn(launch)
     deadline = time.monotonic() + timeout
@@ -428,9 +475,16 @@ class LabServer:
         nodes: int | None = None,
         reboot_time: float | None = None,
         timeout: float = START_TIMEOUT,
+        nodes_per_process: int | None = None,
     ) -> AsyncIterator[LabHandle]:
         handle = await astart_lab(
-            scenario, state_dir, port=port, nodes=nodes, reboot_time=reboot_time, timeout=timeout
+            scenario,
+            state_dir,
+            port=port,
+            nodes=nodes,
+            reboot_time=reboot_time,
+            timeout=timeout,
+            nodes_per_process=nodes_per_process,
         )
         try:
             yield handle

@@ -33,6 +33,9 @@ class LabInfo:
     hosts: dict[str, str] = field(default_factory=dict)
     nodes: int | None = None
     launch_id: str = ""
+    shards: list[dict[str, Any]] = field(default_factory=list)
+    """SSH front processes of a big lab: `{"pid": int, "nodes": [name, ...]}` each; empty when
+    the server serves SSH itself."""
 
 
 def write_info(state_dir: Path, info: LabInfo) -> None:

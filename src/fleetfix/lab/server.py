@@ -1,9 +1,11 @@
 """The lab server process: builds the fleet, serves SSH on every node address, answers tools.
 
 One asyncio process holds all node state. It listens on each node's loopback address (same
-port for all), runs the control port the tool shims and `fleetfix lab` talk to, starts real
-placeholder processes for GPU processes, and performs reboots (drop connections and listener,
-wait the reboot time, come back with a new boot id). Started by `python -m fleetfix.lab serve`.
+port for all) itself, or through SSH front processes when the nodes would not fit its
+descriptor limit (lab/shards.py); runs the control port the tool shims and `fleetfix lab` talk
+to, starts real placeholder processes for GPU processes, and performs reboots (drop
+connections and listener, wait the reboot time, come back with a new boot id). Started by
+`python -m fleetfix.lab serve`.
 """
 
 from __future__ import annotations
@@ -28,14 +30,16 @@ from fleetfix.lab import transitions
 from fleetfix.lab.audit import is_disruptive
 from fleetfix.lab.build import build_fleet
 from fleetfix.lab.changes import ChangeResult, apply_change
+from fleetfix.lab.hosting import NodeHosting
 from fleetfix.lab.info import LabInfo, remove_info, write_info
 from fleetfix.lab.inventory import Connection, render_inventory
 from fleetfix.lab.keys import LabKeys, ensure_keys, write_known_hosts
 from fleetfix.lab.sandbox import SYSTEM_PATH, Launch, SandboxMode, detect_sandbox, launch
 from fleetfix.lab.scenario import NodeChange, Scenario
 from fleetfix.lab.scenario_file import parse_change_request
+from fleetfix.lab.shards import ShardSet, nodes_per_process, slices
 from fleetfix.lab.shims import write_shims
-from fleetfix.lab.sshserver import NodeSession, open_listener, server_options
+from fleetfix.lab.sshserver import CommandPlan, server_options
 from fleetfix.lab.state import AuditEntry, FleetState, GpuProcess, NodeState
 from fleetfix.lab.tools.base import Handler, ToolContext, ToolReply, fail
 from fleetfix.lab.tools.slurm import end_job
@@ -62,9 +66,15 @@ class LabRuntime:
     """The running lab: fleet state plus every listener, connection, session and process."""
 
     def __init__(
-        self, scenario: Scenario, state_dir: Path, port: int | None = None, launch_id: str = ""
+        self,
+        scenario: Scenario,
+        state_dir: Path,
+        port: int | None = None,
+        launch_id: str = "",
+        per_process: int | None = None,
     ) -> None:
         self.launch_id = launch_id
+        self.per_process = per_process
         self.scenario = scenario
         self.state_dir = state_dir
         self.port = scenario.ssh_port if port is None else port
@@ -75,22 +85,20 @@ class LabRuntime:
         self.keys: LabKeys | None = None
         self.client_key: asyncssh.SSHKey
         self._tools: dict[str, Handler] = tool_table()
-        self._listeners: dict[str, asyncssh.SSHAcceptor] = {}
-        self._connections: dict[str, set[asyncssh.SSHServerConnection]] = {}
-        self._sessions: dict[str, set[NodeSession]] = {}
+        self._hosting: NodeHosting | None = None
+        self._shards: ShardSet | None = None
         self._holders: dict[int, asyncio.subprocess.Process] = {}
         self._signalled_by_lab: set[int] = set()
         self._tasks: set[asyncio.Task[Any]] = set()
         self._control_server: asyncio.Server | None = None
         self._control_clients: set[asyncio.StreamWriter] = set()
-        self._options: asyncssh.SSHServerConnectionOptions | None = None
         self._stopped = asyncio.Event()
         self.control_port = 0
 
     # -- lifecycle -------------------------------------------------------------------------
 
     async def start(self) -> LabInfo:
-        raise_open_file_limit()
+        fd_limit = raise_open_file_limit()
         self.state_dir.mkdir(parents=True, exist_ok=True)
         self.mode = detect_sandbox()
         self.keys = ensure_keys(self.state_dir)
@@ -106,8 +114,7 @@ class LabRuntime:
         (self.state_dir / BASH_ENV_FILE).write_text("enable -n kill\n", encoding="ascii")
         for node in self.fleet.nodes.values():
             await self._spawn_holders(node, node.processes)
-        self._options = server_options(self.keys.host_key)
-        await self._open_listeners()
+        await self._open_listeners(nodes_per_process(fd_limit, self.per_process))
         return self._publish()
 
     def _publish(self) -> LabInfo:
@@ -140,6 +147,7 @@ class LabRuntime:
             hosts=hosts,
             nodes=self.scenario.fleet.nodes,
             launch_id=self.launch_id,
+            shards=self._shards.describe() if self._shards else [],
         )
         write_info(self.state_dir, info)
         return info
@@ -166,15 +174,10 @@ class LabRuntime:
         self._stopped.set()
 
     async def shutdown(self) -> None:
-        for acceptor in self._listeners.values():
-            acceptor.close()
-        self._listeners.clear()
-        for sessions in self._sessions.values():
-            for session in list(sessions):
-                session.kill(signal.SIGKILL)
-        for connections in self._connections.values():
-            for conn in list(connections):
-                conn.abort()
+        if self._hosting is not None:
+            self._hosting.close()
+        if self._shards is not None:
+            await self._shards.aclose()
         for pid in list(self._holders):
             self._signal_holder(pid, signal.SIGKILL)
         for task in list(self._tasks):
@@ -188,13 +191,27 @@ class LabRuntime:
 
     # -- listeners -------------------------------------------------------------------------
 
-    async def _open_listeners(self) -> None:
-        assert self.fleet is not None
-        nodes = [n for n in self.fleet.nodes.values() if n.status == "up"]
+    async def _open_listeners(self, per_process: int) -> None:
+        """Listen on every node that is up: here, or in SSH fronts for a big lab."""
+        assert self.fleet is not None and self.keys is not None
+        names = list(self.fleet.nodes)
+        listening = {n for n, node in self.fleet.nodes.items() if node.status == "up"}
         if self.port == 0:
-            self.port = _free_port(nodes[0].spec.address if nodes else "127.0.0.1")
-        results = await asyncio.gather(*(self._listen(n) for n in nodes), return_exceptions=True)
-        failures = [r for r in results if isinstance(r, BaseException)]
+            first = next((self.fleet.nodes[n].spec.address for n in names if n in listening), None)
+            self.port = _free_port(first or "127.0.0.1")
+        parts = slices(names, per_process)
+        if len(parts) > 1:
+            addresses = {n: node.spec.address for n, node in self.fleet.nodes.items()}
+            self._shards = ShardSet(self.state_dir, self.port, parts, addresses, self.plan_command)
+            await self._shards.start(listening)
+            LOG.info("%d SSH front processes: %s", len(parts), self._shards.pids)
+            return
+        self._hosting = NodeHosting(
+            self.client_key, server_options(self.keys.host_key), self.port, self.plan_command
+        )
+        self._hosting.start_reaping()
+        up = {n: self.fleet.nodes[n].spec.address for n in names if n in listening}
+        failures = await self._hosting.listen_all(up)
         if failures:
             raise LabError(
                 f"cannot listen on port {self.port} for {len(failures)} lab nodes: {failures[0]}",
@@ -202,19 +219,36 @@ class LabRuntime:
             )
 
     async def _listen(self, node: NodeState) -> None:
-        assert self._options is not None
-        try:
-            acceptor = await open_listener(self, node.spec.address, self.port, self._options)
-        except OSError as exc:
-            raise LabError(
-                f"{node.name} ({node.spec.address}:{self.port}): {exc.strerror or exc}"
-            ) from exc
-        self._listeners[node.name] = acceptor
+        if self._shards is not None:
+            await self._shards.listen(node.name, node.spec.address)
+        elif self._hosting is not None:
+            await self._hosting.listen(node.name, node.spec.address)
 
-    # -- SessionHost -----------------------------------------------------------------------
+    def _drop(self, node: NodeState) -> None:
+        if self._shards is not None:
+            self._shards.drop(node.name)
+        elif self._hosting is not None:
+            self._hosting.drop(node.name)
 
-    def node_at(self, address: str) -> NodeState | None:
-        return self.fleet.by_address.get(address) if self.fleet else None
+    # -- commands (asked by NodeHosting, here or in a front) ------------------------------
+
+    async def plan_command(self, name: str, command: str, user: str) -> CommandPlan:
+        """Count an exec request on node `name`, fire its due events, say how to run it."""
+        assert self.fleet is not None
+        node = self.fleet.nodes.get(name)
+        if node is None or node.status != "up":
+            return CommandPlan(abort=True)
+        await self.before_command(node)
+        limits = [int(f.value or 0) for f in node.faults_of("flaky_ssh")]
+        delay = sum(f.value or 0.0 for f in node.faults_of("slow_ssh")) / 1000.0
+        started = self.launch(node, command)
+        return CommandPlan(
+            argv=started.argv,
+            env={**self.base_env(node, user), **started.env},
+            refusal=started.refusal,
+            flaky_limit=min(limits) if limits else None,
+            delay=delay,
+        )
 
     def launch(self, node: NodeState, command: str) -> Launch:
         return launch(self.mode, node.paths, node.name, command)
@@ -231,16 +265,6 @@ class LabRuntime:
             "FLEETFIX_LAB_NODE": node.name,
             "BASH_ENV": str(self.state_dir / BASH_ENV_FILE),
         }
-
-    def track_connection(
-        self, node: NodeState, conn: asyncssh.SSHServerConnection, add: bool
-    ) -> None:
-        group = self._connections.setdefault(node.name, set())
-        (group.add if add else group.discard)(conn)
-
-    def track_session(self, node: NodeState, session: NodeSession, add: bool) -> None:
-        group = self._sessions.setdefault(node.name, set())
-        (group.add if add else group.discard)(session)
 
     # -- ToolHost --------------------------------------------------------------------------
 
@@ -335,9 +359,17 @@ class LabRuntime:
             "pid": os.getpid(),
             "port": self.port,
             "sandbox": self.mode.value,
+            "processes": self._processes(),
             "counts": counts,
             "nodes": nodes,
         }
+
+    def _processes(self) -> list[dict[str, Any]]:
+        """The processes serving SSH: this one, or each front with how many nodes it serves."""
+        assert self.fleet is not None
+        if self._shards is None:
+            return [{"pid": os.getpid(), "nodes": len(self.fleet.nodes)}]
+        return [{"pid": f["pid"], "nodes": len(f["nodes"])} for f in self._shards.describe()]
 
     # -- LabHooks: GPU processes -----------------------------------------------------------
 
@@ -411,13 +443,7 @@ class LabRuntime:
             self._signal_holder(process.pid, signal.SIGKILL)
         transitions.slurm_node_rebooted(self.fleet.slurm, node.name)
         transitions.begin_reboot(node, time.time(), reboot_time)
-        acceptor = self._listeners.pop(node.name, None)
-        if acceptor is not None:
-            acceptor.close()
-        for session in list(self._sessions.get(node.name, ())):
-            session.kill(signal.SIGKILL)
-        for conn in list(self._connections.get(node.name, ())):
-            conn.abort()
+        self._drop(node)
         LOG.info("%s rebooting for %.1fs", node.name, reboot_time)
         asyncio.get_running_loop().call_later(
             reboot_time, lambda: self._background(self._finish_reboot(node))

@@ -14,38 +14,73 @@ import logging
 import os
 import signal
 from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
 import asyncssh
 
-from fleetfix.lab.sandbox import Launch
-from fleetfix.lab.state import NodeState
+from fleetfix.lab.processes import session_pids
 
 LOG = logging.getLogger("fleetfix.lab.ssh")
 _READ_CHUNK = 65536
 
 
+@dataclass(frozen=True, slots=True)
+class CommandPlan:
+    """What the lab's state says about one exec request, decided when it arrives.
+
+    `abort`: the node is no longer up (drop the connection); `flaky_limit`: drop the connection
+    at this many commands on it; `delay`: seconds before the command starts; `argv` + `env`: how
+    to start it, or `refusal`: exit 126 with that message."""
+
+    argv: tuple[str, ...] = ()
+    env: Mapping[str, str] = field(default_factory=dict)
+    refusal: str | None = None
+    flaky_limit: int | None = None
+    delay: float = 0.0
+    abort: bool = False
+
+    def to_data(self) -> dict[str, Any]:
+        return {
+            "argv": list(self.argv),
+            "env": dict(self.env),
+            "refusal": self.refusal,
+            "flaky_limit": self.flaky_limit,
+            "delay": self.delay,
+            "abort": self.abort,
+        }
+
+    @classmethod
+    def from_data(cls, data: Mapping[str, Any]) -> CommandPlan:
+        return cls(
+            argv=tuple(str(a) for a in data.get("argv", ())),
+            env={str(k): str(v) for k, v in dict(data.get("env", {})).items()},
+            refusal=data.get("refusal"),
+            flaky_limit=data.get("flaky_limit"),
+            delay=float(data.get("delay", 0.0)),
+            abort=bool(data.get("abort", False)),
+        )
+
+
 class SessionHost(Protocol):
-    """What sessions need from the lab server."""
+    """What SSH connections need from the process that serves them."""
 
     client_key: asyncssh.SSHKey
 
-    def node_at(self, address: str) -> NodeState | None: ...
+    def node_at(self, address: str) -> str | None:
+        """The name of the node listening on `address`, or None."""
+        ...
 
-    def launch(self, node: NodeState, command: str) -> Launch: ...
-
-    def base_env(self, node: NodeState, user: str) -> dict[str, str]: ...
+    async def plan(self, node: str, command: str, user: str) -> CommandPlan:
+        """Count the exec request (scenario events fire on these counts) and say how to run it."""
+        ...
 
     def track_connection(
-        self, node: NodeState, conn: asyncssh.SSHServerConnection, add: bool
+        self, node: str, conn: asyncssh.SSHServerConnection, add: bool
     ) -> None: ...
 
-    def track_session(self, node: NodeState, session: NodeSession, add: bool) -> None: ...
-
-    async def before_command(self, node: NodeState) -> None:
-        """Count the exec request (scenario events fire on these counts)."""
-        ...
+    def track_session(self, node: str, session: NodeSession, add: bool) -> None: ...
 
 
 class NodeServer(asyncssh.SSHServer):
@@ -53,7 +88,7 @@ class NodeServer(asyncssh.SSHServer):
 
     def __init__(self, host: SessionHost) -> None:
         self._host = host
-        self._node: NodeState | None = None
+        self._node: str | None = None
         self._conn: asyncssh.SSHServerConnection | None = None
         self.commands = 0
 
@@ -61,7 +96,7 @@ class NodeServer(asyncssh.SSHServer):
         self._conn = conn
         sockname = conn.get_extra_info("sockname")
         self._node = self._host.node_at(str(sockname[0])) if sockname else None
-        if self._node is None or self._node.status != "up":
+        if self._node is None:
             conn.abort()
             return
         self._host.track_connection(self._node, conn, add=True)
@@ -88,7 +123,7 @@ class NodeServer(asyncssh.SSHServer):
 class NodeSession(asyncssh.SSHServerSession[bytes]):
     """One exec request: a real bash on the node, output streamed back, exit status reported."""
 
-    def __init__(self, host: SessionHost, node: NodeState, server: NodeServer) -> None:
+    def __init__(self, host: SessionHost, node: str, server: NodeServer) -> None:
         self._host = host
         self._node = node
         self._server = server
@@ -148,7 +183,8 @@ class NodeSession(asyncssh.SSHServerSession[bytes]):
 
     def kill(self, number: int) -> None:
         """Signal every process of this command's session (coreutils `timeout` makes its own
-        process group, so the session id is what reliably ties them together)."""
+        process group, so the session id is what reliably ties them together; found from the
+        command's own process tree, not by reading every process on the machine)."""
         process = self._process
         if process is None or process.returncode is not None:
             return
@@ -164,41 +200,35 @@ class NodeSession(asyncssh.SSHServerSession[bytes]):
         except asyncio.CancelledError:
             raise
         except OSError as exc:
-            LOG.warning("%s: cannot run command: %s", self._node.name, exc)
+            LOG.warning("%s: cannot run command: %s", self._node, exc)
             self._exit(chan, 127, f"fleetfix lab: cannot run command: {exc}\n")
 
     async def _execute(self, chan: asyncssh.SSHServerChannel[bytes]) -> None:
-        await self._host.before_command(self._node)
-        if self._over_flaky_limit():
+        user = str(chan.get_extra_info("username") or "root")
+        plan = await self._host.plan(self._node, self._command or "", user)
+        self._server.commands += 1
+        over_limit = plan.flaky_limit is not None and self._server.commands > plan.flaky_limit
+        if plan.abort or over_limit:
             chan.get_connection().abort()
             return
-        delay = sum(f.value or 0.0 for f in self._node.faults_of("slow_ssh")) / 1000.0
-        if delay:
-            await asyncio.sleep(delay)
-        command = self._command or ""
-        launch = self._host.launch(self._node, command)
-        if launch.refusal is not None:
-            self._exit(chan, 126, launch.refusal)
+        if plan.delay:
+            await asyncio.sleep(plan.delay)
+        if plan.refusal is not None:
+            self._exit(chan, 126, plan.refusal)
             return
-        user = chan.get_extra_info("username") or "root"
-        env = {**chan.get_environment(), **self._host.base_env(self._node, str(user)), **launch.env}
+        env = {**chan.get_environment(), **plan.env}
         self._host.track_session(self._node, self, add=True)
         try:
-            await self._spawn_and_wait(chan, launch, env)
+            await self._spawn_and_wait(chan, plan.argv, env)
         finally:
             self._host.track_session(self._node, self, add=False)
 
-    def _over_flaky_limit(self) -> bool:
-        self._server.commands += 1
-        limits = [int(f.value or 0) for f in self._node.faults_of("flaky_ssh")]
-        return bool(limits) and self._server.commands > min(limits)
-
     async def _spawn_and_wait(
-        self, chan: asyncssh.SSHServerChannel[bytes], launch: Launch, env: dict[str, str]
+        self, chan: asyncssh.SSHServerChannel[bytes], argv: tuple[str, ...], env: dict[str, str]
     ) -> None:
         home = Path(env.get("HOME", "/"))
         process = await asyncio.create_subprocess_exec(
-            *launch.argv,
+            *argv,
             stdin=asyncio.subprocess.PIPE,
             stdout=asyncio.subprocess.PIPE,
             stderr=asyncio.subprocess.PIPE,
@@ -245,23 +275,6 @@ async def _pump(stream: asyncio.StreamReader, write: Callable[[bytes], object]) 
             return
         with contextlib.suppress(OSError, asyncssh.Error):
             write(data)
-
-
-def session_pids(session_id: int) -> list[int]:
-    """Every process whose session id is `session_id` (read from /proc/<pid>/stat)."""
-    found = []
-    for entry in os.scandir("/proc"):
-        if not entry.name.isdigit():
-            continue
-        try:
-            with open(f"/proc/{entry.name}/stat", "rb") as handle:
-                stat = handle.read()
-        except OSError:
-            continue
-        fields = stat[stat.rfind(b")") + 2 :].split()
-        if len(fields) > 3 and int(fields[3]) == session_id:
-            found.append(int(entry.name))
-    return found
 
 
 async def open_listener(
