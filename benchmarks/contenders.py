@@ -1,29 +1,34 @@
-"""Run each contender (bare asyncssh, fleetfix, ansible-playbook) once on the lab and measure it.
+"""Run each contender (bare asyncssh, fleetfix, ansible-playbook, pdsh, pssh) once and measure it.
 
-Each contender is a whole process timed by GNU time (measure.run_timed). Ansible gets the
-settings a careful operator would give it at scale: forks 50, SSH pipelining, ControlPersist
+Each contender is a whole process timed by GNU time (measure.run_timed), started on the
+contender cores when pinning (Setup.cpus) and watched for the lab's first command. Ansible gets
+the settings a careful operator would give it at scale: forks 50, SSH pipelining, ControlPersist
 multiplexing (one SSH connection per host for all five tasks), known_hosts checking against the
-lab's file, and a private ANSIBLE_HOME so nothing outside the scratch dir is touched.
+lab's file, and a private ANSIBLE_HOME so nothing outside the scratch dir is touched; its ssh
+masters are counted and ended through their control sockets (ssh_masters.py). pdsh and pssh:
+shell_tools.py.
 """
 
 from __future__ import annotations
 
 import json
 import os
-import re
-import subprocess
 import sys
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-from measure import (
-    Invocation,
-    Measurement,
-    process_cpu,
-    recap_outcome,
-    run_timed,
+from measure import Invocation, Measurement, recap_outcome, run_timed, time_to_first_command
+from shell_tools import (
+    SshLogin,
+    hosts_file_text,
+    pdsh_argv,
+    pdsh_env,
+    pssh_argv,
+    script,
+    script_outcome,
 )
+from ssh_masters import end_ssh_masters
 from workload import (
     FORKS,
     MAX_HANDSHAKES,
@@ -35,30 +40,57 @@ from workload import (
 )
 
 from fleetfix.lab.control import LabHandle
+from fleetfix.lab.server import BASH_ENV_FILE
 
-MASTER_PID = re.compile(r"pid=(\d+)")
+FIRST_COMMAND_TIMEOUT = 300.0
 
 
 @dataclass(frozen=True, slots=True)
 class Setup:
-    """Everything the contenders share: the lab, its inventory, the workload, a scratch dir."""
+    """Everything the contenders share: the lab, its inventory, the workload, a scratch dir.
+
+    `cpus`: the cores every contender runs on (None: unpinned); `label` tells the files of a
+    pinned round from an unpinned one.
+    """
 
     lab: LabHandle
     work: Path
     inventory: Path
     commands: tuple[ProbeCommand, ...]
     bin_dir: Path
+    cpus: frozenset[int] | None = None
+    label: str = "run"
 
     @property
     def python(self) -> str:
         return str(self.bin_dir / "python")
+
+    @property
+    def bash_env(self) -> Path:
+        """The file the lab's bash opens at the start of every command (watch.FirstOpen)."""
+        return self.lab.state_dir / BASH_ENV_FILE
+
+    @property
+    def login(self) -> SshLogin:
+        lab = self.lab
+        return SshLogin(lab.user, lab.port, lab.client_key, lab.known_hosts)
+
+    def path(self, tool: str, hosts: int, suffix: str) -> Path:
+        """A scratch file of one run: `bare-1000-pinned.out`."""
+        return self.work / f"{tool}-{hosts}-{self.label}{suffix}"
+
+    def invocation(
+        self, argv: Sequence[str], out: Path, env: Mapping[str, str] | None = None
+    ) -> Invocation:
+        """A contender's command line on the contender cores, watched for its first command."""
+        return Invocation(argv, out, env, cpus=self.cpus, first_open=self.bash_env)
 
 
 def _measure(setup: Setup, tool: str, hosts: int, invocation: Invocation) -> Measurement:
     return Measurement(tool, hosts, run_timed(invocation, setup.lab.pid))
 
 
-def _fanout_spec(setup: Setup, hosts: int, commands: Sequence[str], tag: str) -> Path:
+def _fanout_spec(setup: Setup, hosts: int, commands: Sequence[str], path: Path) -> Path:
     spec = {
         "addresses": list(first_hosts(setup.lab, hosts).values()),
         "port": setup.lab.port,
@@ -69,7 +101,6 @@ def _fanout_spec(setup: Setup, hosts: int, commands: Sequence[str], tag: str) ->
         "concurrency": FORKS,
         "handshakes": MAX_HANDSHAKES,
     }
-    path = setup.work / f"{tag}-spec.json"
     path.write_text(json.dumps(spec), encoding="utf-8")
     return path
 
@@ -80,15 +111,18 @@ def _fanout_argv(setup: Setup, spec: Path) -> list[str]:
 
 def warm_up(setup: Setup, hosts: int) -> float:
     """One untimed command per host, so that no contender pays the lab's first touch."""
-    spec = _fanout_spec(setup, hosts, ["nvidia-smi -L >/dev/null; dmesg -T >/dev/null"], "warmup")
-    invocation = Invocation(_fanout_argv(setup, spec), setup.work / "warmup.out")
+    command = "nvidia-smi -L >/dev/null; dmesg -T >/dev/null"
+    spec = _fanout_spec(setup, hosts, [command], setup.path("warmup", hosts, ".json"))
+    invocation = Invocation(_fanout_argv(setup, spec), spec.with_suffix(".out"), cpus=setup.cpus)
     return run_timed(invocation, setup.lab.pid).time.wall_s
 
 
 def run_bare(setup: Setup, hosts: int) -> Measurement:
-    spec = _fanout_spec(setup, hosts, [c.command for c in setup.commands], "bare")
-    out = setup.work / "bare.out"
-    measured = _measure(setup, "bare asyncssh", hosts, Invocation(_fanout_argv(setup, spec), out))
+    commands = [c.command for c in setup.commands]
+    spec = _fanout_spec(setup, hosts, commands, setup.path("bare", hosts, ".json"))
+    out = spec.with_suffix(".out")
+    argv = _fanout_argv(setup, spec)
+    measured = _measure(setup, "bare asyncssh", hosts, setup.invocation(argv, out))
     text = out.read_text(encoding="utf-8", errors="replace")
     return replace(measured, outcome=_fanout_outcome(text, hosts, len(setup.commands)))
 
@@ -104,31 +138,52 @@ def _fanout_outcome(text: str, hosts: int, commands: int) -> str:
     return f"{verdict}: {summary['commands_ok']}/{expected} commands ok{errors}"
 
 
-def fleetfix_argv(setup: Setup, hosts: int, tag: str) -> list[str]:
+def fleetfix_argv(setup: Setup, hosts: int, journal: Path) -> list[str]:
     """`fleetfix run` on the first `hosts` lab hosts with forks 50 and a scratch journal."""
     playbook = setup.work / "five-probes.yml"
     playbook.write_text(fleetfix_playbook(), encoding="utf-8")
-    limit = write_limit(setup.work / f"{tag}-limit.txt", list(first_hosts(setup.lab, hosts)))
-    journal = setup.work / f"{tag}-journal.db"
+    limit = write_limit(journal.with_suffix(".limit"), list(first_hosts(setup.lab, hosts)))
     return [
-        *("run", str(playbook), "-i", str(setup.inventory), "--yes"),
-        *("--journal", str(journal), "-f", str(FORKS), "--limit", f"@{limit}"),
+        *(str(setup.bin_dir / "fleetfix"), "run", str(playbook), "-i", str(setup.inventory)),
+        *("--yes", "--journal", str(journal), "-f", str(FORKS), "--limit", f"@{limit}"),
     ]
 
 
+def journal_bytes(journal: Path) -> int:
+    """The journal's size on disk after a run: the database plus its write-ahead log."""
+    files = (journal, journal.with_name(journal.name + "-wal"))
+    return sum(path.stat().st_size for path in files if path.exists())
+
+
 def run_fleetfix(setup: Setup, hosts: int) -> Measurement:
-    argv = [str(setup.bin_dir / "fleetfix"), *fleetfix_argv(setup, hosts, "fleetfix")]
-    out = setup.work / "fleetfix.out"
-    measured = _measure(setup, "fleetfix", hosts, Invocation(argv, out))
+    journal = setup.path("fleetfix", hosts, ".db")
+    out = journal.with_suffix(".out")
+    invocation = setup.invocation(fleetfix_argv(setup, hosts, journal), out)
+    measured = _measure(setup, "fleetfix", hosts, invocation)
     text = out.read_text(encoding="utf-8", errors="replace")
-    return replace(measured, outcome=recap_outcome(text, hosts, len(setup.commands)))
+    outcome = recap_outcome(text, hosts, len(setup.commands))
+    return replace(measured, outcome=outcome, journal_bytes=journal_bytes(journal))
+
+
+def fleetfix_first_command(setup: Setup, hosts: int) -> float | None:
+    """Seconds from starting `fleetfix run` on `hosts` hosts to the lab's first command.
+
+    fleetfix is ended (its process group, by id) as soon as that command arrives.
+    """
+    journal = setup.path("first-command", hosts, ".db")
+    argv = fleetfix_argv(setup, hosts, journal)
+    invocation = replace(
+        setup.invocation(argv, journal.with_suffix(".out")), timeout=FIRST_COMMAND_TIMEOUT
+    )
+    return time_to_first_command(invocation)
 
 
 def profile_fleetfix(setup: Setup, hosts: int, profile: Path) -> float:
     """One more, untimed-for-the-table fleetfix run under cProfile; returns its wall seconds."""
-    argv = [setup.python, "-m", "cProfile", "-o", str(profile), "-m", "fleetfix"]
-    argv += fleetfix_argv(setup, hosts, "profile")
-    return run_timed(Invocation(argv, setup.work / "profile.out"), setup.lab.pid).time.wall_s
+    argv = fleetfix_argv(setup, hosts, setup.path("profile", hosts, ".db"))
+    argv = [setup.python, "-m", "cProfile", "-o", str(profile), "-m", "fleetfix", *argv[1:]]
+    invocation = setup.invocation(argv, setup.path("profile", hosts, ".out"))
+    return run_timed(invocation, setup.lab.pid).time.wall_s
 
 
 def ansible_env(setup: Setup) -> dict[str, str]:
@@ -141,7 +196,7 @@ def ansible_env(setup: Setup) -> dict[str, str]:
     return os.environ | {
         "ANSIBLE_HOME": str(home),
         "ANSIBLE_LOCAL_TEMP": str(home / "tmp"),
-        "ANSIBLE_SSH_CONTROL_PATH_DIR": str(_control_dir(setup)),
+        "ANSIBLE_SSH_CONTROL_PATH_DIR": str(control_dir(setup)),
         "ANSIBLE_SSH_ARGS": ssh_args,
         "ANSIBLE_SSH_PIPELINING": "True",
         "ANSIBLE_HOST_KEY_CHECKING": "True",
@@ -152,7 +207,8 @@ def ansible_env(setup: Setup) -> dict[str, str]:
     }
 
 
-def _control_dir(setup: Setup) -> Path:
+def control_dir(setup: Setup) -> Path:
+    """Where Ansible's ssh masters put their sockets (ssh_masters.py finds them there)."""
     # Unix socket paths are limited to 108 bytes; the scratch dir is short, keep it that way.
     return setup.work / "cp"
 
@@ -160,77 +216,63 @@ def _control_dir(setup: Setup) -> Path:
 def run_ansible(setup: Setup, hosts: int) -> Measurement:
     playbook = setup.work / "five-raw.yml"
     playbook.write_text(ansible_playbook(setup.commands), encoding="utf-8")
-    limit = write_limit(setup.work / "ansible-limit.txt", list(first_hosts(setup.lab, hosts)))
+    out = setup.path("ansible", hosts, ".out")
+    limit = write_limit(out.with_suffix(".limit"), list(first_hosts(setup.lab, hosts)))
     argv = [str(setup.bin_dir / "ansible-playbook"), "-i", str(setup.inventory)]
     argv += [str(playbook), "-f", str(FORKS), "--limit", f"@{limit}"]
-    out = setup.work / "ansible.out"
+    invocation = setup.invocation(argv, out, ansible_env(setup))
     try:
-        measured = _measure(
-            setup, "ansible-playbook", hosts, Invocation(argv, out, ansible_env(setup))
-        )
+        measured = _measure(setup, "ansible-playbook", hosts, invocation)
     finally:
-        masters = end_ssh_masters(_control_dir(setup))
+        masters = end_ssh_masters(control_dir(setup))
     text = out.read_text(encoding="utf-8", errors="replace")
     outcome = recap_outcome(text, hosts, len(setup.commands))
-    note = f"; {masters.count} ssh masters: {masters.cpu_s:.1f} CPU s, {masters.rss_mb:.0f} MB RSS"
-    return replace(measured, extra_cpu_s=masters.cpu_s, outcome=outcome + note)
-
-
-@dataclass(frozen=True, slots=True)
-class MasterCost:
-    """What Ansible's backgrounded ssh ControlPersist masters used (GNU time cannot see them)."""
-
-    count: int
-    cpu_s: float
-    rss_mb: float
-
-
-def end_ssh_masters(control_dir: Path) -> MasterCost:
-    """Read each master's CPU and RSS through its socket, then ask it to exit (`ssh -O exit`)."""
-    count, cpu, rss_kb = 0, 0.0, 0
-    sockets = sorted(control_dir.iterdir()) if control_dir.is_dir() else []
-    for socket_path in sockets:
-        pid = _master_pid(socket_path)
-        if pid is not None:
-            count += 1
-            cpu += _safe_cpu(pid)
-            rss_kb += _rss_kb(pid)
-        _ssh_control(socket_path, "exit")
-    return MasterCost(count, cpu, rss_kb / 1024)
-
-
-def _ssh_control(socket_path: Path, command: str) -> str:
-    done = subprocess.run(
-        ["ssh", "-o", f"ControlPath={socket_path}", "-O", command, "lab-node"],
-        capture_output=True,
-        text=True,
-        timeout=30,
-        check=False,
+    note = (
+        f"; {masters.count} ssh masters (found by control socket): {masters.cpu_s:.1f} CPU s, "
+        f"{masters.rss_kb / 1024:.0f} MB peak RSS, both counted"
     )
-    return done.stderr + done.stdout
+    return replace(
+        measured,
+        extra_cpu_s=masters.cpu_s,
+        extra_rss_kb=masters.rss_kb,
+        outcome=outcome + note,
+    )
 
 
-def _master_pid(socket_path: Path) -> int | None:
-    match = MASTER_PID.search(_ssh_control(socket_path, "check"))
-    return int(match[1]) if match else None
+def _shell_tool_run(
+    setup: Setup, tool: str, hosts: int, invocations: list[list[str]], env: Mapping[str, str]
+) -> Measurement:
+    """Time the generated script; `tool` names the row, its first word the scratch files."""
+    tag = tool.split(maxsplit=1)[0]
+    outputs = [setup.path(tag, hosts, f".{n}.out") for n in range(1, len(invocations) + 1)]
+    script_path = setup.path(tag, hosts, ".sh")
+    script_path.write_text(script(invocations, outputs), encoding="utf-8")
+    out = script_path.with_suffix(".out")
+    invocation = setup.invocation(["/bin/sh", str(script_path)], out, os.environ | dict(env))
+    measured = _measure(setup, tool, hosts, invocation)
+    text = out.read_text(encoding="utf-8", errors="replace")
+    return replace(measured, outcome=script_outcome(text, len(invocations), hosts))
 
 
-def _safe_cpu(pid: int) -> float:
-    try:
-        return process_cpu(pid).total
-    except OSError:
-        return 0.0
+def run_pdsh(setup: Setup, hosts: int, tool: str) -> Measurement:
+    """`pdsh -R ssh -f 50` once per command (tool: the pdsh binary)."""
+    addresses = list(first_hosts(setup.lab, hosts).values())
+    hosts_file = setup.path("pdsh", hosts, ".hosts")
+    hosts_file.write_text(hosts_file_text(addresses, None), encoding="utf-8")
+    invocations = [pdsh_argv(tool, setup.login, hosts_file, c.command) for c in setup.commands]
+    return _shell_tool_run(setup, "pdsh", hosts, invocations, pdsh_env(setup.login))
 
 
-def _rss_kb(pid: int) -> int:
-    try:
-        with open(f"/proc/{pid}/status", encoding="ascii") as handle:
-            for line in handle:
-                if line.startswith("VmRSS:"):
-                    return int(line.split()[1])
-    except OSError:
-        pass
-    return 0
+def run_pssh(setup: Setup, hosts: int, tool: str) -> Measurement:
+    """`parallel-ssh -p 50` once per command, each host's output to a file (tool: its binary)."""
+    addresses = list(first_hosts(setup.lab, hosts).values())
+    hosts_file = setup.path("pssh", hosts, ".hosts")
+    hosts_file.write_text(hosts_file_text(addresses, setup.lab.port), encoding="utf-8")
+    invocations = [
+        pssh_argv(tool, setup.login, hosts_file, setup.path("pssh", hosts, f".{n}.d"), c.command)
+        for n, c in enumerate(setup.commands, start=1)
+    ]
+    return _shell_tool_run(setup, "pssh (parallel-ssh)", hosts, invocations, {})
 
 
 def venv_bin() -> Path:

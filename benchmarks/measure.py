@@ -1,9 +1,11 @@
 """Run one contender as a whole process under `/usr/bin/time -v` and keep what it cost.
 
-Wall time, peak RSS and user+system CPU come from GNU time (the process and every child it
-waited for). The lab server's CPU (itself plus the shells it reaped) is read from /proc before
-and after, because on one machine the lab's work competes with the controller's for the same
-cores. Nothing here asserts a timing: the caller prints the figures.
+Wall time, user+system CPU and the largest single process's peak RSS come from GNU time (the
+process and every child it waited for). While it runs, the runner samples the process tree's
+memory and watches for the lab's first command (watch.py). The lab's CPU (its whole process
+tree: server, SSH fronts, the shells they reaped) is read from /proc before and after, because
+on one machine the lab's work competes with the controller's. Nothing here asserts a timing:
+the caller prints the figures.
 """
 
 from __future__ import annotations
@@ -11,6 +13,7 @@ from __future__ import annotations
 import contextlib
 import os
 import re
+import select
 import signal
 import subprocess
 import time
@@ -18,26 +21,15 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from pinning import taskset_prefix
+from proctree import tree_cpu_s
+from watch import SAMPLE_S, FirstOpen, TreeMemory
+
 TIME_BINARY = "/usr/bin/time"
 RECAP_LINE = re.compile(
     r"^\S+\s+:\s+ok=(?P<ok>\d+)\s+changed=\d+\s+unreachable=(?P<unreachable>\d+)\s+"
     r"failed=(?P<failed>\d+)"
 )
-
-
-@dataclass(frozen=True, slots=True)
-class CpuTimes:
-    """Seconds of CPU a process used itself and through the children it reaped."""
-
-    own: float
-    children: float
-
-    @property
-    def total(self) -> float:
-        return self.own + self.children
-
-    def __sub__(self, other: CpuTimes) -> CpuTimes:
-        return CpuTimes(self.own - other.own, self.children - other.children)
 
 
 @dataclass(frozen=True, slots=True)
@@ -53,11 +45,13 @@ class TimeReport:
 
 @dataclass(frozen=True, slots=True)
 class RunCost:
-    """GNU time's report, the lab's CPU and the whole machine's busy CPU during one run."""
+    """GNU time's report, the lab's CPU, the machine's busy CPU and what the runner watched."""
 
     time: TimeReport
-    lab_cpu: CpuTimes
+    lab_cpu_s: float
     machine_cpu_s: float
+    tree_rss_kb: int = 0
+    first_command_s: float | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -69,14 +63,17 @@ class Measurement:
     cost: RunCost
     outcome: str = ""
     extra_cpu_s: float = 0.0
+    extra_rss_kb: int = 0
+    journal_bytes: int | None = None
 
     @property
     def time(self) -> TimeReport:
         return self.cost.time
 
     @property
-    def lab_cpu(self) -> CpuTimes:
-        return self.cost.lab_cpu
+    def lab_cpu_s(self) -> float:
+        """CPU of the lab's whole process tree (server, SSH fronts, node shells) in the run."""
+        return self.cost.lab_cpu_s
 
     @property
     def busy_percent(self) -> float:
@@ -84,18 +81,9 @@ class Measurement:
         return 100 * self.cost.machine_cpu_s / (self.time.wall_s * (os.cpu_count() or 1))
 
     @property
-    def quiet_wall_s(self) -> float:
-        """Wall time this run would take with nobody else on the machine, if CPU-bound.
-
-        On the 2-core dev box the lab and the contender saturate the CPUs (busy % near 100), so
-        wall ~ (contender CPU + lab CPU) / CPUs; other processes' CPU is left out.
-        """
-        return (self.cpu_s + self.lab_cpu.total) / (os.cpu_count() or 1)
-
-    @property
     def other_cpu_s(self) -> float:
         """Busy CPU on the machine that was neither the contender nor the lab (interference)."""
-        return self.cost.machine_cpu_s - self.cpu_s - self.lab_cpu.total
+        return self.cost.machine_cpu_s - self.cpu_s - self.lab_cpu_s
 
     @property
     def cpu_s(self) -> float:
@@ -103,21 +91,25 @@ class Measurement:
         return self.time.user_s + self.time.system_s + self.extra_cpu_s
 
     @property
+    def cpu_ms_per_host(self) -> float:
+        return self.cpu_s * 1000 / self.hosts
+
+    @property
     def per_100_hosts_s(self) -> float:
         return self.time.wall_s * 100 / self.hosts
 
     @property
+    def tree_rss_kb(self) -> int:
+        """Peak memory of the whole tree (at least GNU time's largest process), plus helpers."""
+        return max(self.cost.tree_rss_kb, self.time.max_rss_kb) + self.extra_rss_kb
+
+    @property
     def rss_per_host_kb(self) -> float:
-        return self.time.max_rss_kb / self.hosts
+        return self.tree_rss_kb / self.hosts
 
-
-def process_cpu(pid: int) -> CpuTimes:
-    """utime+stime and cutime+cstime of `pid` from /proc/PID/stat."""
-    with open(f"/proc/{pid}/stat", encoding="ascii") as handle:
-        fields = handle.read().rsplit(")", 1)[1].split()
-    tick = os.sysconf("SC_CLK_TCK")
-    utime, stime, cutime, cstime = (int(v) for v in fields[11:15])
-    return CpuTimes((utime + stime) / tick, (cutime + cstime) / tick)
+    @property
+    def journal_per_host_kb(self) -> float | None:
+        return None if self.journal_bytes is None else self.journal_bytes / 1024 / self.hosts
 
 
 def load_average() -> float:
@@ -179,39 +171,88 @@ def recap_outcome(text: str, hosts: int, tasks: int) -> str:
 
 @dataclass(frozen=True, slots=True)
 class Invocation:
-    """A command line to time, its environment and where its output goes."""
+    """A command line to time, its environment, its cores and where its output goes.
+
+    `first_open`: a file whose first open the runner times from the start (the lab's bash_env).
+    """
 
     argv: Sequence[str]
     stdout: Path
     env: Mapping[str, str] | None = None
     timeout: float = 3600.0
+    cpus: frozenset[int] | None = None
+    first_open: Path | None = None
 
 
 def run_timed(invocation: Invocation, lab_pid: int) -> RunCost:
-    """Run under GNU time; returns its report and the lab's and machine's CPU meanwhile.
+    """Run under GNU time; returns its report, the lab's and machine's CPU and what was watched.
 
     The child gets its own session so that a timeout or Ctrl-C ends exactly its process group
     (by id) and nothing else.
     """
     report_path = invocation.stdout.with_suffix(".time")
     argv = [TIME_BINARY, "-v", "-o", str(report_path), *invocation.argv]
-    lab_before, machine_before = process_cpu(lab_pid), machine_busy_s()
-    with open(invocation.stdout, "wb") as out:
-        process = subprocess.Popen(
-            argv,
-            stdin=subprocess.DEVNULL,
-            stdout=out,
-            stderr=subprocess.STDOUT,
-            env=dict(invocation.env) if invocation.env is not None else None,
-            start_new_session=True,
-        )
-        try:
-            process.wait(invocation.timeout)
-        finally:
-            _end_group(process)
-    lab_used, machine_used = process_cpu(lab_pid) - lab_before, machine_busy_s() - machine_before
+    lab_before, machine_before = tree_cpu_s(lab_pid), machine_busy_s()
+    watched = _watched_run(invocation, argv, stop_at_first_command=False)
+    lab_used, machine_used = tree_cpu_s(lab_pid) - lab_before, machine_busy_s() - machine_before
     report = parse_time_report(report_path.read_text(encoding="utf-8"))
-    return RunCost(report, lab_used, machine_used)
+    return RunCost(report, lab_used, machine_used, watched.tree_rss_kb, watched.first_command_s)
+
+
+def time_to_first_command(invocation: Invocation) -> float | None:
+    """Start the command, and end it as soon as the lab opens `first_open`; seconds, or None."""
+    return _watched_run(invocation, invocation.argv, stop_at_first_command=True).first_command_s
+
+
+@dataclass(frozen=True, slots=True)
+class _Watched:
+    tree_rss_kb: int
+    first_command_s: float | None
+
+
+def _watched_run(
+    invocation: Invocation, argv: Sequence[str], *, stop_at_first_command: bool
+) -> _Watched:
+    watch = FirstOpen(invocation.first_open) if invocation.first_open else None
+    try:
+        with open(invocation.stdout, "wb") as out:
+            started = time.monotonic()
+            process = subprocess.Popen(
+                [*taskset_prefix(invocation.cpus), *argv],
+                stdin=subprocess.DEVNULL,
+                stdout=out,
+                stderr=subprocess.STDOUT,
+                env=dict(invocation.env) if invocation.env is not None else None,
+                start_new_session=True,
+            )
+            try:
+                memory = _wait(process, watch, started + invocation.timeout, stop_at_first_command)
+            finally:
+                _end_group(process)
+    finally:
+        if watch is not None:
+            watch.close()
+    opened = watch.opened_at if watch is not None else None
+    return _Watched(memory.peak_kb, None if opened is None else opened - started)
+
+
+def _wait(
+    process: subprocess.Popen[bytes], watch: FirstOpen | None, deadline: float, stop_early: bool
+) -> TreeMemory:
+    """Sample the tree's memory until the process ends (or the watched open, if `stop_early`)."""
+    memory = TreeMemory(process.pid)
+    while process.poll() is None:
+        if time.monotonic() > deadline:
+            raise subprocess.TimeoutExpired(process.args, deadline)
+        if watch is not None and not watch.check():
+            select.select([watch], [], [], SAMPLE_S)
+            if watch.check() and stop_early:
+                break
+        else:
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                process.wait(SAMPLE_S)
+        memory.sample()
+    return memory
 
 
 def _end_group(process: subprocess.Popen[bytes]) -> None:

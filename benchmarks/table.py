@@ -1,6 +1,7 @@
-"""Render the benchmark's figures as a plain-text table with ratios against DESIGN 13's targets.
+"""Render the benchmark's figures as a plain-text table with verdicts against issue 10's targets.
 
-Only prints; never asserts. A ratio's meaning is stated next to it, with the host counts it used.
+Only prints; never asserts. Each verdict line says what it compares, with the host counts it
+used, and ends in "meets target" or "MISSES target ... by Nx".
 """
 
 from __future__ import annotations
@@ -14,38 +15,57 @@ HEADERS = (
     "tool",
     "hosts",
     "wall s",
-    "s/100 hosts",
-    "max RSS MB",
-    "RSS/host KB",
+    "wall/bare",
     "ctl CPU s",
+    "ctl ms/host",
+    "tree RSS MB",
+    "RSS/host KB",
+    "journal KB/host",
+    "1st cmd s",
     "lab CPU s",
     "other CPU s",
     "busy %",
 )
-TARGET_VS_ANSIBLE = 0.1  # at least 10x faster per host
-TARGET_VS_BARE = 1.5
-TARGET_RSS_PER_HOST_KB = 1536
-TARGET_PARSE_S = 1.0
+TARGET_CPU_MS_PER_HOST = 20.0  # fleetfix controller CPU, 5 probes, 1,000 hosts
+TARGET_VS_BARE = 1.2  # fleetfix wall / bare asyncssh wall, same hosts
+TARGET_CPU_VS_ANSIBLE = 0.1  # fleetfix / ansible-playbook -f 50 controller CPU per host
+TARGET_CPU_GROWTH = 1.2  # CPU per host at 10,000 hosts / at 1,000
+TARGET_RSS_PER_HOST_KB = 300.0
+TARGET_JOURNAL_PER_HOST_KB = 40.0
+TARGET_PARSE_S = 0.3  # 10,000-host inventory
+TARGET_FIRST_COMMAND_S = 1.0
 
 
-def _row(m: Measurement) -> tuple[str, ...]:
+def _bare_for(m: Measurement, rows: Sequence[Measurement]) -> Measurement | None:
+    return next((r for r in rows if r.tool == "bare asyncssh" and r.hosts == m.hosts), None)
+
+
+def _optional(value: float | None, spec: str) -> str:
+    return "-" if value is None else format(value, spec)
+
+
+def _row(m: Measurement, rows: Sequence[Measurement]) -> tuple[str, ...]:
+    bare = _bare_for(m, rows)
     return (
         m.tool,
         str(m.hosts),
         f"{m.time.wall_s:.1f}",
-        f"{m.per_100_hosts_s:.2f}",
-        f"{m.time.max_rss_kb / 1024:.0f}",
-        f"{m.rss_per_host_kb:.0f}",
+        _optional(m.time.wall_s / bare.time.wall_s if bare else None, ".2f"),
         f"{m.cpu_s:.1f}",
-        f"{m.lab_cpu.total:.1f}",
+        f"{m.cpu_ms_per_host:.1f}",
+        f"{m.tree_rss_kb / 1024:.0f}",
+        f"{m.rss_per_host_kb:.0f}",
+        _optional(m.journal_per_host_kb, ".1f"),
+        _optional(m.cost.first_command_s, ".3f"),
+        f"{m.lab_cpu_s:.1f}",
         f"{m.other_cpu_s:.1f}",
         f"{m.busy_percent:.0f}",
     )
 
 
 def measurement_table(rows: Sequence[Measurement]) -> str:
-    """Aligned columns, one row per contender, then each contender's outcome."""
-    cells = [HEADERS, *(_row(m) for m in rows)]
+    """Aligned columns, one row per contender and host count, then each run's outcome."""
+    cells = [HEADERS, *(_row(m, rows) for m in rows)]
     widths = [max(len(row[i]) for row in cells) for i in range(len(HEADERS))]
     lines = [
         "  ".join(
@@ -55,63 +75,86 @@ def measurement_table(rows: Sequence[Measurement]) -> str:
         for row in cells
     ]
     lines.insert(1, "  ".join("-" * w for w in widths))
-    lines += ["", *(f"{m.tool}: {m.outcome} (exit {m.time.exit_status})" for m in rows)]
+    lines.append("")
+    lines += [f"{m.tool} {m.hosts}: {m.outcome} (exit {m.time.exit_status})" for m in rows]
     return "\n".join(lines)
 
 
-def _verdict(value: float, target: float) -> str:
+def verdict(value: float, target: float) -> str:
     if value <= target:
         return f"meets target <= {target:g}"
     return f"MISSES target <= {target:g} by {value / target:.1f}x"
 
 
-def ratio_lines(fleetfix: Measurement, others: dict[str, Measurement]) -> list[str]:
-    """fleetfix vs ansible per host, fleetfix vs bare on the same hosts, memory per host."""
+def _fleetfix_runs(rows: Sequence[Measurement]) -> list[Measurement]:
+    return sorted((m for m in rows if m.tool == "fleetfix"), key=lambda m: m.hosts)
+
+
+def ratio_lines(rows: Sequence[Measurement]) -> list[str]:
+    """Every target the runs can speak to: CPU, wall vs bare, vs Ansible, growth, memory."""
     lines: list[str] = []
-    ansible = others.get("ansible")
-    if ansible is not None:
-        ratio = fleetfix.per_100_hosts_s / ansible.per_100_hosts_s
-        cpu = (fleetfix.cpu_s / fleetfix.hosts) / (ansible.cpu_s / ansible.hosts)
-        lines.append(
-            f"fleetfix/ansible wall per host: {ratio:.3f} ({1 / ratio:.1f}x faster; "
-            f"fleetfix {fleetfix.hosts} hosts, ansible {ansible.hosts}): "
-            + _verdict(ratio, TARGET_VS_ANSIBLE)
-        )
-        lines.append(f"fleetfix/ansible controller CPU per host: {cpu:.3f} ({1 / cpu:.1f}x less)")
-    bare = others.get("bare")
-    if bare is not None:
-        ratio = fleetfix.time.wall_s / bare.time.wall_s
-        lines.append(
-            f"fleetfix/bare wall (same {bare.hosts} hosts): {ratio:.2f}: "
-            + _verdict(ratio, TARGET_VS_BARE)
-        )
-        lines.append(
-            f"fleetfix/bare controller CPU: {fleetfix.cpu_s / bare.cpu_s:.1f}x "
-            f"({fleetfix.cpu_s * 1000 / fleetfix.hosts:.0f} vs "
-            f"{bare.cpu_s * 1000 / bare.hosts:.0f} ms per host)"
-        )
-    lines += _quiet_lines(fleetfix, others)
-    rss = fleetfix.rss_per_host_kb
-    lines.append(
-        f"fleetfix max RSS per host: {rss:.0f} KB at {fleetfix.hosts} hosts: "
-        + _verdict(rss, TARGET_RSS_PER_HOST_KB)
-    )
+    for fleetfix in _fleetfix_runs(rows):
+        lines += _per_run_lines(fleetfix, rows)
+    lines += _growth_lines(_fleetfix_runs(rows))
     return lines
 
 
-def _quiet_lines(fleetfix: Measurement, others: dict[str, Measurement]) -> list[str]:
-    """The same ratios from CPU use alone, which other processes on the machine do not skew."""
-    quiet = fleetfix.quiet_wall_s
-    parts = []
-    if "ansible" in others:
-        ansible = others["ansible"]
-        ratio = (quiet / fleetfix.hosts) / (ansible.quiet_wall_s / ansible.hosts)
-        parts.append(f"fleetfix/ansible per host {ratio:.3f}")
-    if "bare" in others:
-        parts.append(f"fleetfix/bare {quiet / others['bare'].quiet_wall_s:.2f}")
-    if not parts:
+def _per_run_lines(fleetfix: Measurement, rows: Sequence[Measurement]) -> list[str]:
+    at = f"at {fleetfix.hosts} hosts"
+    lines = [
+        f"fleetfix {at}: {fleetfix.outcome.split(':')[0]}",
+        f"fleetfix controller CPU {at}: {fleetfix.cpu_ms_per_host:.1f} ms/host: "
+        + verdict(fleetfix.cpu_ms_per_host, TARGET_CPU_MS_PER_HOST),
+    ]
+    bare = _bare_for(fleetfix, rows)
+    if bare is not None:
+        ratio = fleetfix.time.wall_s / bare.time.wall_s
+        lines.append(
+            f"fleetfix/bare wall {at}: {fleetfix.time.wall_s:.1f} / {bare.time.wall_s:.1f} s "
+            f"= {ratio:.2f}: " + verdict(ratio, TARGET_VS_BARE)
+        )
+    ansible = next((m for m in rows if m.tool == "ansible-playbook"), None)
+    if ansible is not None:
+        ratio = fleetfix.cpu_ms_per_host / ansible.cpu_ms_per_host
+        lines.append(
+            f"fleetfix/ansible controller CPU per host (fleetfix {fleetfix.hosts} hosts, ansible "
+            f"{ansible.hosts}): {fleetfix.cpu_ms_per_host:.1f} / {ansible.cpu_ms_per_host:.1f} "
+            f"ms = {ratio:.3f} ({1 / ratio:.1f}x less): " + verdict(ratio, TARGET_CPU_VS_ANSIBLE)
+        )
+    lines.append(
+        f"fleetfix memory {at}: {fleetfix.rss_per_host_kb:.0f} KB/host (tree peak "
+        f"{fleetfix.tree_rss_kb / 1024:.0f} MB): "
+        + verdict(fleetfix.rss_per_host_kb, TARGET_RSS_PER_HOST_KB)
+    )
+    if fleetfix.journal_per_host_kb is not None:
+        lines.append(
+            f"fleetfix journal {at}: {fleetfix.journal_per_host_kb:.1f} KB/host (db + wal "
+            f"{(fleetfix.journal_bytes or 0) / 1e6:.1f} MB): "
+            + verdict(fleetfix.journal_per_host_kb, TARGET_JOURNAL_PER_HOST_KB)
+        )
+    if fleetfix.cost.first_command_s is not None:
+        lines.append(first_command_line(fleetfix.hosts, fleetfix.cost.first_command_s))
+    return lines
+
+
+def _growth_lines(runs: Sequence[Measurement]) -> list[str]:
+    if len(runs) < 2:
         return []
-    return ["estimate without interference, wall ~ (ctl + lab CPU) / CPUs: " + ", ".join(parts)]
+    small, large = runs[0], runs[-1]
+    growth = large.cpu_ms_per_host / small.cpu_ms_per_host
+    return [
+        f"fleetfix controller CPU per host, {large.hosts} vs {small.hosts} hosts: "
+        f"{large.cpu_ms_per_host:.1f} / {small.cpu_ms_per_host:.1f} ms = {growth:.2f}: "
+        + verdict(growth, TARGET_CPU_GROWTH)
+    ]
+
+
+def first_command_line(hosts: int, seconds: float | None, note: str = "") -> str:
+    """Start of `fleetfix run` to the first exec request the lab served."""
+    head = f"fleetfix first command sent at {hosts} hosts{note}: "
+    if seconds is None:
+        return head + "none seen (see the run's output)"
+    return head + f"{seconds:.3f} s after start: " + verdict(seconds, TARGET_FIRST_COMMAND_S)
 
 
 def parse_lines(timing: ParseTiming, with_vars_s: float) -> list[str]:
@@ -119,6 +162,6 @@ def parse_lines(timing: ParseTiming, with_vars_s: float) -> list[str]:
     return [
         f"inventory parse: {timing.hosts} hosts, {timing.groups} groups: "
         f"min {timing.best:.3f} s, median {timing.median:.3f} s of {len(timing.seconds)} "
-        f"({runs}): " + _verdict(timing.median, TARGET_PARSE_S),
+        f"({runs}): " + verdict(timing.median, TARGET_PARSE_S),
         f"inventory parse + merged vars of every host: {with_vars_s:.3f} s",
     ]

@@ -5,17 +5,51 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
+import os
+import select
+import shutil
+import signal
 import subprocess
 import sys
+import tempfile
+import types
 from collections.abc import Iterator
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
 import yaml
 from bench_inventory import inventory_text, time_parse
-from contenders import venv_bin
-from measure import parse_time_report, recap_outcome
+from contenders import Setup, run_bare, run_pdsh, run_pssh, venv_bin
+from measure import (
+    Invocation,
+    Measurement,
+    RunCost,
+    TimeReport,
+    parse_time_report,
+    recap_outcome,
+    time_to_first_command,
+)
+from pinning import cpu_list, pin_tree, plan_pinning, taskset_prefix
+from proctree import descendants, peak_rss_kb, tree_cpu_s
+from run import Options, parse_cost_lines, parse_options, plan_runs, rounds
+from shell_tools import (
+    PDSH,
+    PSSH_NAMES,
+    SshLogin,
+    found_tool,
+    hosts_file_text,
+    pdsh_argv,
+    pdsh_env,
+    pssh_argv,
+    script,
+    script_outcome,
+)
+from ssh_masters import ControlMaster, end_ssh_masters, find_masters, listening_sockets
+from table import measurement_table, ratio_lines
+from watch import FirstOpen, TreeMemory
 from workload import (
     PROBE_NAMES,
     ansible_playbook,
@@ -160,7 +194,8 @@ def test_bare_fan_out_runs_every_command(small_lab: LabHandle, tmp_path: Path) -
 
 @pytest.mark.slow
 def test_tiny_run_prints_a_row_per_contender() -> None:
-    counts = ("--hosts", "3", "--ansible-hosts", "2", "--inventory-hosts", "100")
+    counts = ["--hosts", "3", "--tool-hosts", "2", "--inventory-hosts", "100"]
+    counts += ["--first-command-hosts", "4"]
     done = subprocess.run(
         [sys.executable, str(HERE / "run.py"), *counts],
         capture_output=True,
@@ -169,6 +204,371 @@ def test_tiny_run_prints_a_row_per_contender() -> None:
         timeout=240,
     )
     assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
-    for line in ("bare asyncssh: ok: 15/15", "fleetfix: ok: 15/15", "ansible-playbook: ok: 10/10"):
+    lines = ["bare asyncssh 3: ok: 15/15", "fleetfix 3: ok: 15/15", "ansible-playbook 2: ok: 10/10"]
+    lines += ["pdsh 2: ok: 5/5" if found_tool([PDSH]) else "pdsh: not installed, skipped"]
+    lines += ["pssh (parallel-ssh) 2: ok: 5/5" if found_tool(PSSH_NAMES) else "pssh: not installed"]
+    lines += ["fleetfix first command sent at 4 hosts (run ended there): "]
+    lines += ["== pinned ==" if len(os.sched_getaffinity(0)) > 1 else "== shared =="]
+    for line in lines:
         assert line in done.stdout
-    assert "fleetfix/ansible wall per host" in done.stdout
+    assert "fleetfix/ansible controller CPU per host" in done.stdout
+
+
+# -- pinning ------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("usable", "lab", "contenders"),
+    [
+        ({0, 1}, {1}, {0}),
+        ({0, 1, 2}, {1, 2}, {0}),
+        ({4, 5, 6, 7}, {6, 7}, {4, 5}),
+    ],
+)
+def test_pinning_gives_the_lab_the_larger_half(
+    usable: set[int], lab: set[int], contenders: set[int]
+) -> None:
+    plan = plan_pinning(usable)
+    assert plan is not None
+    assert (set(plan.lab), set(plan.contenders)) == (lab, contenders)
+    assert plan.describe().startswith(f"pinned: lab on CPU {cpu_list(lab)}")
+
+
+def test_one_cpu_cannot_be_pinned() -> None:
+    assert plan_pinning({3}) is None
+
+
+def test_cpu_lists_read_like_taskset() -> None:
+    assert cpu_list({0, 1, 2, 5, 7, 8}) == "0-2,5,7-8"
+    assert taskset_prefix(frozenset({2, 3})) == ["/usr/bin/taskset", "--cpu-list", "2-3"]
+    assert taskset_prefix(None) == []
+
+
+def _options(*argv: str) -> Options:
+    return parse_options(list(argv))
+
+
+def test_rounds_pin_when_possible_and_share_on_request() -> None:
+    assert [r.label for r in rounds(_options(), {0, 1})] == ["pinned"]
+    assert [r.label for r in rounds(_options("--shared-cores"), {0, 1})] == ["pinned", "shared"]
+    assert [r.label for r in rounds(_options(), {0})] == ["shared"]
+    assert [r.label for r in rounds(_options("--no-pin"), {0, 1})] == ["shared"]
+
+
+def test_default_runs_1k_contenders_and_10k_extras() -> None:
+    options = _options()
+    runs = [(key, hosts) for key, _, hosts in plan_runs(options, [("pdsh", run_bare)])]
+    assert runs == [("bare", 1000), ("fleetfix", 1000), ("bare", 200), ("pdsh", 200)]
+    assert (options.first_command_hosts, options.inventory_hosts) == (10_000, 10_000)
+    assert (options.run_nodes, options.lab_nodes) == (1000, 10_000)
+    both = _options("--hosts", "10000,1000", "--tool-hosts", "1000")
+    assert both.hosts == (1000, 10_000)
+    assert [h for _, _, h in plan_runs(both, [("pdsh", run_bare)])] == [
+        1000,
+        1000,
+        10_000,
+        10_000,
+        1000,
+    ]
+
+
+class _Child:
+    """A python child whose own child burnt 0.2 s of CPU and was reaped, and which holds a
+    grandchild; both wait on stdin until `end`."""
+
+    CODE = """
+import subprocess, sys
+burn = "import time\\nt = time.process_time()\\nwhile time.process_time() - t < 0.2: pass"
+subprocess.run([sys.executable, "-c", burn], check=True)
+grandchild = subprocess.Popen([sys.executable, "-c", "import sys; sys.stdin.read()"])
+print(grandchild.pid, flush=True)
+sys.stdin.read()
+grandchild.wait()
+"""
+
+    def __init__(self) -> None:
+        self.process = subprocess.Popen(
+            [sys.executable, "-c", self.CODE],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            text=True,
+        )
+        assert self.process.stdout is not None
+        self.grandchild = int(self.process.stdout.readline())
+
+    def end(self) -> None:
+        assert self.process.stdin is not None and self.process.stdout is not None
+        self.process.stdin.close()
+        self.process.wait(timeout=30)
+        self.process.stdout.close()
+
+
+@pytest.fixture
+def child() -> Iterator[_Child]:
+    started = _Child()
+    try:
+        yield started
+    finally:
+        started.end()
+
+
+def test_pin_tree_pins_a_process_and_its_children(child: _Child) -> None:
+    cpu = frozenset({min(os.sched_getaffinity(0))})
+    assert list(descendants(child.process.pid)) == [child.grandchild]
+    assert pin_tree(child.process.pid, cpu) >= 2
+    assert os.sched_getaffinity(child.process.pid) == cpu
+    assert os.sched_getaffinity(child.grandchild) == cpu
+
+
+def test_tree_cpu_counts_reaped_children(child: _Child) -> None:
+    # The process itself used a few tens of ms; its reaped child 0.2 s (clock ticks: 0.01 s).
+    assert tree_cpu_s(child.process.pid) >= 0.19
+
+
+def test_tree_memory_sums_the_live_tree(child: _Child) -> None:
+    memory = TreeMemory(child.process.pid)
+    total = memory.sample()
+    assert memory.processes_seen == {child.grandchild}
+    assert total == memory.peak_kb == peak_rss_kb(child.grandchild) > 0
+
+
+def test_first_open_is_noticed(tmp_path: Path) -> None:
+    watched = tmp_path / "bash_env"
+    watched.write_text("", encoding="ascii")
+    watch = FirstOpen(watched)
+    try:
+        assert not watch.check()
+        watched.stat()  # a lookup is not an open
+        assert not watch.check()
+        watched.read_text(encoding="ascii")
+        assert watch.check()
+        assert watch.opened_at is not None
+    finally:
+        watch.close()
+
+
+def test_time_to_first_command_ends_the_command_at_the_open(tmp_path: Path) -> None:
+    watched = tmp_path / "bash_env"
+    watched.write_text("", encoding="ascii")
+    code = f"import signal; open({str(watched)!r}).close(); signal.pause()"
+    invocation = Invocation(
+        [sys.executable, "-c", code], tmp_path / "out", timeout=60, first_open=watched
+    )
+    seconds = time_to_first_command(invocation)
+    assert seconds is not None and 0 < seconds < 60
+    never = replace(invocation, argv=[sys.executable, "-c", "pass"])
+    assert time_to_first_command(never) is None
+
+
+# -- ssh masters ----------------------------------------------------------------------------
+
+_LISTENER = """
+import os, socket, sys
+directory, other = sys.argv[1], sys.argv[2]
+# Like OpenSSH's mux master: bind under a temporary name, listen, then link the real name.
+listener = socket.socket(socket.AF_UNIX)
+listener.bind(os.path.join(directory, "c0ffee.W3SQ8SFtsaiKdwo5"))
+listener.listen()
+os.link(os.path.join(directory, "c0ffee.W3SQ8SFtsaiKdwo5"), os.path.join(directory, "c0ffee"))
+os.unlink(os.path.join(directory, "c0ffee.W3SQ8SFtsaiKdwo5"))
+elsewhere = socket.socket(socket.AF_UNIX)
+elsewhere.bind(os.path.join(other, "not-a-master"))
+elsewhere.listen()
+unlistened = socket.socket(socket.AF_UNIX)
+unlistened.bind(os.path.join(directory, "bound-only"))
+print("ready", flush=True)
+sys.stdin.read()
+"""
+
+
+def test_masters_are_found_by_their_listening_socket(tmp_path: Path) -> None:
+    control, sibling = tmp_path / "cp", tmp_path / "cp2"
+    control.mkdir()
+    sibling.mkdir()
+    process = subprocess.Popen(
+        [sys.executable, "-c", _LISTENER, str(control), str(sibling)],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert process.stdout is not None and process.stdout.readline() == "ready\n"
+        found = find_masters(control)
+    finally:
+        assert process.stdin is not None and process.stdout is not None
+        process.stdin.close()
+        process.wait(timeout=30)
+        process.stdout.close()
+    assert found == [ControlMaster(control / "c0ffee", process.pid)]
+
+
+def test_unix_table_keeps_only_listeners_under_the_dir() -> None:
+    table = (
+        "Num       RefCount Protocol Flags    Type St Inode Path\n"
+        "0000: 00000002 00000000 00010000 0001 01 101 /tmp/w/cp/aa.XYZ\n"
+        "0000: 00000003 00000000 00000000 0001 03 102 /tmp/w/cp/aa.XYZ\n"
+        "0000: 00000002 00000000 00010000 0001 01 103 /tmp/w/cp2/bb\n"
+        "0000: 00000002 00000000 00010000 0001 01 104\n"
+    )
+    assert listening_sockets(Path("/tmp/w/cp"), table) == {101: Path("/tmp/w/cp/aa.XYZ")}
+
+
+@pytest.fixture
+def short_dir() -> Iterator[Path]:
+    """A directory with a short path: a Unix socket path must fit in 108 bytes."""
+    path = Path(tempfile.mkdtemp(prefix="ffb-t-", dir="/tmp"))
+    try:
+        yield path
+    finally:
+        shutil.rmtree(path, ignore_errors=True)
+
+
+def test_a_real_ssh_master_is_found_counted_and_ended(
+    small_lab: LabHandle, short_dir: Path
+) -> None:
+    control = short_dir
+    login = SshLogin(small_lab.user, small_lab.port, small_lab.client_key, small_lab.known_hosts)
+    options = [f"-o{option}" for option in login.options()]
+    argv = ["ssh", *options, "-oControlMaster=auto", "-oControlPersist=60"]
+    argv += [f"-oControlPath={control}/%C", "-p", str(small_lab.port), "-l", login.user]
+    done = subprocess.run(
+        [*argv, small_lab.hosts["gpu0001"], "hostname"],
+        capture_output=True,
+        text=True,
+        stdin=subprocess.DEVNULL,
+        timeout=60,
+        check=False,
+    )
+    assert done.stdout == "gpu0001\n", done.stderr
+    masters = find_masters(control)
+    try:
+        assert len(masters) == 1
+        check = subprocess.run(
+            ["ssh", f"-oControlPath={masters[0].control_path}", "-O", "check", "x"],
+            capture_output=True,
+            text=True,
+            timeout=30,
+            check=False,
+        )
+        assert f"pid={masters[0].pid}" in check.stderr
+        pidfd = os.pidfd_open(masters[0].pid)
+        cost = end_ssh_masters(control)
+        assert (cost.count, cost.rss_kb > 0) == (1, True)
+        ended, _, _ = select.select([pidfd], [], [], 30)
+        assert ended, "the master did not exit after ssh -O exit"
+        os.close(pidfd)
+    finally:
+        for master in masters:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(master.pid, signal.SIGTERM)
+
+
+# -- pdsh and pssh -----------------------------------------------------------------------
+
+_RECORDER = """#!/bin/sh
+count=$(ls "$RECORD_DIR" | wc -l)
+for arg in "$@"; do printf '%s\\0' "$arg"; done > "$RECORD_DIR/$((count + 1))"
+[ "$((count + 1))" != "$FAIL_AT" ]
+"""
+
+_LOGIN = SshLogin("root", 2222, Path("/lab/client_key"), Path("/lab/known_hosts"))
+
+
+def _record(
+    tmp_path: Path, argvs: list[list[str]], fail_at: int = 0
+) -> tuple[list[list[str]], str]:
+    """Run the generated script with a recording fake tool; the argvs it saw and the outcome."""
+    records = tmp_path / "records"
+    records.mkdir()
+    outputs = [tmp_path / f"{n}.out" for n in range(len(argvs))]
+    path = tmp_path / "run.sh"
+    path.write_text(script(argvs, outputs), encoding="utf-8")
+    env = {"PATH": "/usr/bin:/bin", "RECORD_DIR": str(records), "FAIL_AT": str(fail_at)}
+    done = subprocess.run(
+        ["/bin/sh", str(path)], capture_output=True, text=True, env=env, check=True
+    )
+    seen = [
+        (records / str(n)).read_bytes().decode().split("\0")[:-1] for n in range(1, len(argvs) + 1)
+    ]
+    return seen, script_outcome(done.stdout, len(argvs), 7)
+
+
+def _fake_tool(tmp_path: Path) -> str:
+    tool = tmp_path / "fake-tool"
+    tool.write_text(_RECORDER, encoding="ascii")
+    tool.chmod(0o755)
+    return str(tool)
+
+
+def test_pdsh_gets_each_command_verbatim(tmp_path: Path) -> None:
+    commands = [c.command for c in probe_commands()]
+    tool, hosts = _fake_tool(tmp_path), tmp_path / "hosts"
+    seen, outcome = _record(tmp_path, [pdsh_argv(tool, _LOGIN, hosts, c) for c in commands])
+    assert [argv[-1] for argv in seen] == commands
+    assert seen[0][:-1] == [
+        *("-S", "-R", "ssh", "-f", "50", "-t", "60", "-l", "root", "-w", f"^{hosts}", "--")
+    ]
+    assert outcome == "ok: 5/5 commands ok on all 7 hosts"
+    ssh_args = pdsh_env(_LOGIN)["PDSH_SSH_ARGS"]
+    assert ssh_args.startswith("-x -p 2222 ") and ssh_args.endswith(" -l%u %h")
+    assert "-o StrictHostKeyChecking=yes" in ssh_args
+    assert "-o UserKnownHostsFile=/lab/known_hosts" in ssh_args
+
+
+def test_pssh_gets_each_command_verbatim_and_a_failure_shows(tmp_path: Path) -> None:
+    commands = [c.command for c in probe_commands()]
+    tool, hosts, out = _fake_tool(tmp_path), tmp_path / "hosts", tmp_path / "out"
+    argvs = [pssh_argv(tool, _LOGIN, hosts, out, c) for c in commands]
+    seen, outcome = _record(tmp_path, argvs, fail_at=3)
+    assert [argv[-1] for argv in seen] == commands
+    assert seen[0][:10] == ["-h", str(hosts), "-l", "root", "-p", "50", "-t", "0", "-o", str(out)]
+    assert "IdentityFile=/lab/client_key" in seen[0]
+    assert outcome == "CHECK: 4/5 commands ok on all 7 hosts, nonzero exit from command 3"
+    assert hosts_file_text(["127.0.0.2", "127.0.0.3"], 2222) == "127.0.0.2:2222\n127.0.0.3:2222\n"
+
+
+@pytest.mark.parametrize("tool", ["pdsh", "pssh"])
+def test_shell_tool_runs_the_workload_on_the_lab(
+    small_lab: LabHandle, tmp_path: Path, tool: str
+) -> None:
+    binary = found_tool([PDSH] if tool == "pdsh" else list(PSSH_NAMES))
+    if binary is None:
+        pytest.skip(f"{tool} is not installed (apt-get install {tool})")
+    setup = Setup(small_lab, tmp_path, tmp_path / "unused.ini", probe_commands(), venv_bin())
+    measured = (run_pdsh if tool == "pdsh" else run_pssh)(setup, 2, binary)
+    assert measured.outcome == "ok: 5/5 commands ok on all 2 hosts"
+    assert measured.cost.first_command_s is not None
+
+
+# -- the table -----------------------------------------------------------------------------
+
+
+def _measured(tool: str, hosts: int, cpu_s: float, wall_s: float, rss_kb: int) -> Measurement:
+    report = TimeReport(wall_s, cpu_s, 0.0, rss_kb, 0)
+    return Measurement(tool, hosts, RunCost(report, 10.0, cpu_s + 10.0), "ok: all")
+
+
+def test_verdicts_cover_every_target() -> None:
+    rows = [
+        _measured("bare asyncssh", 1000, 15.0, 100.0, 60_000),
+        _measured("fleetfix", 1000, 40.0, 110.0, 200_000),
+        _measured("ansible-playbook", 200, 60.0, 50.0, 160_000),
+        _measured("fleetfix", 10_000, 600.0, 1000.0, 2_000_000),
+    ]
+    rows[1] = replace(rows[1], journal_bytes=30 * 1024 * 1000)
+    text = "\n".join(ratio_lines(rows))
+    assert "controller CPU at 1000 hosts: 40.0 ms/host: MISSES target <= 20 by 2.0x" in text
+    assert "fleetfix/bare wall at 1000 hosts: 110.0 / 100.0 s = 1.10: meets target <= 1.2" in text
+    assert "300.0 ms = 0.133 (7.5x less): MISSES target <= 0.1 by 1.3x" in text
+    assert "memory at 1000 hosts: 200 KB/host (tree peak 195 MB): meets" in text
+    assert "journal at 1000 hosts: 30.0 KB/host" in text
+    assert "10000 vs 1000 hosts: 60.0 / 40.0 ms = 1.50: MISSES target <= 1.2 by 1.2x" in text
+    table = measurement_table(rows)
+    assert "wall/bare" in table and "1.10" in table
+
+
+def test_parse_cost_table_is_printed_when_present(monkeypatch: pytest.MonkeyPatch) -> None:
+    fake = types.ModuleType("parse_cost")
+    fake.parse_costs = lambda: ["nvidia_smi 2.5 ms", "xid 0.1 ms"]  # type: ignore[attr-defined]
+    monkeypatch.setitem(sys.modules, "parse_cost", fake)
+    assert parse_cost_lines()[1:] == ["  nvidia_smi 2.5 ms", "  xid 0.1 ms"]

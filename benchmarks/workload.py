@@ -85,8 +85,8 @@ def lab_inventory(lab: LabHandle) -> str:
 
 
 def first_hosts(lab: LabHandle, count: int) -> dict[str, str]:
-    """The first `count` lab hosts in name order (name -> address)."""
-    names = sorted(lab.hosts)[:count]
+    """The first `count` lab hosts in name order (name -> address; gpu9999 before gpu10000)."""
+    names = sorted(lab.hosts, key=lambda name: (len(name), name))[:count]
     return {name: lab.hosts[name] for name in names}
 
 

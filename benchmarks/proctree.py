@@ -1,0 +1,63 @@
+"""A process tree read from /proc: threads, children, descendants, their CPU and peak memory.
+
+Children come from /proc/PID/task/TID/children (every thread's: a child belongs to the thread
+that forked it). CPU is utime+stime plus cutime+cstime (children the process reaped), summed
+over the live tree, so a child that exits and is reaped moves from its own line to its parent's
+and the total stays right.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+from collections.abc import Iterator
+from pathlib import Path
+
+PROC = Path("/proc")
+
+
+def threads(pid: int) -> list[int]:
+    """Every thread id of `pid` (empty once it is gone)."""
+    try:
+        return [int(entry.name) for entry in (PROC / str(pid) / "task").iterdir()]
+    except OSError:
+        return []
+
+
+def children(pid: int) -> list[int]:
+    """The direct children of `pid`, from each of its threads' `children` file."""
+    found: list[int] = []
+    for tid in threads(pid):
+        with contextlib.suppress(OSError):
+            text = (PROC / str(pid) / "task" / str(tid) / "children").read_text(encoding="ascii")
+            found.extend(int(field) for field in text.split())
+    return found
+
+
+def descendants(pid: int) -> Iterator[int]:
+    """Every process below `pid` (not `pid` itself), parents before their children."""
+    pending = children(pid)
+    while pending:
+        child = pending.pop()
+        yield child
+        pending.extend(children(child))
+
+
+def tree_cpu_s(pid: int) -> float:
+    """CPU seconds of `pid` and its descendants, reaped (cutime+cstime) and still running."""
+    ticks = 0
+    for process in [pid, *descendants(pid)]:
+        with contextlib.suppress(OSError):
+            text = (PROC / str(process) / "stat").read_text(encoding="ascii")
+            utime, stime, cutime, cstime = text.rsplit(")", 1)[1].split()[11:15]
+            ticks += int(utime) + int(stime) + int(cutime) + int(cstime)
+    return ticks / os.sysconf("SC_CLK_TCK")
+
+
+def peak_rss_kb(pid: int) -> int:
+    """VmHWM (peak resident set) of one process in KiB; 0 once it is gone."""
+    with contextlib.suppress(OSError):
+        for line in (PROC / str(pid) / "status").read_text(encoding="ascii").splitlines():
+            if line.startswith("VmHWM:"):
+                return int(line.split()[1])
+    return 0
