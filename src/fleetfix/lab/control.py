@@ -34,6 +34,8 @@ START_TIMEOUT = 60.0
 STOP_TIMEOUT = 15.0
 REQUEST_TIMEOUT = 30.0
 _POLL = 0.05
+ANSWER_LIMIT = 1 << 30
+"""Longest control answer read (truth of 10,000 nodes is ~9 MB; asyncio's default is 64 KiB)."""
 
 
 def default_state_dir(scenario: str) -> Path:
@@ -150,7 +152,9 @@ class LabHandle:
 
     async def arequest(self, op: str, **fields: Any) -> dict[str, Any]:
         try:
-            reader, writer = await asyncio.open_connection("127.0.0.1", self.info.control_port)
+            reader, writer = await asyncio.open_connection(
+                "127.0.0.1", self.info.control_port, limit=ANSWER_LIMIT
+            )
             try:
                 writer.write(self._payload(op, fields))
                 await writer.drain()
