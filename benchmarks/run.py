@@ -16,14 +16,13 @@
    `--tool-hosts` (with a bare run there too, for their wall ratio).
 5. Times fleetfix from start to the first command the lab sees on `--first-command-hosts` hosts
    (ended as soon as it arrives), unless a full run covered that count.
-6. Prints a table, the verdicts against issue 10's targets, and parse_cost.py's table if present.
+6. Prints a table, the verdicts against issue 10's targets, and parse_cost.py's tables.
 Never asserts a timing. The lab is stopped by PID at the end, also on failure, Ctrl-C or SIGTERM.
 """
 
 from __future__ import annotations
 
 import argparse
-import importlib
 import importlib.metadata
 import os
 import pstats
@@ -52,6 +51,7 @@ from contenders import (
     warm_up,
 )
 from measure import TIME_BINARY, Measurement, load_average
+from parse_cost import cost_table, nvidia_smi_paths, parse_costs, probe_totals
 from pinning import CpuPlan, pin_tree, plan_pinning
 from proctree import descendants
 from shell_tools import PDSH, PSSH_NAMES, found_tool
@@ -313,16 +313,15 @@ def _profile(setup: Setup, hosts: int, path: Path) -> list[str]:
     return lines
 
 
-def parse_cost_lines() -> list[str]:
-    """The per-probe parse cost table of benchmarks/parse_cost.py, when that module exists."""
-    try:
-        module = importlib.import_module("parse_cost")
-    except ImportError:
-        return ["parse cost: benchmarks/parse_cost.py not present, skipped"]
-    costs = module.parse_costs()
-    if isinstance(costs, str):
-        return ["parse cost (benchmarks/parse_cost.py):", *costs.splitlines()]
-    return ["parse cost (benchmarks/parse_cost.py):", *(f"  {row}" for row in costs)]
+def parse_cost_lines(repeats: int = 20) -> list[str]:
+    """parse_cost.py's figures: per probe over its fixture samples, and nvidia_smi's two paths."""
+    costs = parse_costs(repeats=repeats)
+    return [
+        f"parse cost per probe (benchmarks/parse_cost.py; fixture samples, best of {repeats}):",
+        *cost_table(probe_totals(costs)),
+        "",
+        *cost_table(nvidia_smi_paths(repeats=repeats)),
+    ]
 
 
 def run(options: Options, work: Path) -> None:
