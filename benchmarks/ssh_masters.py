@@ -5,9 +5,11 @@ not by guessing from process names: every listening Unix socket in /proc/net/uni
 the scratch control dir, then the process holding that socket's inode open (/proc/PID/fd).
 OpenSSH binds the socket under a temporary name (`PATH.XXXXXXXXXXXXXXXX`) and then links it to
 the ControlPath, so /proc/net/unix shows the temporary name; the control path is that name
-without its last suffix. Just before `ssh -O exit`, each master's CPU is read from
-/proc/PID/stat: utime+stime, plus cutime+cstime (children it reaped) and the same for any child
-still running; its memory is its peak RSS (VmHWM) and its children's.
+without its last suffix. Just before `ssh -O exit`, each master's CPU is read: its time on CPU
+from /proc/PID/schedstat (nanoseconds; /proc/PID/stat's utime+stime is in 10 ms ticks, and a
+master forked off at ControlPersist detach serves five commands in ~5 ms, which reads as 0
+there), plus cutime+cstime (children it reaped) and the same for any child still running; its
+memory is its peak RSS (VmHWM) and its children's.
 """
 
 from __future__ import annotations
@@ -19,7 +21,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
-from proctree import PROC, descendants, peak_rss_kb, tree_cpu_s
+from proctree import PROC, descendants, exact_tree_cpu_s, peak_rss_kb
 
 UNIX_TABLE = PROC / "net" / "unix"
 LISTENING = 0x10000  # __SO_ACCEPTCON in the Flags column
@@ -92,7 +94,7 @@ def end_ssh_masters(directory: Path) -> MasterCost:
     cpu_s, rss_kb = 0.0, 0
     masters = find_masters(directory) if directory.is_dir() else []
     for master in masters:
-        cpu_s += tree_cpu_s(master.pid)
+        cpu_s += exact_tree_cpu_s(master.pid)
         rss_kb += sum(peak_rss_kb(p) for p in [master.pid, *descendants(master.pid)])
         ssh_exit(master.control_path)
     return MasterCost(len(masters), cpu_s, rss_kb)

@@ -32,7 +32,7 @@ from measure import (
     time_to_first_command,
 )
 from pinning import cpu_list, pin_tree, plan_pinning, taskset_prefix
-from proctree import descendants, peak_rss_kb, tree_cpu_s
+from proctree import descendants, exact_tree_cpu_s, peak_rss_kb, tree_cpu_s
 from run import Options, parse_cost_lines, parse_options, plan_runs, rounds
 from shell_tools import (
     PDSH,
@@ -323,6 +323,9 @@ def test_pin_tree_pins_a_process_and_its_children(child: _Child) -> None:
 def test_tree_cpu_counts_reaped_children(child: _Child) -> None:
     # The process itself used a few tens of ms; its reaped child 0.2 s (clock ticks: 0.01 s).
     assert tree_cpu_s(child.process.pid) >= 0.19
+    assert exact_tree_cpu_s(child.process.pid) >= 0.19
+    # Time on CPU in nanoseconds: a process that ran at all shows it, unlike utime+stime.
+    assert 0 < exact_tree_cpu_s(child.grandchild) < 0.19
 
 
 def test_tree_memory_sums_the_live_tree(child: _Child) -> None:
@@ -453,7 +456,7 @@ def test_a_real_ssh_master_is_found_counted_and_ended(
         assert f"pid={masters[0].pid}" in check.stderr
         pidfd = os.pidfd_open(masters[0].pid)
         cost = end_ssh_masters(control)
-        assert (cost.count, cost.rss_kb > 0) == (1, True)
+        assert (cost.count, cost.cpu_s > 0, cost.rss_kb > 0) == (1, True, True)
         ended, _, _ = select.select([pidfd], [], [], 30)
         assert ended, "the master did not exit after ssh -O exit"
         os.close(pidfd)
