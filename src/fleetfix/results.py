@@ -9,6 +9,16 @@ from typing import Any
 
 
 @dataclass(frozen=True, slots=True)
+class ParsedOutput:
+    """A probe's verdict on a command's stdout, made where the command ran (a host shard's
+    worker process): the typed facts and the same facts as plain data, or why parsing failed."""
+
+    facts: Any = None
+    data: Any = None
+    error: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
 class CommandResult:
     """A completed remote (or local) command, shaped like asyncssh's SSHCompletedProcess."""
 
@@ -18,6 +28,8 @@ class CommandResult:
     stderr: str
     duration: float = 0.0
     timed_out: bool = False
+    parsed: ParsedOutput | None = field(default=None, compare=False, repr=False)
+    """Set when a shard worker already parsed stdout with the probe the engine asked for."""
 
     @property
     def ok(self) -> bool:

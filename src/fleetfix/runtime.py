@@ -15,6 +15,7 @@ from fleetfix.inventory import Inventory
 from fleetfix.transport.base import ConnectionSpec, Transport
 from fleetfix.transport.registry import make_transport
 from fleetfix.transport.routing import RoutingTransport
+from fleetfix.transport.shards import ShardedTransport, WorkerOptions, auto_workers
 from fleetfix.transport.spec import SpecDefaults, build_spec
 
 
@@ -34,18 +35,33 @@ def spec_defaults(args: argparse.Namespace) -> SpecDefaults:
     )
 
 
-def _factory(args: argparse.Namespace) -> Any:
+def _factory(args: argparse.Namespace, hosts: int) -> Any:
     def create(name: str) -> Transport:
-        if name == "ssh":
-            return make_transport(
-                "ssh",
-                max_handshakes=args.max_handshakes,
-                accept_new_host_keys=args.accept_new_host_keys,
-                known_hosts=args.known_hosts,
-            )
-        return make_transport(name)
+        if name != "ssh":
+            return make_transport(name)
+        workers = shard_workers(args, hosts)
+        options = {
+            # The handshake limit is the run's: each shard takes its share.
+            "max_handshakes": max(1, -(-args.max_handshakes // (workers + 1))),
+            "accept_new_host_keys": args.accept_new_host_keys,
+            "known_hosts": args.known_hosts,
+        }
+        local = make_transport("ssh", **options)
+        if workers == 0:
+            return local
+        return ShardedTransport(local, WorkerOptions("ssh", options), workers)
 
     return create
+
+
+def shard_workers(args: argparse.Namespace, hosts: int) -> int:
+    """--shards, else one worker per usable CPU beyond the first for a large enough run.
+    Recording new host keys (--accept-new-host-keys) writes one known_hosts file, so it stays
+    in one process."""
+    if args.accept_new_host_keys:
+        return 0
+    chosen = getattr(args, "shards", None)
+    return max(0, chosen) if chosen is not None else auto_workers(hosts)
 
 
 @asynccontextmanager
@@ -63,7 +79,8 @@ async def open_runtime(
             merged = {**host_vars, **overrides.get(name, {})}
             return build_spec(name, merged, defaults)
 
-        transport = RoutingTransport(args.transport, _factory(args))
+        hosts = len(inventory.host_names())
+        transport = RoutingTransport(args.transport, _factory(args, hosts))
         yield Runtime(transport=transport, spec_factory=spec_factory)
 
 

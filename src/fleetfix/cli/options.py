@@ -45,3 +45,10 @@ def add_connection_options(parser: argparse.ArgumentParser) -> None:
         default=16,
         help="SSH handshakes in flight at once, separate from --forks (16)",
     )
+    group.add_argument(
+        "--shards",
+        type=int,
+        metavar="N",
+        help="worker processes that hold SSH connections and parse probe output, besides the "
+        "main process (default: one per usable CPU beyond the first, none below 64 hosts)",
+    )

@@ -4,12 +4,15 @@ from __future__ import annotations
 
 import shlex
 from collections.abc import Mapping
+from dataclasses import replace
 from typing import Any
 
 from fleetfix.engine.context import HostState, RunContext
 from fleetfix.events import CommandRan
 from fleetfix.playbook.model import Step
+from fleetfix.probes.base import Probe
 from fleetfix.results import CommandResult
+from fleetfix.transport.base import ProbeRunner
 
 NO_LOG_TEXT = "the output has been hidden due to the fact that 'no_log: true' was specified"
 
@@ -52,18 +55,31 @@ async def run_command(
     env: Mapping[str, str],
     become: bool,
     become_user: str,
+    probe: Probe[Any] | None = None,
 ) -> CommandResult:
-    """Run one command on the step's target; raises UnreachableError if it cannot be reached."""
+    """Run one command on the step's target; raises UnreachableError if it cannot be reached.
+
+    With `probe`, a connection that can parse where the command ran (a host shard) returns
+    the verdict in `parsed`; the caller parses itself when it is absent."""
     target = target_of(step, state, variables, ctx)
     target_vars = variables if target == state.name else _vars_for(ctx, target)
     spec = ctx.spec_factory(target, target_vars)
     connection = await ctx.connections.get(spec)
     remote = become_wrap(command, become_user) if become else command
-    result = await connection.run(remote, timeout=timeout, env=dict(env) or None)
+    if probe is not None and isinstance(connection, ProbeRunner):
+        result = await connection.run_probe(remote, probe, timeout=timeout, env=dict(env) or None)
+    else:
+        result = await connection.run(remote, timeout=timeout, env=dict(env) or None)
     result = CommandResult(
-        command, result.rc, result.stdout, result.stderr, result.duration, result.timed_out
+        command,
+        result.rc,
+        result.stdout,
+        result.stderr,
+        result.duration,
+        result.timed_out,
+        result.parsed,
     )
-    shown = redact(result) if step.no_log else result
+    shown = redact(result) if step.no_log else replace(result, parsed=None)
     ctx.bus.emit(CommandRan(host=state.name, step=step.name, result=shown))
     return result
 

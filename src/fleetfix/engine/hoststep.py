@@ -13,7 +13,7 @@ from fleetfix.engine.variables import PlayScope
 from fleetfix.errors import ProbeParseError
 from fleetfix.events import ActionStarted, ActionTaken, HostObserved
 from fleetfix.playbook.model import Play, Step
-from fleetfix.probes.base import to_data
+from fleetfix.probes.base import Probe, to_data
 from fleetfix.results import CommandResult
 
 
@@ -86,7 +86,9 @@ class HostStep:
         )
         self.ctx.bus.emit(event)
 
-    async def command(self, command: str, *, timeout: float | None = None) -> CommandResult:
+    async def command(
+        self, command: str, *, timeout: float | None = None, probe: Probe[Any] | None = None
+    ) -> CommandResult:
         """Run a command for this step: delegation, become, environment and timeout applied."""
         play, step, ctx = self.env.play, self.step, self.ctx
         become = step.become if step.become is not None else (play.become or ctx.options.become)
@@ -102,12 +104,13 @@ class HostStep:
             env={str(k): str(self.render(v)) for k, v in environment.items()},
             become=bool(become),
             become_user=user,
+            probe=probe,
         )
 
     async def probe(self, name: str, params: Mapping[str, Any]) -> Outcome:
         """Run a probe and parse its output; typed facts are kept on the host state."""
         probe = self.ctx.probes.get(name)
-        return self.parse_output(name, await self.command(probe.command(params)))
+        return self.parse_output(name, await self.command(probe.command(params), probe=probe))
 
     def parse_output(self, name: str, result: CommandResult) -> Outcome:
         """Parse one command's output with probe `name`; a hung or failed tool is a failure,
@@ -121,6 +124,13 @@ class HostStep:
             outcome.failed = True
             detail = result.stderr.strip()[:200]
             outcome.message = f"probe {name} failed (rc={result.rc}): {detail}"
+        elif result.parsed is not None:  # parsed where it ran, by a host shard
+            if result.parsed.error is not None:
+                outcome.failed = True
+                outcome.message = result.parsed.error
+            else:
+                self.state.probe_facts[name] = result.parsed.facts
+                outcome.data["facts"] = result.parsed.data
         else:
             try:
                 facts = probe.parse(result.stdout)

@@ -21,7 +21,13 @@ from typing import Any, Protocol, runtime_checkable
 
 from fleetfix.errors import UnreachableError
 from fleetfix.results import CommandResult
-from fleetfix.transport.base import DEFAULT_COMMAND_TIMEOUT, Connection, ConnectionSpec, Transport
+from fleetfix.transport.base import (
+    DEFAULT_COMMAND_TIMEOUT,
+    Connection,
+    ConnectionSpec,
+    ProbeRunner,
+    Transport,
+)
 
 RESERVED_FDS = 1024
 """Descriptors never given to held connections: journal (database, WAL, shared memory), stdio,
@@ -59,20 +65,6 @@ class _KnowsClosed(Protocol):
 class _CountsFds(Protocol):
     @property
     def fds(self) -> int: ...
-
-
-@runtime_checkable
-class _ParsesProbes(Protocol):
-    """transport.base.ProbeRunner: a connection that parses probe output where it ran."""
-
-    async def run_probe(
-        self,
-        command: str,
-        probe: Any,
-        *,
-        timeout: float | None = DEFAULT_COMMAND_TIMEOUT,
-        env: Mapping[str, str] | None = None,
-    ) -> CommandResult: ...
 
 
 def _closed(connection: Connection) -> bool:
@@ -157,7 +149,7 @@ class ConnectionPool:
         held, fresh = await self._checkout(spec)
         try:
             connection = held.connection
-            if probe is not None and isinstance(connection, _ParsesProbes):
+            if probe is not None and isinstance(connection, ProbeRunner):
                 return await connection.run_probe(command, probe, timeout=timeout, env=env)
             return await connection.run(command, timeout=timeout, env=env, stdin=stdin)
         except StaleConnectionError:
