@@ -6,7 +6,9 @@ SPEC.json: {"addresses": [...], "port": P, "user": U, "client_key": PATH, "known
 "commands": [...], "concurrency": 50, "handshakes": 16}. One connection per host, at most
 `handshakes` SSH handshakes at once (fleetfix's default) and `concurrency` hosts in flight; each
 host runs the commands in order. Nothing is parsed or recorded: this is the least work any
-orchestrator can do. Prints one JSON line: hosts, hosts_ok, commands_ok, output_bytes, errors.
+orchestrator can do. It offers the ciphers and MACs fleetfix's transport prefers (AES-GCM, UMAC)
+before asyncssh's defaults (chacha20 first), so both negotiate the same cipher and the lab does
+the same work for each. Prints one JSON line: hosts, hosts_ok, commands_ok, output_bytes, errors.
 """
 
 from __future__ import annotations
@@ -19,6 +21,10 @@ from pathlib import Path
 from typing import Any
 
 import asyncssh
+from asyncssh.encryption import get_default_encryption_algs, get_encryption_algs
+from asyncssh.mac import get_default_mac_algs, get_mac_algs
+
+from fleetfix.transport.ssh import PREFERRED_CIPHERS, PREFERRED_MACS
 
 COMMAND_TIMEOUT = 120.0
 
@@ -70,6 +76,16 @@ class FanOutSummary:
     errors: tuple[str, ...] = ()
 
 
+def preferred(wanted: tuple[str, ...], available: list[bytes], defaults: list[bytes]) -> list[str]:
+    """`wanted` (those this asyncssh supports) first, then asyncssh's defaults."""
+    first = [name.encode("ascii") for name in wanted if name.encode("ascii") in available]
+    return [name.decode("ascii") for name in dict.fromkeys([*first, *defaults])]
+
+
+CIPHERS = preferred(PREFERRED_CIPHERS, get_encryption_algs(), get_default_encryption_algs())
+MACS = preferred(PREFERRED_MACS, get_mac_algs(), get_default_mac_algs())
+
+
 class FanOut:
     """Runs a spec; holds the shared limits and credentials (loaded once, not per host)."""
 
@@ -106,6 +122,8 @@ class FanOut:
                 username=self.spec.user,
                 client_keys=self._keys,
                 known_hosts=self._known,
+                encryption_algs=CIPHERS,
+                mac_algs=MACS,
             )
         ok = size = 0
         async with conn:

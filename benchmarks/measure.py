@@ -52,6 +52,7 @@ class RunCost:
     machine_cpu_s: float
     tree_rss_kb: int = 0
     first_command_s: float | None = None
+    tree_pss_kb: int = 0
 
 
 @dataclass(frozen=True, slots=True)
@@ -102,6 +103,11 @@ class Measurement:
     def tree_rss_kb(self) -> int:
         """Peak memory of the whole tree (at least GNU time's largest process), plus helpers."""
         return max(self.cost.tree_rss_kb, self.time.max_rss_kb) + self.extra_rss_kb
+
+    @property
+    def tree_pss_kb(self) -> int:
+        """Peak sampled proportional set size of the tree (shared pages split), plus helpers."""
+        return self.cost.tree_pss_kb + self.extra_rss_kb
 
     @property
     def rss_per_host_kb(self) -> float:
@@ -196,7 +202,14 @@ def run_timed(invocation: Invocation, lab_pid: int) -> RunCost:
     watched = _watched_run(invocation, argv, stop_at_first_command=False)
     lab_used, machine_used = tree_cpu_s(lab_pid) - lab_before, machine_busy_s() - machine_before
     report = parse_time_report(report_path.read_text(encoding="utf-8"))
-    return RunCost(report, lab_used, machine_used, watched.tree_rss_kb, watched.first_command_s)
+    return RunCost(
+        report,
+        lab_used,
+        machine_used,
+        watched.tree_rss_kb,
+        watched.first_command_s,
+        watched.tree_pss_kb,
+    )
 
 
 def time_to_first_command(invocation: Invocation) -> float | None:
@@ -208,6 +221,7 @@ def time_to_first_command(invocation: Invocation) -> float | None:
 class _Watched:
     tree_rss_kb: int
     first_command_s: float | None
+    tree_pss_kb: int
 
 
 def _watched_run(
@@ -233,7 +247,8 @@ def _watched_run(
         if watch is not None:
             watch.close()
     opened = watch.opened_at if watch is not None else None
-    return _Watched(memory.peak_kb, None if opened is None else opened - started)
+    first = None if opened is None else opened - started
+    return _Watched(memory.peak_kb, first, memory.peak_pss_kb)
 
 
 def _wait(

@@ -20,6 +20,7 @@ HEADERS = (
     "ctl ms/host",
     "tree RSS MB",
     "RSS/host KB",
+    "PSS MB",
     "journal KB/host",
     "1st cmd s",
     "lab CPU s",
@@ -55,6 +56,7 @@ def _row(m: Measurement, rows: Sequence[Measurement]) -> tuple[str, ...]:
         f"{m.cpu_ms_per_host:.1f}",
         f"{m.tree_rss_kb / 1024:.0f}",
         f"{m.rss_per_host_kb:.0f}",
+        f"{m.tree_pss_kb / 1024:.0f}",
         _optional(m.journal_per_host_kb, ".1f"),
         _optional(m.cost.first_command_s, ".3f"),
         f"{m.lab_cpu_s:.1f}",
@@ -122,8 +124,8 @@ def _per_run_lines(fleetfix: Measurement, rows: Sequence[Measurement]) -> list[s
             f"ms = {ratio:.3f} ({1 / ratio:.1f}x less): " + verdict(ratio, TARGET_CPU_VS_ANSIBLE)
         )
     lines.append(
-        f"fleetfix memory {at}: {fleetfix.rss_per_host_kb:.0f} KB/host (tree peak "
-        f"{fleetfix.tree_rss_kb / 1024:.0f} MB): "
+        f"fleetfix memory {at}: {fleetfix.rss_per_host_kb:.0f} KB/host (sum of peak RSS "
+        f"{fleetfix.tree_rss_kb / 1024:.0f} MB; PSS {fleetfix.tree_pss_kb / 1024:.0f} MB): "
         + verdict(fleetfix.rss_per_host_kb, TARGET_RSS_PER_HOST_KB)
     )
     if fleetfix.journal_per_host_kb is not None:

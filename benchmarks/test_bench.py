@@ -20,6 +20,7 @@ from pathlib import Path
 
 import pytest
 import yaml
+from bare_fanout import CIPHERS, MACS
 from bench_inventory import inventory_text, time_parse
 from contenders import Setup, run_bare, run_pdsh, run_pssh, venv_bin
 from measure import (
@@ -61,6 +62,7 @@ from workload import (
 from fleetfix.inventory import load_inventory
 from fleetfix.lab.control import LabHandle, start_lab
 from fleetfix.probes import BUILTIN_PROBES
+from fleetfix.transport.ssh import PREFERRED_CIPHERS, PREFERRED_MACS
 
 HERE = Path(__file__).parent
 GNU_TIME = """\
@@ -170,6 +172,12 @@ def test_lab_inventory_drops_the_scenario_and_names_the_keys(small_lab: LabHandl
     assert list(first_hosts(small_lab, 2)) == ["gpu0001", "gpu0002"]
 
 
+def test_bare_fan_out_offers_fleetfix_ciphers_first() -> None:
+    assert CIPHERS[: len(PREFERRED_CIPHERS)] == list(PREFERRED_CIPHERS)
+    assert "chacha20-poly1305@openssh.com" in CIPHERS[len(PREFERRED_CIPHERS) :]
+    assert MACS[: len(PREFERRED_MACS)] == list(PREFERRED_MACS)
+
+
 def test_bare_fan_out_runs_every_command(small_lab: LabHandle, tmp_path: Path) -> None:
     spec = {
         "addresses": list(small_lab.hosts.values()),
@@ -274,14 +282,14 @@ def test_default_runs_1k_contenders_and_10k_extras() -> None:
 
 class _Child:
     """A python child whose own child burnt 0.2 s of CPU and was reaped, and which holds a
-    grandchild; both wait on stdin until `end`."""
+    grandchild; both wait on stdin until `end`. The grandchild prints its pid once started."""
 
     CODE = """
 import subprocess, sys
 burn = "import time\\nt = time.process_time()\\nwhile time.process_time() - t < 0.2: pass"
 subprocess.run([sys.executable, "-c", burn], check=True)
-grandchild = subprocess.Popen([sys.executable, "-c", "import sys; sys.stdin.read()"])
-print(grandchild.pid, flush=True)
+ready = "import os, sys; print(os.getpid(), flush=True); sys.stdin.read()"
+grandchild = subprocess.Popen([sys.executable, "-c", ready])
 sys.stdin.read()
 grandchild.wait()
 """
@@ -332,7 +340,8 @@ def test_tree_memory_sums_the_live_tree(child: _Child) -> None:
     memory = TreeMemory(child.process.pid)
     total = memory.sample()
     assert memory.processes_seen == {child.grandchild}
-    assert total == memory.peak_kb == peak_rss_kb(child.grandchild) > 0
+    assert 0 < total == memory.peak_kb == peak_rss_kb(child.grandchild)
+    assert 0 < memory.peak_pss_kb <= memory.peak_kb
 
 
 def test_first_open_is_noticed(tmp_path: Path) -> None:
@@ -563,7 +572,7 @@ def test_verdicts_cover_every_target() -> None:
     assert "controller CPU at 1000 hosts: 40.0 ms/host: MISSES target <= 20 by 2.0x" in text
     assert "fleetfix/bare wall at 1000 hosts: 110.0 / 100.0 s = 1.10: meets target <= 1.2" in text
     assert "300.0 ms = 0.133 (7.5x less): MISSES target <= 0.1 by 1.3x" in text
-    assert "memory at 1000 hosts: 200 KB/host (tree peak 195 MB): meets" in text
+    assert "memory at 1000 hosts: 200 KB/host (sum of peak RSS 195 MB; PSS 0 MB): meets" in text
     assert "journal at 1000 hosts: 30.0 KB/host" in text
     assert "10000 vs 1000 hosts: 60.0 / 40.0 ms = 1.50: MISSES target <= 1.2 by 1.2x" in text
     table = measurement_table(rows)

@@ -5,7 +5,10 @@ and sums the peak RSS (VmHWM) of the processes alive at that moment; the figure 
 such sum. For a tree whose processes live through the run (fleetfix and its workers) that is
 the exact sum of their peaks, whatever happened between samples; for a tree of short-lived forks
 (Ansible's workers) it is the memory of the processes that ran at once. Shared pages (fork
-copy-on-write, shared libraries) count once per process, so the sum is an upper bound.
+copy-on-write, shared libraries) count once per process, so the sum is an upper bound: 50
+Ansible workers forked from one 200 MB parent sum to 10 GB. So every `PSS_EVERY`th sample also
+sums the tree's proportional set size (smaps_rollup: shared pages split among their users),
+which is the memory the tree really holds, at the moments sampled.
 
 First command: the lab starts every command in a bash with `BASH_ENV=<state dir>/bash_env`, so
 bash opens that file at start-up. An inotify watch (IN_OPEN) on it reports the first open after
@@ -24,9 +27,10 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from proctree import descendants, peak_rss_kb
+from proctree import descendants, peak_rss_kb, pss_kb
 
 SAMPLE_S = 0.2
+PSS_EVERY = 5
 IN_OPEN = 0x20
 IN_NONBLOCK = os.O_NONBLOCK
 IN_CLOEXEC = os.O_CLOEXEC
@@ -38,14 +42,19 @@ class TreeMemory:
 
     root: int
     peak_kb: int = 0
+    peak_pss_kb: int = 0
+    samples: int = 0
     processes_seen: set[int] = field(default_factory=set)
 
     def sample(self) -> int:
-        """Add one sample; returns this sample's sum in KiB."""
+        """Add one sample; returns this sample's sum of peak RSS in KiB."""
         alive = list(descendants(self.root))
         self.processes_seen.update(alive)
         total = sum(peak_rss_kb(pid) for pid in alive)
         self.peak_kb = max(self.peak_kb, total)
+        if self.samples % PSS_EVERY == 0:
+            self.peak_pss_kb = max(self.peak_pss_kb, sum(pss_kb(pid) for pid in alive))
+        self.samples += 1
         return total
 
 
