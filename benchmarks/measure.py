@@ -23,7 +23,7 @@ from pathlib import Path
 
 from pinning import taskset_prefix
 from proctree import tree_cpu_s
-from watch import SAMPLE_S, FirstOpen, TreeMemory
+from watch import SAMPLE_S, FirstOpen, TreeSampler
 
 TIME_BINARY = "/usr/bin/time"
 RECAP_LINE = re.compile(
@@ -53,6 +53,7 @@ class RunCost:
     tree_rss_kb: int = 0
     first_command_s: float | None = None
     tree_pss_kb: int = 0
+    tree_cpu_seen_s: float = 0.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -88,8 +89,18 @@ class Measurement:
 
     @property
     def cpu_s(self) -> float:
-        """Controller CPU: the process tree, plus helpers it left behind (Ansible's ssh masters)."""
-        return self.time.user_s + self.time.system_s + self.extra_cpu_s
+        """Controller CPU: the process tree, plus helpers it left behind (Ansible's ssh masters).
+
+        The tree's is GNU time's, or the sampled sum of its processes' own CPU if that is larger
+        (a child nobody waited for is invisible to GNU time).
+        """
+        timed = self.time.user_s + self.time.system_s
+        return max(timed, self.cost.tree_cpu_seen_s) + self.extra_cpu_s
+
+    @property
+    def unseen_by_time_s(self) -> float:
+        """CPU the samples saw that GNU time did not (0 when every child was waited for)."""
+        return max(0.0, self.cost.tree_cpu_seen_s - self.time.user_s - self.time.system_s)
 
     @property
     def cpu_ms_per_host(self) -> float:
@@ -209,6 +220,7 @@ def run_timed(invocation: Invocation, lab_pid: int) -> RunCost:
         watched.tree_rss_kb,
         watched.first_command_s,
         watched.tree_pss_kb,
+        watched.tree_cpu_seen_s,
     )
 
 
@@ -222,6 +234,7 @@ class _Watched:
     tree_rss_kb: int
     first_command_s: float | None
     tree_pss_kb: int
+    tree_cpu_seen_s: float
 
 
 def _watched_run(
@@ -240,7 +253,7 @@ def _watched_run(
                 start_new_session=True,
             )
             try:
-                memory = _wait(process, watch, started + invocation.timeout, stop_at_first_command)
+                sampled = _wait(process, watch, started + invocation.timeout, stop_at_first_command)
             finally:
                 _end_group(process)
     finally:
@@ -248,14 +261,14 @@ def _watched_run(
             watch.close()
     opened = watch.opened_at if watch is not None else None
     first = None if opened is None else opened - started
-    return _Watched(memory.peak_kb, first, memory.peak_pss_kb)
+    return _Watched(sampled.peak_kb, first, sampled.peak_pss_kb, sampled.cpu_seen_s)
 
 
 def _wait(
     process: subprocess.Popen[bytes], watch: FirstOpen | None, deadline: float, stop_early: bool
-) -> TreeMemory:
-    """Sample the tree's memory until the process ends (or the watched open, if `stop_early`)."""
-    memory = TreeMemory(process.pid)
+) -> TreeSampler:
+    """Sample the tree until the process ends (or the watched open comes, if `stop_early`)."""
+    sampled = TreeSampler(process.pid)
     while process.poll() is None:
         if time.monotonic() > deadline:
             raise subprocess.TimeoutExpired(process.args, deadline)
@@ -266,8 +279,8 @@ def _wait(
         else:
             with contextlib.suppress(subprocess.TimeoutExpired):
                 process.wait(SAMPLE_S)
-        memory.sample()
-    return memory
+        sampled.sample()
+    return sampled
 
 
 def _end_group(process: subprocess.Popen[bytes]) -> None:

@@ -54,6 +54,14 @@ def tree_cpu_s(pid: int) -> float:
     return ticks / os.sysconf("SC_CLK_TCK")
 
 
+def own_cpu_s(pid: int) -> float:
+    """Seconds on CPU of `pid` itself (all its threads, no children), to the nanosecond."""
+    with contextlib.suppress(OSError, ValueError, IndexError):
+        schedstat = (PROC / str(pid) / "schedstat").read_text(encoding="ascii")
+        return int(schedstat.split()[0]) / 1e9
+    return 0.0
+
+
 def exact_tree_cpu_s(pid: int) -> float:
     """tree_cpu_s to the nanosecond for the live processes: /proc/PID/schedstat's time on CPU.
 
@@ -64,11 +72,10 @@ def exact_tree_cpu_s(pid: int) -> float:
     seconds = 0.0
     for process in [pid, *descendants(pid)]:
         with contextlib.suppress(OSError, ValueError):
-            schedstat = (PROC / str(process) / "schedstat").read_text(encoding="ascii")
-            on_cpu_ns = int(schedstat.split()[0])
             stat = (PROC / str(process) / "stat").read_text(encoding="ascii")
             cutime, cstime = stat.rsplit(")", 1)[1].split()[13:15]
-            seconds += on_cpu_ns / 1e9 + (int(cutime) + int(cstime)) / os.sysconf("SC_CLK_TCK")
+            reaped = (int(cutime) + int(cstime)) / os.sysconf("SC_CLK_TCK")
+            seconds += own_cpu_s(process) + reaped
     return seconds
 
 

@@ -78,8 +78,15 @@ def measurement_table(rows: Sequence[Measurement]) -> str:
     ]
     lines.insert(1, "  ".join("-" * w for w in widths))
     lines.append("")
-    lines += [f"{m.tool} {m.hosts}: {m.outcome} (exit {m.time.exit_status})" for m in rows]
+    lines += [_outcome_line(m) for m in rows]
     return "\n".join(lines)
+
+
+def _outcome_line(m: Measurement) -> str:
+    unseen = ""
+    if m.unseen_by_time_s >= 0.05:
+        unseen = f"; {m.unseen_by_time_s:.1f} CPU s of processes GNU time did not wait for, counted"
+    return f"{m.tool} {m.hosts}: {m.outcome}{unseen} (exit {m.time.exit_status})"
 
 
 def verdict(value: float, target: float) -> str:

@@ -49,7 +49,7 @@ from shell_tools import (
 )
 from ssh_masters import ControlMaster, end_ssh_masters, find_masters, listening_sockets
 from table import measurement_table, ratio_lines
-from watch import FirstOpen, TreeMemory
+from watch import FirstOpen, TreeSampler
 from workload import (
     PROBE_NAMES,
     ansible_playbook,
@@ -337,11 +337,12 @@ def test_tree_cpu_counts_reaped_children(child: _Child) -> None:
 
 
 def test_tree_memory_sums_the_live_tree(child: _Child) -> None:
-    memory = TreeMemory(child.process.pid)
+    memory = TreeSampler(child.process.pid)
     total = memory.sample()
     assert memory.processes_seen == {child.grandchild}
     assert 0 < total == memory.peak_kb == peak_rss_kb(child.grandchild)
     assert 0 < memory.peak_pss_kb <= memory.peak_kb
+    assert 0 < memory.cpu_seen_s < 0.19  # the grandchild's own start-up, not the reaped burn
 
 
 def test_first_open_is_noticed(tmp_path: Path) -> None:
@@ -584,3 +585,11 @@ def test_parse_cost_table_has_every_builtin_probe() -> None:
     probes = {line.split()[0] for line in lines[2:] if line and not line.startswith("probe")}
     assert set(BUILTIN_PROBES) <= probes
     assert any(line.startswith("nvidia_smi fast") for line in lines)
+
+
+def test_cpu_no_one_waited_for_still_counts() -> None:
+    timed = _measured("fleetfix", 100, 2.0, 10.0, 50_000)
+    escaped = replace(timed, cost=replace(timed.cost, tree_cpu_seen_s=3.5))
+    assert (timed.cpu_s, escaped.cpu_s) == (2.0, 3.5)
+    assert "1.5 CPU s of processes GNU time did not wait for" in measurement_table([escaped])
+    assert "did not wait" not in measurement_table([timed])

@@ -1,4 +1,4 @@
-"""What the runner watches while a contender runs: its tree's memory, the lab's first command.
+"""What the runner watches while a contender runs: its tree's memory and CPU, the first command.
 
 Memory: every `SAMPLE_S` the runner lists the contender's process tree (/proc/PID/task/*/children)
 and sums the peak RSS (VmHWM) of the processes alive at that moment; the figure is the largest
@@ -9,6 +9,10 @@ copy-on-write, shared libraries) count once per process, so the sum is an upper 
 Ansible workers forked from one 200 MB parent sum to 10 GB. So every `PSS_EVERY`th sample also
 sums the tree's proportional set size (smaps_rollup: shared pages split among their users),
 which is the memory the tree really holds, at the moments sampled.
+
+CPU: each sample also notes every live process's own time on CPU (/proc/PID/schedstat). Their
+sum is a lower bound of the tree's CPU that does not depend on who reaps whom: GNU time counts
+only children that were waited for, so a worker that outlives its parent's wait would be missed.
 
 First command: the lab starts every command in a bash with `BASH_ENV=<state dir>/bash_env`, so
 bash opens that file at start-up. An inotify watch (IN_OPEN) on it reports the first open after
@@ -27,7 +31,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from proctree import descendants, peak_rss_kb, pss_kb
+from proctree import descendants, own_cpu_s, peak_rss_kb, pss_kb
 
 SAMPLE_S = 0.2
 PSS_EVERY = 5
@@ -37,19 +41,29 @@ IN_CLOEXEC = os.O_CLOEXEC
 
 
 @dataclass(slots=True)
-class TreeMemory:
-    """The largest sum, over samples, of the peak RSS of the processes alive in a tree."""
+class TreeSampler:
+    """Samples of a process tree: the largest sums of peak RSS and of PSS, each one's CPU."""
 
     root: int
     peak_kb: int = 0
     peak_pss_kb: int = 0
     samples: int = 0
-    processes_seen: set[int] = field(default_factory=set)
+    cpu_seen: dict[int, float] = field(default_factory=dict)
+
+    @property
+    def processes_seen(self) -> set[int]:
+        return set(self.cpu_seen)
+
+    @property
+    def cpu_seen_s(self) -> float:
+        """The sum of every sampled process's own CPU as last seen (a lower bound)."""
+        return sum(self.cpu_seen.values())
 
     def sample(self) -> int:
         """Add one sample; returns this sample's sum of peak RSS in KiB."""
         alive = list(descendants(self.root))
-        self.processes_seen.update(alive)
+        for pid in alive:
+            self.cpu_seen[pid] = max(self.cpu_seen.get(pid, 0.0), own_cpu_s(pid))
         total = sum(peak_rss_kb(pid) for pid in alive)
         self.peak_kb = max(self.peak_kb, total)
         if self.samples % PSS_EVERY == 0:
