@@ -1,10 +1,13 @@
 """How a node's command runs: a real bash in a per-node mount + UTS namespace, or a fallback.
 
-Namespace mode (needs CAP_SYS_ADMIN, e.g. root): `unshare --mount --uts --propagation private`
-bind-mounts the node's own directory over /dev/shm, its boot-id file over
-/proc/sys/kernel/random/boot_id and its /proc/driver, sets the hostname, then runs `bash -c`.
-The mounts are made before the command runs and a failed mount aborts it, so a command can
-never see the machine's real /dev/shm.
+Namespace mode (needs CAP_SYS_ADMIN, e.g. root): the forked child, before it executes
+`bash -c`, enters new mount and UTS namespaces (mounts private), bind-mounts the node's own
+directory over /dev/shm, its boot-id file over /proc/sys/kernel/random/boot_id and its
+/proc/driver, and sets the hostname -- the same system calls `unshare` + `mount` + `hostname`
+made, without starting those programs (4.9 ms of CPU per command instead of 10). A failed mount
+aborts the command, so a command can never see the machine's real /dev/shm. The lab's own
+processes' /proc/PID/fd are covered with an empty directory: they hold a socket per node,
+which a node's `find /proc/*/fd` would otherwise read on every call.
 
 Fallback mode (no namespaces): the command runs in plain bash with those three paths rewritten
 to the node's files in the command text, FLEETFIX_SHM_DIR exported, and any command that still
@@ -13,15 +16,17 @@ mentions `shm` some other way refused -- so it cannot touch the real /dev/shm ei
 
 from __future__ import annotations
 
+import ctypes
+import ctypes.util
 import os
 import re
-import shutil
 import subprocess
 import tempfile
-from collections.abc import Mapping
-from dataclasses import dataclass
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
 from enum import StrEnum
 from pathlib import Path
+from typing import Any
 
 from fleetfix.lab.state import NodePaths
 
@@ -31,12 +36,12 @@ DEV_SHM = "/dev/shm"
 PROC_DRIVER = "/proc/driver"
 SYSTEM_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 
-_SETUP = (
-    'mount --bind "$1" /dev/shm && mount --bind "$2" /proc/sys/kernel/random/boot_id '
-    '&& mount --bind "$3" /proc/driver && hostname "$4" '
-    '|| { echo "fleetfix lab: cannot set up the node sandbox" >&2; exit 125; }; '
-    'exec /bin/bash -c "$5" bash'
-)
+SETUP_FAILED = "fleetfix lab: cannot set up the node sandbox\n"
+_CLONE_NEWNS = 0x00020000
+_CLONE_NEWUTS = 0x04000000
+_MS_BIND = 4096
+_MS_REC = 16384
+_MS_PRIVATE = 1 << 18
 _MENTIONS_SHM = re.compile(r"\bshm\b")
 _REFUSAL = (
     "fleetfix lab: this lab runs without mount namespaces (fallback mode), so commands may only "
@@ -51,11 +56,90 @@ class SandboxMode(StrEnum):
 
 @dataclass(frozen=True, slots=True)
 class Launch:
-    """How to start one command: argv and extra env, or a refusal message."""
+    """How to start one command: argv and extra env, or a refusal message; in namespace mode
+    also the bind mounts (source, target) and hostname its child sets up before `exec`."""
 
     argv: tuple[str, ...]
     env: Mapping[str, str]
     refusal: str | None = None
+    mounts: tuple[tuple[str, str], ...] = ()
+    hostname: str | None = None
+    hidden: tuple[str, ...] = field(default=())
+    """Directories covered with `empty` when they exist (the lab processes' /proc/PID/fd)."""
+    empty: str = ""
+
+
+class _Libc:
+    """The four system calls of the sandbox, bound once (they run in a forked child)."""
+
+    def __init__(self) -> None:
+        libc = ctypes.CDLL(ctypes.util.find_library("c"), use_errno=True)
+        self.unshare = libc.unshare
+        self.mount = libc.mount
+        self.sethostname = libc.sethostname
+
+
+_LIBC: list[_Libc] = []
+
+
+def _libc() -> _Libc:
+    if not _LIBC:
+        _LIBC.append(_Libc())
+    return _LIBC[0]
+
+
+def sandbox_setup(started: Launch) -> Callable[[], None] | None:
+    """The function the forked child runs before `exec` (subprocess's preexec_fn), or None
+    outside namespace mode. Everything it needs is encoded here, before the fork."""
+    if started.hostname is None:
+        return None
+    libc = _libc()
+    name = started.hostname.encode()
+    binds = [(src.encode(), dst.encode()) for src, dst in started.mounts]
+    hidden = [path.encode() for path in started.hidden]
+    empty = started.empty.encode()
+
+    def enter() -> None:
+        _check(libc.unshare(_CLONE_NEWNS | _CLONE_NEWUTS))
+        _check(libc.mount(b"none", b"/", None, _MS_REC | _MS_PRIVATE, None))
+        for source, target in binds:
+            _check(libc.mount(source, target, None, _MS_BIND, None))
+        _check(libc.sethostname(name, len(name)))
+        for target in hidden:
+            libc.mount(empty, target, None, _MS_BIND, None)  # best effort: it may be gone
+
+    return enter
+
+
+def launch_data(started: Launch) -> dict[str, Any]:
+    """A Launch as JSON-able data (it travels to an SSH front process)."""
+    return {
+        "argv": list(started.argv),
+        "env": dict(started.env),
+        "refusal": started.refusal,
+        "mounts": [list(m) for m in started.mounts],
+        "hostname": started.hostname,
+        "hidden": list(started.hidden),
+        "empty": started.empty,
+    }
+
+
+def launch_from_data(data: Mapping[str, Any]) -> Launch:
+    return Launch(
+        argv=tuple(str(a) for a in data.get("argv", ())),
+        env={str(k): str(v) for k, v in dict(data.get("env", {})).items()},
+        refusal=data.get("refusal"),
+        mounts=tuple((str(src), str(dst)) for src, dst in data.get("mounts", ())),
+        hostname=data.get("hostname"),
+        hidden=tuple(str(h) for h in data.get("hidden", ())),
+        empty=str(data.get("empty", "")),
+    )
+
+
+def _check(result: int) -> None:
+    if result != 0:
+        number = ctypes.get_errno()
+        raise OSError(number, os.strerror(number))
 
 
 def detect_sandbox() -> SandboxMode:
@@ -69,39 +153,52 @@ def detect_sandbox() -> SandboxMode:
         for directory in (paths.shm, paths.proc_driver):
             directory.mkdir()
         paths.boot_id.write_text("probe\n", encoding="ascii")
-        argv = namespace_argv(paths, "fleetfix-lab-probe", "test -f /dev/shm/.probe")
         (paths.shm / ".probe").write_text("", encoding="ascii")
+        probe = namespace_launch(paths, "fleetfix-lab-probe", "test -f /dev/shm/.probe", ())
         try:
-            done = subprocess.run(argv, capture_output=True, timeout=10, check=False)
-        except (OSError, subprocess.TimeoutExpired):
+            done = subprocess.run(
+                probe.argv,
+                capture_output=True,
+                timeout=10,
+                check=False,
+                preexec_fn=sandbox_setup(probe),
+            )
+        except (OSError, subprocess.SubprocessError):
             return SandboxMode.FALLBACK
     return SandboxMode.NAMESPACE if done.returncode == 0 else SandboxMode.FALLBACK
 
 
-def namespace_argv(paths: NodePaths, hostname: str, command: str) -> tuple[str, ...]:
-    unshare = shutil.which("unshare", path=SYSTEM_PATH) or "unshare"
-    return (
-        unshare,
-        "--mount",
-        "--uts",
-        "--propagation",
-        "private",
-        "--",
-        "/bin/bash",
-        "-c",
-        _SETUP,
-        "fleetfix-lab",
-        str(paths.shm),
-        str(paths.boot_id),
-        str(paths.proc_driver),
-        hostname,
-        command,
+def namespace_launch(
+    paths: NodePaths, hostname: str, command: str, hidden: Sequence[str], empty: str = ""
+) -> Launch:
+    """`bash -c COMMAND` in the node's namespaces ($0 is `bash`, as `exec bash -c CMD bash`)."""
+    mounts = (
+        (str(paths.shm), DEV_SHM),
+        (str(paths.boot_id), BOOT_ID),
+        (str(paths.proc_driver), PROC_DRIVER),
+    )
+    return Launch(
+        ("/bin/bash", "-c", command, "bash"),
+        {},
+        mounts=mounts,
+        hostname=hostname,
+        hidden=tuple(hidden) if empty else (),
+        empty=empty,
     )
 
 
-def launch(mode: SandboxMode, paths: NodePaths, hostname: str, command: str) -> Launch:
+def launch(
+    mode: SandboxMode,
+    paths: NodePaths,
+    hostname: str,
+    command: str,
+    *,
+    hidden: Sequence[str] = (),
+    empty: str = "",
+) -> Launch:
+    """How node `hostname` runs `command`; `hidden` directories are covered with `empty`."""
     if mode is SandboxMode.NAMESPACE:
-        return Launch(namespace_argv(paths, hostname, command), {})
+        return namespace_launch(paths, hostname, command, hidden, empty)
     env = {"FLEETFIX_SHM_DIR": str(paths.shm), "HOSTNAME": hostname, SANDBOX_ENV: mode.value}
     known = re.sub(
         rf"{re.escape(DEV_SHM)}|{re.escape(BOOT_ID)}|{re.escape(PROC_DRIVER)}", "", command

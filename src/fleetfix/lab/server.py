@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import logging
 import os
 import resource
@@ -49,6 +50,8 @@ from fleetfix.lab.toolserver import client_handler
 LOG = logging.getLogger("fleetfix.lab")
 REBOOT_GRACE = 0.3
 """Seconds between a `reboot` command answering and the node going down (like systemd)."""
+EMPTY_DIR = "empty"
+"""An empty directory the sandbox mounts over the lab processes' /proc/PID/fd."""
 BASH_ENV_FILE = "bash_env"
 """Sourced by every non-interactive bash on a node: `kill` goes through its shim (audit)."""
 
@@ -112,6 +115,7 @@ class LabRuntime:
         names = [t for t in self._tools if fallback or t not in FALLBACK_ONLY_TOOLS]
         write_shims(self.tools_dir, self.control_port, self.token, names)
         (self.state_dir / BASH_ENV_FILE).write_text("enable -n kill\n", encoding="ascii")
+        (self.state_dir / EMPTY_DIR).mkdir(exist_ok=True)
         for node in self.fleet.nodes.values():
             await self._spawn_holders(node, node.processes)
         await self._open_listeners(nodes_per_process(fd_limit, self.per_process))
@@ -242,16 +246,21 @@ class LabRuntime:
         limits = [int(f.value or 0) for f in node.faults_of("flaky_ssh")]
         delay = sum(f.value or 0.0 for f in node.faults_of("slow_ssh")) / 1000.0
         started = self.launch(node, command)
+        env = {**self.base_env(node, user), **started.env}
         return CommandPlan(
-            argv=started.argv,
-            env={**self.base_env(node, user), **started.env},
-            refusal=started.refusal,
+            launch=dataclasses.replace(started, env=env),
             flaky_limit=min(limits) if limits else None,
             delay=delay,
         )
 
     def launch(self, node: NodeState, command: str) -> Launch:
-        return launch(self.mode, node.paths, node.name, command)
+        hidden = [f"/proc/{pid}/fd" for pid in self.lab_pids()]
+        empty = str(self.state_dir / EMPTY_DIR)
+        return launch(self.mode, node.paths, node.name, command, hidden=hidden, empty=empty)
+
+    def lab_pids(self) -> list[int]:
+        """This process and the SSH fronts."""
+        return [os.getpid(), *(self._shards.pids if self._shards else [])]
 
     def base_env(self, node: NodeState, user: str) -> dict[str, str]:
         return {

@@ -13,6 +13,7 @@ import contextlib
 import logging
 import os
 import signal
+import subprocess
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -21,6 +22,13 @@ from typing import Any, Protocol
 import asyncssh
 
 from fleetfix.lab.processes import session_pids
+from fleetfix.lab.sandbox import (
+    SETUP_FAILED,
+    Launch,
+    launch_data,
+    launch_from_data,
+    sandbox_setup,
+)
 
 LOG = logging.getLogger("fleetfix.lab.ssh")
 _READ_CHUNK = 65536
@@ -31,21 +39,17 @@ class CommandPlan:
     """What the lab's state says about one exec request, decided when it arrives.
 
     `abort`: the node is no longer up (drop the connection); `flaky_limit`: drop the connection
-    at this many commands on it; `delay`: seconds before the command starts; `argv` + `env`: how
-    to start it, or `refusal`: exit 126 with that message."""
+    at this many commands on it; `delay`: seconds before the command starts; `launch`: how to
+    start it (argv, the whole extra env, the sandbox), or its refusal (exit 126)."""
 
-    argv: tuple[str, ...] = ()
-    env: Mapping[str, str] = field(default_factory=dict)
-    refusal: str | None = None
+    launch: Launch = field(default_factory=lambda: Launch((), {}))
     flaky_limit: int | None = None
     delay: float = 0.0
     abort: bool = False
 
     def to_data(self) -> dict[str, Any]:
         return {
-            "argv": list(self.argv),
-            "env": dict(self.env),
-            "refusal": self.refusal,
+            "launch": launch_data(self.launch),
             "flaky_limit": self.flaky_limit,
             "delay": self.delay,
             "abort": self.abort,
@@ -54,9 +58,7 @@ class CommandPlan:
     @classmethod
     def from_data(cls, data: Mapping[str, Any]) -> CommandPlan:
         return cls(
-            argv=tuple(str(a) for a in data.get("argv", ())),
-            env={str(k): str(v) for k, v in dict(data.get("env", {})).items()},
-            refusal=data.get("refusal"),
+            launch=launch_from_data(data.get("launch") or {}),
             flaky_limit=data.get("flaky_limit"),
             delay=float(data.get("delay", 0.0)),
             abort=bool(data.get("abort", False)),
@@ -213,28 +215,31 @@ class NodeSession(asyncssh.SSHServerSession[bytes]):
             return
         if plan.delay:
             await asyncio.sleep(plan.delay)
-        if plan.refusal is not None:
-            self._exit(chan, 126, plan.refusal)
+        if plan.launch.refusal is not None:
+            self._exit(chan, 126, plan.launch.refusal)
             return
-        env = {**chan.get_environment(), **plan.env}
+        env = {**chan.get_environment(), **plan.launch.env}
         self._host.track_session(self._node, self, add=True)
         try:
-            await self._spawn_and_wait(chan, plan.argv, env)
+            await self._spawn_and_wait(chan, plan.launch, env)
+        except subprocess.SubprocessError:  # the sandbox could not be set up: never run bare
+            self._exit(chan, 125, SETUP_FAILED)
         finally:
             self._host.track_session(self._node, self, add=False)
 
     async def _spawn_and_wait(
-        self, chan: asyncssh.SSHServerChannel[bytes], argv: tuple[str, ...], env: dict[str, str]
+        self, chan: asyncssh.SSHServerChannel[bytes], started: Launch, env: dict[str, str]
     ) -> None:
         home = Path(env.get("HOME", "/"))
         process = await asyncio.create_subprocess_exec(
-            *argv,
+            *started.argv,
             stdin=asyncio.subprocess.PIPE,
             stdout=asyncio.subprocess.PIPE,
             stderr=asyncio.subprocess.PIPE,
             env=env,
             cwd=home if home.is_dir() else None,
             start_new_session=True,
+            preexec_fn=sandbox_setup(started),
         )
         self._process = process
         self._feed_pending(process)
