@@ -38,7 +38,7 @@ def add_safety_options(parser: argparse.ArgumentParser) -> None:
         default=DEFAULT_REPAIR_BUDGET,
         metavar="N|P%",
         help="at most N hosts (or P%% of the inventory) out of service by fleetfix at once,"
-        f" across runs and controllers sharing the journal (default {DEFAULT_REPAIR_BUDGET};"
+        " across runs and controllers sharing the journal (default %(default)s;"
         " 'none' for no budget)",
     )
 

@@ -13,7 +13,8 @@ command is handed to a shard, and one journal sees every event in order.
 A worker is `python -m fleetfix.transport.shard_worker`, talking length-prefixed pickles on its
 stdin and stdout (a private pipe between two processes of one run, never a socket). A host
 stays on the shard that opened its connection. The main process is a shard too, weighted
-lighter because it also runs the engine, so a run never waits for a worker to start. Workers
+lighter because it also runs the engine; the first connection waits for the workers to start
+(about 0.3 s), so every host is placed by the same rule. Workers
 ignore SIGINT and SIGTERM: the controller handles those and cancels in-flight commands
 through the protocol (the worker kills them on the host); a worker whose controller died sees
 end of file and exits at once, dropping its connections as the controller's death would have.
@@ -48,6 +49,8 @@ LOCAL_WEIGHT = 2
 """The main process runs the engine too, so it takes half as many hosts as a worker."""
 CANCEL_GRACE = 15.0
 """How long a cancelled command may take to be killed on its host by the worker."""
+START_TIMEOUT = 10.0
+"""How long the first connection waits for the workers to start before going without them."""
 MAX_AUTO_WORKERS = 8
 AUTO_MIN_HOSTS = 64
 """Below this many hosts a run is too short for worker start-up to pay off."""
@@ -141,6 +144,11 @@ class ShardedTransport:
     async def connect(self, spec: ConnectionSpec) -> Connection:
         if self._starting is None and self._wanted > 0:
             self._starting = asyncio.get_running_loop().create_task(self._start())
+        if self._starting is not None and not self._starting.done():
+            # Placement waits once for the workers (a fraction of a second), so the first
+            # hosts are spread like the rest; a worker that cannot start leaves its share here.
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(asyncio.shield(self._starting), START_TIMEOUT)
         worker = self._pick()
         if worker is None:
             connection = await self._local.connect(spec)

@@ -33,14 +33,23 @@ async def sharded() -> AsyncIterator[ShardedTransport]:
 
 
 async def _on_worker(transport: ShardedTransport, server: Any) -> Any:
-    """Connect hosts until one lands on the worker (the first go in-process while it starts)."""
-    for number in range(50):
-        conn = await transport.connect(spec_for(server, f"host{number}"))
-        if type(conn).__name__ == "_WorkerConnection":
-            return conn
-        if not transport.workers:
-            await eventually(lambda: bool(transport.workers), 30)
-    raise AssertionError("no connection was placed on the worker")
+    """The second host: the first goes to the main process, the next to the idle worker."""
+    first = await transport.connect(spec_for(server, "host0"))
+    second = await transport.connect(spec_for(server, "host1"))
+    assert type(first).__name__ == "_LocalShardConnection"
+    assert type(second).__name__ == "_WorkerConnection"
+    return second
+
+
+async def test_hosts_are_placed_by_load_main_process_weighted_half(ssh_server: Any) -> None:
+    transport = ShardedTransport(SSHTransport(), WorkerOptions("ssh", {}), workers=2)
+    try:
+        for number in range(10):
+            await transport.connect(spec_for(ssh_server, f"host{number}"))
+
+        assert [w.connections for w in transport.workers] == [4, 4]
+    finally:
+        await transport.aclose()
 
 
 async def test_worker_runs_commands_and_parses_probes_where_they_ran(
@@ -105,7 +114,6 @@ async def test_a_dead_worker_is_an_unreachable_host_not_a_hang(
 async def test_aclose_ends_every_worker(ssh_server: Any) -> None:
     transport = ShardedTransport(SSHTransport(), WorkerOptions("ssh", {}), workers=2)
     await _on_worker(transport, ssh_server)
-    await eventually(lambda: len(transport.workers) == 2, 30)
     processes = [w.process for w in transport.workers]
 
     await transport.aclose()
