@@ -48,7 +48,7 @@ from shell_tools import (
     script_outcome,
 )
 from ssh_masters import ControlMaster, end_ssh_masters, find_masters, listening_sockets
-from table import measurement_table, ratio_lines
+from table import measurement_table, ratio_lines, verdict
 from watch import FirstOpen, TreeSampler
 from workload import (
     PROBE_NAMES,
@@ -585,6 +585,12 @@ def test_parse_cost_table_has_every_builtin_probe() -> None:
     probes = {line.split()[0] for line in lines[2:] if line and not line.startswith("probe")}
     assert set(BUILTIN_PROBES) <= probes
     assert any(line.startswith("nvidia_smi fast") for line in lines)
+
+
+def test_a_near_miss_shows_its_margin() -> None:
+    assert verdict(20.6, 20) == "MISSES target <= 20 by 1.03x"
+    assert verdict(20, 20) == "meets target <= 20"
+    assert verdict(66, 20) == "MISSES target <= 20 by 3.3x"
 
 
 def test_cpu_no_one_waited_for_still_counts() -> None:
