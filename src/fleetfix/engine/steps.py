@@ -23,7 +23,7 @@ from fleetfix.engine.variables import compose
 from fleetfix.errors import FleetfixError, UnreachableError
 from fleetfix.events import HostStepFinished, HostStepStarted, StepRetry
 from fleetfix.playbook.model import Step, StepKind
-from fleetfix.results import JournaledStep, Status, StepResult
+from fleetfix.results import CommandResult, JournaledStep, Status, StepResult
 
 DEFAULT_RETRIES = 3
 
@@ -203,6 +203,22 @@ def _record(hs: HostStep, result: StepResult, started: float) -> StepResult:
     if result.changed and step.notify:
         state.notified.update(step.notify)
     ctx.stats(state.name).count(result)
-    ctx.result.results.append(result)
     ctx.bus.emit(HostStepFinished(result=result))
+    ctx.result.results.append(_kept(result))
     return result
+
+
+def _kept(result: StepResult) -> StepResult:
+    """What the run keeps of a step once every consumer has it: its verdict and facts, not
+    the output of its commands (the journal holds that), which would be most of a 10,000-host
+    run's memory."""
+    if not result.commands and not OUTPUT_KEYS & result.data.keys():
+        return result
+    brief = tuple(
+        CommandResult(c.command, c.rc, "", "", c.duration, c.timed_out) for c in result.commands
+    )
+    data = {k: v for k, v in result.data.items() if k not in OUTPUT_KEYS}
+    return replace(result, commands=brief, data=data)
+
+
+OUTPUT_KEYS = frozenset(("stdout", "stderr", "stdout_lines", "stderr_lines"))

@@ -16,7 +16,7 @@ import json
 import time
 from collections import Counter
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from math import isfinite
 from typing import Any
 
@@ -248,7 +248,10 @@ class ReportCollector:
 
     def _step_finished(self, event: HostStepFinished) -> None:
         result = event.result
-        self._results.append(result)
+        # Only what findings and the recap read: the output and facts are in the step record
+        # and the journal, and kept here they would be most of a large run's memory.
+        failed = {"failed": True} if result.data.get("failed") else {}
+        self._results.append(replace(result, commands=(), data=failed))
         self._hosts.setdefault(result.host, None)
         opened = self._open.pop(result.host, None)
         if opened is None or opened.step != result.step:
