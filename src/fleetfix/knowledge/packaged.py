@@ -22,6 +22,9 @@ def packaged_text(filename: str, what: str) -> str:
         raise KnowledgeError(f"{what}: cannot read packaged {filename}: {exc}") from exc
 
 
+_SAFE_LOADER: type[yaml.SafeLoader] = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+
+
 def yaml_mapping(text: str, what: str) -> dict[str, Any]:
     """A table's YAML text as its top-level mapping.
 
@@ -29,7 +32,8 @@ def yaml_mapping(text: str, what: str) -> dict[str, Any]:
         KnowledgeError: not valid YAML, or not a mapping at the top.
     """
     try:
-        document = yaml.safe_load(text)
+        # libyaml's safe loader where PyYAML has it: the tables load at every start.
+        document = yaml.load(text, Loader=_SAFE_LOADER)
     except yaml.YAMLError as exc:
         raise KnowledgeError(f"{what}: invalid YAML: {exc}") from exc
     if not isinstance(document, dict):
