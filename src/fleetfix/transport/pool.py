@@ -96,6 +96,7 @@ class ConnectionPool:
         self._transport = transport
         self.budget = budget if budget is not None else fd_budget(raise_fd_limit())
         self._held: OrderedDict[str, _Held] = OrderedDict()  # least recently used first
+        self._held_fds = 0  # kept as connections come and go: summing them is O(hosts)
         self._locks: dict[str, asyncio.Lock] = {}
         self._room = asyncio.Condition()
         self._connecting = 0
@@ -114,7 +115,17 @@ class ConnectionPool:
 
     @property
     def held_fds(self) -> int:
-        return sum(held.fds for held in self._held.values())
+        return self._held_fds
+
+    def _hold(self, name: str, held: _Held) -> None:
+        self._held[name] = held
+        self._held_fds += held.fds
+
+    def _unhold(self, name: str) -> _Held | None:
+        held = self._held.pop(name, None)
+        if held is not None:
+            self._held_fds -= held.fds
+        return held
 
     async def get(self, spec: ConnectionSpec) -> PooledConnection:
         """`spec`'s connection, opened now if not held; raises UnreachableError (as connect)."""
@@ -124,7 +135,7 @@ class ConnectionPool:
 
     async def release(self, name: str) -> None:
         """Close and forget `name`'s connection (lost, or the host is rebooting)."""
-        held = self._held.pop(name, None)
+        held = self._unhold(name)
         if held is not None:
             await self._close(held)
 
@@ -182,7 +193,7 @@ class ConnectionPool:
                 self._room.notify_all()
         held = _Held(connection, _fds(connection), busy=1)
         self._typical_fds = max(self._typical_fds, held.fds)
-        self._held[spec.name] = held
+        self._hold(spec.name, held)
         self.opened += 1
         return held
 
@@ -204,7 +215,9 @@ class ConnectionPool:
         if idle is None:
             return False
         self.released += 1
-        await _close_quietly(self._held.pop(idle))
+        released = self._unhold(idle)
+        assert released is not None
+        await _close_quietly(released)
         return True
 
     async def _checkin(self, held: _Held) -> None:
@@ -219,7 +232,7 @@ class ConnectionPool:
 
     async def _forget(self, name: str, held: _Held) -> None:
         if self._held.get(name) is held:
-            del self._held[name]
+            self._unhold(name)
         await self._close(held)
 
     async def _close(self, held: _Held) -> None:
