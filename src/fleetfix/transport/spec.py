@@ -6,6 +6,7 @@ Precedence, highest first: `fleetfix_*` vars, `ansible_*` vars, then the command
 
 from __future__ import annotations
 
+import functools
 import shlex
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -103,11 +104,13 @@ class SSHArgs:
         return _expand(value.split()[0]) if value and value.split() else None
 
 
+@functools.lru_cache(maxsize=256)
 def parse_ssh_args(text: str) -> SSHArgs:
     """Read the OpenSSH client options fleetfix understands out of an argument string.
 
     Unknown flags are ignored, as Ansible passes them to ssh and fleetfix has no ssh to pass
     them to. Raises ValueError for text that shell-splitting rejects (unbalanced quotes).
+    Cached: a fleet shares a few argument strings, read again for every command.
     """
     tokens = shlex.split(text)
     options: dict[str, str] = {}
