@@ -272,3 +272,11 @@ def test_nvidia_smis_own_doctype_is_accepted_and_not_fetched() -> None:
     )  # port 9 (discard): a fetch would fail the parse
     assert "http://127.0.0.1:9/" in text
     _same_facts_both_ways(text)
+
+
+def test_xml_nested_thousands_deep_is_a_parse_error_not_a_crash() -> None:
+    deep = "<a>" * 5000 + "x" + "</a>" * 5000
+    text = f'<?xml version="1.0" ?>\n<nvidia_smi_log>{deep}</nvidia_smi_log>\n'
+
+    with pytest.raises(ProbeParseError, match="nested too deeply"):
+        nvidia_smi.parse(text)

@@ -201,8 +201,13 @@ def _is_known_bare(text: str) -> bool:
     )
 
 
+_LINE_CONTROLS = str.maketrans("", "", "\n\r\t")
+
+
 def _looks_binary(text: str) -> bool:
     if "\x00" in text:
         return True
+    if text.translate(_LINE_CONTROLS).isprintable():  # the usual case, at C speed
+        return False
     odd = sum(1 for ch in text if not ch.isprintable() and ch not in "\n\r\t")
     return odd > max(8, len(text) // 50)

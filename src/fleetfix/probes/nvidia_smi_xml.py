@@ -129,7 +129,13 @@ def read_xml(xml: str, text: str, *, line_numbers: tuple[int, ...] = ()) -> Read
         raise ProbeParseError(PROBE, f"XML with forbidden constructs ({exc})", text) from exc
     if root.tag != "nvidia_smi_log":
         raise ProbeParseError(PROBE, f"XML root is <{root.tag}>, not <nvidia_smi_log>", text)
-    return read_report(_element_node(root), Format.XML, text)
+    try:
+        tree = _element_node(root)
+    except RecursionError:
+        raise ProbeParseError(
+            PROBE, "XML nested too deeply to be nvidia-smi output", text
+        ) from None
+    return read_report(tree, Format.XML, text)
 
 
 def read_report(root: ReportNode, fmt: Format, text: str, *, elided: bool = False) -> Reading:
