@@ -196,7 +196,7 @@ class Invocation:
     argv: Sequence[str]
     stdout: Path
     env: Mapping[str, str] | None = None
-    timeout: float = 3600.0
+    timeout: float = 4 * 3600.0  # a 10,000-host run on a one-core lab takes over half an hour
     cpus: frozenset[int] | None = None
     first_open: Path | None = None
 

@@ -113,7 +113,7 @@ def ratio_lines(rows: Sequence[Measurement]) -> list[str]:
 def _per_run_lines(fleetfix: Measurement, rows: Sequence[Measurement]) -> list[str]:
     at = f"at {fleetfix.hosts} hosts"
     lines = [
-        f"fleetfix {at}: {fleetfix.outcome.split(':')[0]}",
+        _completes_line(fleetfix),
         f"fleetfix controller CPU {at}: {fleetfix.cpu_ms_per_host:.1f} ms/host: "
         + verdict(fleetfix.cpu_ms_per_host, TARGET_CPU_MS_PER_HOST),
     ]
@@ -146,6 +146,13 @@ def _per_run_lines(fleetfix: Measurement, rows: Sequence[Measurement]) -> list[s
     if fleetfix.cost.first_command_s is not None:
         lines.append(first_command_line(fleetfix.hosts, fleetfix.cost.first_command_s))
     return lines
+
+
+def _completes_line(fleetfix: Measurement) -> str:
+    """Did every host run every step (and fleetfix exit 0)?"""
+    done = fleetfix.outcome.startswith("ok") and fleetfix.time.exit_status == 0
+    verdict_text = "completes: meets target" if done else "MISSES target: does not complete"
+    return f"fleetfix at {fleetfix.hosts} hosts: {verdict_text} ({fleetfix.outcome})"
 
 
 def _growth_lines(runs: Sequence[Measurement]) -> list[str]:

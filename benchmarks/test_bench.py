@@ -569,7 +569,10 @@ def test_verdicts_cover_every_target() -> None:
         _measured("fleetfix", 10_000, 600.0, 1000.0, 2_000_000),
     ]
     rows[1] = replace(rows[1], journal_bytes=30 * 1024 * 1000)
+    rows[3] = replace(rows[3], outcome="CHECK: 49990/50000 tasks ok, 2 failed, 0 unreachable")
     text = "\n".join(ratio_lines(rows))
+    assert "fleetfix at 1000 hosts: completes: meets target (ok: all)" in text
+    assert "fleetfix at 10000 hosts: MISSES target: does not complete (CHECK: 49990/" in text
     assert "controller CPU at 1000 hosts: 40.0 ms/host: MISSES target <= 20 by 2.0x" in text
     assert "fleetfix/bare wall at 1000 hosts: 110.0 / 100.0 s = 1.10: meets target <= 1.2" in text
     assert "300.0 ms = 0.133 (7.5x less): MISSES target <= 0.1 by 1.3x" in text
