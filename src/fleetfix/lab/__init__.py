@@ -9,10 +9,40 @@ the engine: nothing here imports fleetfix's engine, and the engine only sees SSH
         lab.hosts, lab.port, lab.client_key, lab.known_hosts, lab.truth()
 """
 
-from fleetfix.lab.control import LabHandle, LabServer, astart_lab, find_lab, start_lab
-from fleetfix.lab.embedded import attach_lab, connection_vars, embedded_lab, ensure_lab
-from fleetfix.lab.scenario import Scenario
-from fleetfix.lab.scenario_file import load_scenario, shipped_scenarios
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from fleetfix.lab.control import LabHandle, LabServer, astart_lab, find_lab, start_lab
+    from fleetfix.lab.embedded import attach_lab, connection_vars, embedded_lab, ensure_lab
+    from fleetfix.lab.scenario import Scenario
+    from fleetfix.lab.scenario_file import load_scenario, shipped_scenarios
+
+_HOMES = {
+    "LabHandle": "control",
+    "LabServer": "control",
+    "astart_lab": "control",
+    "find_lab": "control",
+    "start_lab": "control",
+    "attach_lab": "embedded",
+    "connection_vars": "embedded",
+    "embedded_lab": "embedded",
+    "ensure_lab": "embedded",
+    "Scenario": "scenario",
+    "load_scenario": "scenario_file",
+    "shipped_scenarios": "scenario_file",
+}
+
+
+def __getattr__(name: str) -> Any:
+    """The public names load with their module on first use (PEP 562): `fleetfix run` builds
+    the lab's CLI parser at every start and must not pay for the whole lab."""
+    if name not in _HOMES:
+        raise AttributeError(f"module 'fleetfix.lab' has no attribute {name!r}")
+    return getattr(importlib.import_module(f"fleetfix.lab.{_HOMES[name]}"), name)
+
 
 __all__ = [
     "LabHandle",

@@ -12,12 +12,15 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 from types import MappingProxyType
-from typing import Any, TextIO
+from typing import TYPE_CHECKING, Any, TextIO
 
 from fleetfix.errors import LabError
-from fleetfix.lab.control import LabHandle, default_state_dir, find_lab, start_lab
-from fleetfix.lab.inventory import render_inventory
-from fleetfix.lab.scenario_file import load_scenario, shipped_scenarios
+
+if TYPE_CHECKING:
+    from fleetfix.lab.control import LabHandle
+
+# The lab's modules load when a lab command runs, not with every `fleetfix run`: the CLI
+# builds this parser at every start, and the time to the first command counts (issue 10).
 
 DEFAULT_SCENARIO = "xid79"
 
@@ -73,6 +76,8 @@ def run_lab(args: argparse.Namespace, out: TextIO | None = None) -> int:
 
 
 def _up(args: argparse.Namespace, out: TextIO) -> int:
+    from fleetfix.lab.control import default_state_dir, start_lab  # noqa: PLC0415
+
     state_dir = args.state_dir or default_state_dir(args.scenario)
     handle = start_lab(
         args.scenario,
@@ -97,6 +102,8 @@ def _up(args: argparse.Namespace, out: TextIO) -> int:
 
 
 def _find(args: argparse.Namespace) -> LabHandle:
+    from fleetfix.lab.control import default_state_dir, find_lab  # noqa: PLC0415
+
     if args.state_dir is not None or args.scenario is not None:
         state_dir = args.state_dir or default_state_dir(args.scenario)
         handle = find_lab(state_dir)
@@ -120,6 +127,8 @@ def _find(args: argparse.Namespace) -> LabHandle:
 
 def running_labs() -> list[LabHandle]:
     """Labs running from the default state directories."""
+    from fleetfix.lab.control import default_state_dir, find_lab  # noqa: PLC0415
+
     root = default_state_dir("x").parent
     if not root.is_dir():
         return []
@@ -181,11 +190,16 @@ def _truth(args: argparse.Namespace, out: TextIO) -> int:
 
 
 def _inventory(args: argparse.Namespace, out: TextIO) -> int:
+    from fleetfix.lab.inventory import render_inventory  # noqa: PLC0415
+    from fleetfix.lab.scenario_file import load_scenario  # noqa: PLC0415
+
     out.write(render_inventory(load_scenario(args.scenario, nodes=args.nodes)))
     return 0
 
 
 def _scenarios(args: argparse.Namespace, out: TextIO) -> int:
+    from fleetfix.lab.scenario_file import load_scenario, shipped_scenarios  # noqa: PLC0415
+
     for name in shipped_scenarios():
         scenario = load_scenario(name)
         summary = scenario.description.splitlines()[0] if scenario.description else ""
