@@ -27,10 +27,29 @@ class Probe(Generic[F]):
     """Accepted step parameters and what each means; anything else is refused at load."""
 
 
+_PLAIN = (str, int, float, bool, type(None))
+
+
+_FIELD_NAMES: dict[type, tuple[str, ...] | None] = {}
+"""A memo of class metadata (which never changes), not run state."""
+
+
+def _field_names(cls: type) -> tuple[str, ...] | None:
+    """A dataclass's field names (read once per class); None for anything else."""
+    if cls not in _FIELD_NAMES:
+        fields = dataclasses.fields(cls) if dataclasses.is_dataclass(cls) else None
+        _FIELD_NAMES[cls] = tuple(f.name for f in fields) if fields is not None else None
+    return _FIELD_NAMES[cls]
+
+
 def to_data(value: Any) -> Any:
     """Facts (nested frozen dataclasses, enums, tuples) as plain JSON-able data."""
-    if dataclasses.is_dataclass(value) and not isinstance(value, type):
-        return {f.name: to_data(getattr(value, f.name)) for f in dataclasses.fields(value)}
+    cls = type(value)
+    if cls in _PLAIN:
+        return value
+    names = _field_names(cls)
+    if names is not None:
+        return {name: to_data(getattr(value, name)) for name in names}
     if isinstance(value, enum.Enum):
         return value.value
     if isinstance(value, Mapping):
