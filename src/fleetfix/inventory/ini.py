@@ -36,6 +36,29 @@ _CONSTANT_PREFIXES = ("True", "False", "None")
 _SMALL_INT = re.compile(r"[1-9]\d{0,17}|0")
 # Characters that make shlex do more than split on blanks.
 _SHLEX_SPECIAL = re.compile(r"[\"'\\#]")
+_QUOTED_WORD = re.compile(r"""(?:[^\s"'\\#]+|"[^"\\]*"|'[^']*')+""")
+_QUOTE_PART = re.compile(r""""([^"]*)"|'([^']*)'|([^"']+)""")
+
+
+def _simply_quoted(line: str) -> list[str] | None:
+    """shlex.split(line, comments=True) for a line whose only specials are balanced quotes
+    around text without backslashes (`gpu_model="NVIDIA H100 80GB HBM3"`), at regex speed;
+    None for anything else (shlex decides). A 10,000-line inventory with a quoted var per
+    host read in 1.3 s through shlex."""
+    if "\\" in line or "#" in line:
+        return None
+    words: list[str] = []
+    end = 0
+    for match in _QUOTED_WORD.finditer(line):
+        if line[end : match.start()].strip():
+            return None  # an unbalanced quote, or something the pattern does not cover
+        words.append(match.group())
+        end = match.end()
+    if line[end:].strip():
+        return None
+    return ["".join(a or b or c for a, b, c in _QUOTE_PART.findall(w)) for w in words]
+
+
 _BLANKS = re.compile(r"[ \t\r\n]+")
 # NUL and control characters (C0 but tab and line ends, DEL, C1): never meant in an inventory.
 _CONTROL = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f]")
@@ -185,6 +208,8 @@ class _IniReader:
     def _split_host_line(self, line: str) -> list[str]:
         if not _SHLEX_SPECIAL.search(line):
             return _BLANKS.split(line)
+        if (simple := _simply_quoted(line)) is not None:
+            return simple
         try:
             tokens = shlex.split(line, comments=True)
         except ValueError as exc:
