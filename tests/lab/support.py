@@ -19,6 +19,7 @@ from fleetfix.lab.scenario_file import load_scenario
 from fleetfix.lab.state import FleetState, NodeState
 from fleetfix.lab.tools.base import ToolContext, ToolReply
 from fleetfix.lab.tools.table import tool_table
+from tests.support import wait_until
 
 
 @contextmanager
@@ -34,9 +35,7 @@ def running_lab(scenario: str, state_dir: Path, **kwargs: Any) -> Iterator[LabHa
         handle.stop()
         assert not pid_alive(handle.pid), "lab server survived stop()"
         assert not [pid for pid in handle.pids if pid_alive(pid)], "lab SSH fronts survived stop()"
-        deadline = time.monotonic() + 10
-        while any(pid_alive(pid) for pid in holders) and time.monotonic() < deadline:
-            time.sleep(0.05)
+        wait_until(lambda: not any(pid_alive(pid) for pid in holders), 10)
         assert not [pid for pid in holders if pid_alive(pid)], (
             "GPU placeholder processes left behind"
         )
