@@ -270,7 +270,10 @@ class _Worker:
         """Send one request and wait for its answer; a dead worker is an unreachable host."""
         if self._dead is not None:
             raise UnreachableError(host or "?", self._dead)
-        request_id = self.send(message)
+        try:
+            request_id = self.send(message)
+        except (OSError, RuntimeError) as exc:  # the pipe broke before the reader saw EOF
+            raise UnreachableError(host or "?", f"host shard worker {self.number}: {exc}") from exc
         future: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
         self._pending[request_id] = future
         try:
@@ -285,8 +288,8 @@ class _Worker:
             if future.done() or self._dead is not None:
                 raise
             # Ctrl-C: the worker kills the command on its host; wait for that, then give up.
-            self.send(("cancel", request_id))
             with contextlib.suppress(asyncio.TimeoutError, asyncio.CancelledError, Exception):
+                self.send(("cancel", request_id))
                 await asyncio.wait_for(asyncio.shield(future), CANCEL_GRACE)
             raise
         if status == "ok":
