@@ -10,10 +10,9 @@ from typing import Any
 from fleetfix.engine.commands import NO_LOG_TEXT, run_command, step_timeout
 from fleetfix.engine.context import HostState, RunContext
 from fleetfix.engine.variables import PlayScope
-from fleetfix.errors import ProbeParseError
 from fleetfix.events import ActionStarted, ActionTaken, HostObserved
 from fleetfix.playbook.model import Play, Step
-from fleetfix.probes.base import Probe, to_data
+from fleetfix.probes.base import Probe, verdict
 from fleetfix.results import CommandResult
 
 
@@ -124,22 +123,15 @@ class HostStep:
             outcome.failed = True
             detail = result.stderr.strip()[:200]
             outcome.message = f"probe {name} failed (rc={result.rc}): {detail}"
-        elif result.parsed is not None:  # parsed where it ran, by a host shard
-            if result.parsed.error is not None:
-                outcome.failed = True
-                outcome.message = result.parsed.error
-            else:
-                self.state.probe_facts[name] = result.parsed.facts
-                outcome.data["facts"] = result.parsed.data
         else:
-            try:
-                facts = probe.parse(result.stdout)
-            except ProbeParseError as exc:
+            # A host shard's worker may have parsed it already, where it arrived.
+            parsed = result.parsed or verdict(probe, result.stdout)
+            if parsed.error is not None:
                 outcome.failed = True
-                outcome.message = str(exc)
+                outcome.message = parsed.error
             else:
-                self.state.probe_facts[name] = facts
-                outcome.data["facts"] = to_data(facts)
+                self.state.probe_facts[name] = parsed.facts
+                outcome.data["facts"] = parsed.data
         remember_probe(self.ctx, self.state, name, outcome.data["facts"], outcome.message)
         return outcome
 

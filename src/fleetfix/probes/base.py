@@ -8,6 +8,9 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, Generic, TypeVar
 
+from fleetfix.errors import ProbeParseError
+from fleetfix.results import ParsedOutput
+
 F = TypeVar("F")
 
 
@@ -57,3 +60,13 @@ def to_data(value: Any) -> Any:
     if isinstance(value, (list, tuple)):
         return [to_data(v) for v in value]
     return value
+
+
+def verdict(probe: Probe[Any], text: str) -> ParsedOutput:
+    """A probe's verdict on `text`: its facts, typed and as data, or why parsing failed.
+    The one place output becomes facts, in the main process or in a host shard's worker."""
+    try:
+        facts = probe.parse(text)
+    except ProbeParseError as exc:
+        return ParsedOutput(error=str(exc))
+    return ParsedOutput(facts=facts, data=to_data(facts))

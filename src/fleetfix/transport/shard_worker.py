@@ -11,16 +11,17 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import os
 import signal
 import sys
 from dataclasses import replace
 from typing import Any
 
-from fleetfix.errors import ProbeParseError, TransportError
+from fleetfix.errors import TransportError
 from fleetfix.probes import probe_registry
-from fleetfix.probes.base import Probe, to_data
-from fleetfix.results import CommandResult, ParsedOutput
+from fleetfix.probes.base import Probe, verdict
+from fleetfix.results import CommandResult
 from fleetfix.transport.base import Connection, Transport
 from fleetfix.transport.registry import make_transport
 from fleetfix.transport.shards import error_message, frame, read_frame
@@ -30,21 +31,7 @@ def parse_where_run(probe: Probe[Any] | None, result: CommandResult) -> CommandR
     """The result with the probe's verdict attached, when there is output to judge."""
     if probe is None or result.timed_out or not result.stdout.strip():
         return result
-    try:
-        facts = probe.parse(result.stdout)
-    except ProbeParseError as exc:
-        parsed = ParsedOutput(error=str(exc))
-    else:
-        parsed = ParsedOutput(facts=facts, data=to_data(facts))
-    return CommandResult(
-        result.command,
-        result.rc,
-        result.stdout,
-        result.stderr,
-        result.duration,
-        result.timed_out,
-        parsed,
-    )
+    return replace(result, parsed=verdict(probe, result.stdout))
 
 
 class Worker:
@@ -87,14 +74,12 @@ class Worker:
                 continue
             task = asyncio.get_running_loop().create_task(self._handle(request_id, op, args))
             self._tasks[request_id] = task
-            task.add_done_callback(self._forget)
+            task.add_done_callback(functools.partial(self._forget, request_id))
         # The controller is gone: leave at once; its connections drop as its own would have.
         os._exit(0)
 
-    def _forget(self, task: asyncio.Task[None]) -> None:
-        for request_id, running in list(self._tasks.items()):
-            if running is task:
-                del self._tasks[request_id]
+    def _forget(self, request_id: int, _task: asyncio.Task[None]) -> None:
+        self._tasks.pop(request_id, None)
 
     async def _handle(self, request_id: int, op: str, args: list[Any]) -> None:
         try:

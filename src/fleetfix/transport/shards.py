@@ -349,9 +349,7 @@ class _WorkerConnection:
         env: Mapping[str, str] | None = None,
         stdin: str | None = None,
     ) -> CommandResult:
-        message = ("run", self._id, command, timeout, dict(env) if env else None, stdin, None)
-        result: CommandResult = await self._worker.request(message, host=self._host)
-        return result
+        return await self._request(command, timeout, env, stdin, None)
 
     async def run_probe(
         self,
@@ -363,7 +361,17 @@ class _WorkerConnection:
     ) -> CommandResult:
         """Run a probe's command; the worker parses stdout with the built-in probe of that
         name, so `parsed` comes back with the result."""
-        message = ("run", self._id, command, timeout, dict(env) if env else None, None, probe.name)
+        return await self._request(command, timeout, env, None, probe.name)
+
+    async def _request(
+        self,
+        command: str,
+        timeout: float | None,
+        env: Mapping[str, str] | None,
+        stdin: str | None,
+        probe: str | None,
+    ) -> CommandResult:
+        message = ("run", self._id, command, timeout, dict(env) if env else None, stdin, probe)
         result: CommandResult = await self._worker.request(message, host=self._host)
         return result
 
