@@ -23,6 +23,7 @@ from fleetfix.cli.safety_options import (
     override_hosts,
     repair_budget,
 )
+from fleetfix.cli.team_options import add_team_options, run_observers
 from fleetfix.engine import Engine, RunOptions
 from fleetfix.engine.context import StepGate
 from fleetfix.errors import InputError, UsageError
@@ -132,6 +133,7 @@ def add_parsers(sub: Any) -> None:
         " actions (never repeat them), go on",
     )
     add_safety_options(run)
+    add_team_options(run)
     run.set_defaults(handler=run_command)
 
     validate = sub.add_parser("validate", help="check a playbook without running it")
@@ -275,13 +277,20 @@ async def _run(args: argparse.Namespace, plan: RunPlan) -> int:
         bus.subscribe(journal)
         collector = ReportCollector(run_id=journal.run_id, detailed_exitcode=args.detailed_exitcode)
         bus.subscribe(collector)
+        observers = run_observers(args, journal)
+        for observer in observers:
+            bus.subscribe(observer)
         print(f"run id: {journal.run_id} (journal: {journal.path})")
         options = _engine_options(args, plan, resume, journal)
-        async with open_runtime(args, plan.inventory, bus) as runtime, _renewing(journal):
-            result = await _execute(args, plan, runtime, bus, options)
-        outcome = result.outcome(check_changes_exit=args.check and args.detailed_exitcode)
-        journal.finish_run(outcome)
-        publish(collector.model(plan.topology), args.report)
+        try:
+            async with open_runtime(args, plan.inventory, bus) as runtime, _renewing(journal):
+                result = await _execute(args, plan, runtime, bus, options)
+            outcome = result.outcome(check_changes_exit=args.check and args.detailed_exitcode)
+            journal.finish_run(outcome)
+            publish(collector.model(plan.topology), args.report)
+        finally:
+            for observer in observers:
+                await observer.finish()
         return int(outcome)
     finally:
         journal.release_leases()
