@@ -16,6 +16,7 @@ from tests.support.asyncssh_server import AsyncSSHServer
 from tests.support.sshd import OpenSSHServer
 
 SpecFactory = Callable[..., ConnectionSpec]
+pytest_plugins = ["tests.support.postgres"]
 
 
 @pytest.fixture

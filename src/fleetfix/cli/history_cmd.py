@@ -4,22 +4,22 @@ from __future__ import annotations
 
 import argparse
 import time
-from pathlib import Path
 from typing import Any
 
-from fleetfix.journal import Journal, default_journal_path
+from fleetfix.cli.options import add_journal_option
+from fleetfix.journal import Journal, journal_target
 from fleetfix.results import Outcome
 
 
 def add_parser(sub: Any) -> None:
     parser = sub.add_parser("history", help="recent runs recorded in the journal")
-    parser.add_argument("--journal", metavar="PATH", help="SQLite journal (default: state dir)")
+    add_journal_option(parser)
     parser.add_argument("-n", "--limit", type=int, default=20, help="how many runs (20)")
     parser.set_defaults(handler=history_command)
 
 
 def history_command(args: argparse.Namespace) -> int:
-    journal = Journal(Path(args.journal) if args.journal else default_journal_path())
+    journal = Journal(journal_target(args.journal))
     try:
         runs = journal.history(args.limit)
     finally:

@@ -52,3 +52,13 @@ def add_connection_options(parser: argparse.ArgumentParser) -> None:
         help="worker processes that hold SSH connections and parse probe output, besides the "
         "main process (default: one per usable CPU beyond the first, none below 64 hosts)",
     )
+
+
+def add_journal_option(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--journal",
+        metavar="PATH|DSN",
+        help="the journal: a SQLite file, or a team's PostgreSQL as postgresql://user@host/db"
+        " (default: $FLEETFIX_JOURNAL, the config file's `journal`, /var/lib/fleetfix as"
+        " root, else the user's state dir; every controller of a fleet should share one)",
+    )

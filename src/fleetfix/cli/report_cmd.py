@@ -6,9 +6,9 @@ import argparse
 from pathlib import Path
 from typing import Any
 
-from fleetfix.cli.options import add_inventory_option
+from fleetfix.cli.options import add_inventory_option, add_journal_option
 from fleetfix.inventory import load_inventory
-from fleetfix.journal import Journal, default_journal_path
+from fleetfix.journal import Journal, journal_target
 from fleetfix.report.collect import ReportCollector
 from fleetfix.report.publish import fleet_topology, publish
 from fleetfix.report.render import renderer_for
@@ -19,7 +19,7 @@ from fleetfix.topology import Topology
 def add_parser(sub: Any) -> None:
     parser = sub.add_parser("report", help="re-render a past run's report from the journal")
     parser.add_argument("run_id", help="run id (fleetfix history lists them)")
-    parser.add_argument("--journal", metavar="PATH", help="SQLite journal (default: state dir)")
+    add_journal_option(parser)
     parser.add_argument(
         "--report",
         action="append",
@@ -35,7 +35,7 @@ def add_parser(sub: Any) -> None:
 def report_command(args: argparse.Namespace) -> int:
     for path in args.report:
         renderer_for(Path(path))
-    journal = Journal(Path(args.journal) if args.journal else default_journal_path())
+    journal = Journal(journal_target(args.journal))
     try:
         journal.run(args.run_id)  # a clear error for an unknown id
         collector = ReportCollector(run_id=args.run_id)

@@ -1,4 +1,5 @@
-"""The SQLite journal: runs, host steps, commands and actions, for history, resume, cooldowns."""
+"""The journal (SQLite, or a team's PostgreSQL): runs, host steps, commands and actions, for
+history, resume, cooldowns, and the leases and repair budget controllers share."""
 
 from fleetfix.journal.store import (
     LEASE_RENEW,
@@ -6,6 +7,14 @@ from fleetfix.journal.store import (
     ResumeRefused,
     RunSummary,
     default_journal_path,
+    journal_target,
 )
 
-__all__ = ["LEASE_RENEW", "Journal", "ResumeRefused", "RunSummary", "default_journal_path"]
+__all__ = [
+    "LEASE_RENEW",
+    "Journal",
+    "ResumeRefused",
+    "RunSummary",
+    "default_journal_path",
+    "journal_target",
+]

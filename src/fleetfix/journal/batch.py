@@ -14,10 +14,11 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import sqlite3
 from collections.abc import Callable
 
-Write = Callable[[sqlite3.Connection, int | None], int | None]
+from fleetfix.journal.db import Database, DatabaseError
+
+Write = Callable[[Database, int | None], int | None]
 """One queued write: run inside the flush's transaction with the row id the write before it
 made (an event row refers to the step or command row queued just before it); returns the id
 of the row it made, if any."""
@@ -32,7 +33,7 @@ class WriteQueue:
     """The writes not yet committed, and the timer that commits them."""
 
     def __init__(
-        self, db: sqlite3.Connection, *, every: float = FLUSH_SECONDS, rows: int = FLUSH_ROWS
+        self, db: Database, *, every: float = FLUSH_SECONDS, rows: int = FLUSH_ROWS
     ) -> None:
         self._db = db
         self._every = every
@@ -41,7 +42,7 @@ class WriteQueue:
         self._timer: asyncio.TimerHandle | None = None
         self._timer_loop: asyncio.AbstractEventLoop | None = None
         self._closed = False
-        self.failure: sqlite3.Error | None = None
+        self.failure: DatabaseError | None = None
         """A commit that failed: every later write fails too, so nothing after a lost
         write is ever committed (the file stays a prefix of the run)."""
 
@@ -57,7 +58,7 @@ class WriteQueue:
         """Queue `write`; it is committed by the next flush."""
         self._raise_failure()
         if self._closed:
-            raise sqlite3.ProgrammingError("the journal is closed")
+            raise DatabaseError("the journal is closed")
         self._pending.append(write)
 
     def soon(self) -> None:
@@ -77,7 +78,7 @@ class WriteQueue:
             self._timer_loop = loop
 
     def flush(self) -> None:
-        """Commit every queued write, in order, in one transaction. Raises sqlite3.Error
+        """Commit every queued write, in order, in one transaction. Raises DatabaseError
         (then, and from every later call, as the queued writes are lost)."""
         self._cancel_timer()
         self._raise_failure()
@@ -86,7 +87,7 @@ class WriteQueue:
         pending, self._pending = self._pending, []
         try:
             self._commit(pending)
-        except sqlite3.Error as exc:
+        except DatabaseError as exc:
             self.failure = exc
             raise
 
@@ -98,24 +99,30 @@ class WriteQueue:
             self._closed = True
             self._cancel_timer()
 
+    def discard(self) -> None:
+        """Close without committing: the queue's writes can no longer be committed."""
+        self._pending = []
+        self._closed = True
+        self._cancel_timer()
+
     def _commit(self, pending: list[Write]) -> None:
         db = self._db
-        db.execute("BEGIN IMMEDIATE")
+        db.begin()
         try:
             made: int | None = None
             for write in pending:
                 made = write(db, made)
-            db.execute("COMMIT")
+            db.commit()
         except BaseException:
-            if db.in_transaction:
-                db.execute("ROLLBACK")
+            with contextlib.suppress(DatabaseError):  # a lost connection has no transaction
+                db.rollback()
             raise
 
     def _timed_flush(self) -> None:
         self._timer = None
         if self._closed or self.failure is not None:
             return
-        with contextlib.suppress(sqlite3.Error):  # kept in self.failure: the next write raises it
+        with contextlib.suppress(DatabaseError):  # kept in self.failure: the next write raises it
             self.flush()
 
     def _cancel_timer(self) -> None:

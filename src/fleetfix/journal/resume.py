@@ -3,13 +3,13 @@
 from __future__ import annotations
 
 import json
-import sqlite3
 
+from fleetfix.journal.db import Database
 from fleetfix.journal.rows import STEPS_QUERY, step_data
 from fleetfix.results import JournaledStep, OpenIntent, Outcome, ResumeState, Status
 
 
-def resume_state(db: sqlite3.Connection, run_id: str) -> ResumeState:
+def resume_state(db: Database, run_id: str) -> ResumeState:
     """The last verdict of every host-step the run finished, and the actions it started in a
     step that got no verdict after them: the controller died between intent and verdict (the
     commands may or may not have run, verification may not have finished)."""

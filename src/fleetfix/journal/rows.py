@@ -12,7 +12,6 @@ as JSON text. Event rows of `CommandRan` and
 from __future__ import annotations
 
 import json
-import sqlite3
 import zlib
 from collections.abc import Mapping
 from typing import Any
@@ -20,6 +19,7 @@ from typing import Any
 from fleetfix.events import CommandRan, HostStepFinished
 from fleetfix.journal.batch import Write
 from fleetfix.journal.codec import EXCERPT, excerpt
+from fleetfix.journal.db import Database
 from fleetfix.results import CommandResult
 
 REGISTERED_OUTPUT = 65536
@@ -42,12 +42,13 @@ _INSERT_STEP = (
 def event_write(run_id: str, kind: str, body: str, *, refers: bool = False) -> Write:
     """The event's row; with `refers`, pointing at the row the write before it made."""
 
-    def write(db: sqlite3.Connection, made: int | None) -> int | None:
+    def write(db: Database, made: int | None) -> int | None:
         ref = made if refers else None
-        return db.execute(
+        db.execute(
             "INSERT INTO events (run_id, type, body, ref) VALUES (?,?,?,?)",
             (run_id, kind, body, ref),
-        ).lastrowid
+        )
+        return None
 
     return write
 
@@ -56,8 +57,8 @@ def command_write(run_id: str, event: CommandRan) -> Write:
     params = _command_params(run_id, event.host, event.step, event.result, event.planned_only)
     params += (event.at,)
 
-    def write(db: sqlite3.Connection, made: int | None) -> int | None:
-        return db.execute(_INSERT_COMMAND, params).lastrowid
+    def write(db: Database, made: int | None) -> int | None:
+        return db.insert(_INSERT_COMMAND, params)
 
     return write
 
@@ -105,9 +106,9 @@ def step_write(run_id: str, event: HostStepFinished) -> Write:
     if shared and last is not None:
         fallback = (*_command_params(run_id, result.host, result.step, last, False), event.at)
 
-    def write(db: sqlite3.Connection, made: int | None) -> int | None:
+    def write(db: Database, made: int | None) -> int | None:
         command_id = _command_row(db, fallback) if fallback is not None else None
-        return db.execute(_INSERT_STEP, (*params, command_id)).lastrowid
+        return db.insert(_INSERT_STEP, (*params, command_id))
 
     return write
 
@@ -126,7 +127,7 @@ def refers_to_command(data: Mapping[str, Any], last: CommandResult) -> bool:
     return fits or data.get("facts") is not None
 
 
-def _command_row(db: sqlite3.Connection, params: tuple[Any, ...]) -> int | None:
+def _command_row(db: Database, params: tuple[Any, ...]) -> int | None:
     """The id of the host-step's latest row for this command (its CommandRan's)."""
     run_id, host, step, command = params[:4]
     row = db.execute(
@@ -135,7 +136,7 @@ def _command_row(db: sqlite3.Connection, params: tuple[Any, ...]) -> int | None:
     ).fetchone()
     if row is not None and row[0] is not None:
         return int(row[0])
-    return db.execute(_INSERT_COMMAND, params).lastrowid
+    return db.insert(_INSERT_COMMAND, params)
 
 
 def _bounded(data: dict[str, Any]) -> dict[str, Any]:
@@ -148,19 +149,23 @@ def _bounded(data: dict[str, Any]) -> dict[str, Any]:
     return data
 
 
-def _stored(data: Mapping[str, Any]) -> str | bytes:
-    """Compact JSON, compressed when long (level 1: 0.07 ms for a parsed nvidia-smi)."""
-    text = json.dumps(data, separators=(",", ":"), default=str)
-    return zlib.compress(text.encode(), 1) if len(text) > COMPRESS_ABOVE else text
+def _stored(data: Mapping[str, Any]) -> bytes:
+    """Compact JSON as bytes, compressed when long (level 1: 0.07 ms for a parsed nvidia-smi).
+    Plain JSON starts with `{`; a zlib stream never does (its first byte is 0x78)."""
+    text = json.dumps(data, separators=(",", ":"), default=str).encode()
+    return zlib.compress(text, 1) if len(text) > COMPRESS_ABOVE else text
 
 
 def step_data(
-    data: str | bytes, command: str | None, stdout: str | None, stderr: str | None
+    data: str | bytes | memoryview, command: str | None, stdout: str | None, stderr: str | None
 ) -> dict[str, Any]:
     """A step row's registered data, with `cmd`, `stdout` and `stderr` back from the command
     row it refers to (None: the row keeps its own, or refers to none)."""
-    text = zlib.decompress(data).decode() if isinstance(data, bytes) else data
-    value: dict[str, Any] = json.loads(text)
+    if isinstance(data, memoryview):
+        data = bytes(data)
+    if isinstance(data, bytes) and not data.startswith(b"{"):
+        data = zlib.decompress(data)
+    value: dict[str, Any] = json.loads(data)
     if command is not None:
         value.update(cmd=command, stdout=stdout or "", stderr=stderr or "")
     return value

@@ -26,7 +26,8 @@ CREATE TABLE IF NOT EXISTS steps (
     message   TEXT NOT NULL,
     attempts  INTEGER NOT NULL,
     duration  REAL NOT NULL,
-    -- registered data: JSON text, or zlib-compressed JSON (a BLOB) when longer than 1 KB
+    -- registered data: JSON (a BLOB of its UTF-8; TEXT in journals before 0.2), zlib-compressed
+    -- when longer than 1 KB
     data      TEXT NOT NULL,
     at        REAL NOT NULL,
     -- the command row holding this step's cmd/stdout/stderr (then not repeated in `data`)

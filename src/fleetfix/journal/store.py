@@ -23,18 +23,18 @@ them.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import socket
-import sqlite3
 import time
 import uuid
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
-from importlib import resources
 from pathlib import Path
 from typing import Any
 
+from fleetfix.config import setting
 from fleetfix.errors import FleetfixError
 from fleetfix.events import (
     ActionStarted,
@@ -57,6 +57,7 @@ from fleetfix.events import (
 from fleetfix.journal import fleet, rows
 from fleetfix.journal.batch import FLUSH_ROWS, FLUSH_SECONDS, Write, WriteQueue
 from fleetfix.journal.codec import decode, encode
+from fleetfix.journal.db import Database, DatabaseError, is_postgres, open_database, shown
 from fleetfix.journal.resume import resume_state, why_not_resumable
 from fleetfix.results import ResumeState
 
@@ -64,19 +65,6 @@ LEASE_SECONDS = 600.0
 """A lease outlives its holder by at most this long; a live run renews it (LEASE_RENEW)."""
 LEASE_RENEW = 60.0
 SYSTEM_JOURNAL = Path("/var/lib/fleetfix/journal.sqlite")
-_COLUMNS = {
-    # version 1 journals lack the intent columns of `actions`
-    "actions": {
-        "step_key": "TEXT NOT NULL DEFAULT ''",
-        "state": "TEXT NOT NULL DEFAULT 'ok'",
-        "evidence": "TEXT NOT NULL DEFAULT '{}'",
-    },
-    # version 2 journals repeat facts and output in events; their rows keep reading as before
-    "commands": {"stdout_size": "INTEGER", "stderr_size": "INTEGER"},
-    "steps": {"command_id": "INTEGER"},
-    "events": {"ref": "INTEGER"},
-}
-SCHEMA_VERSION = "3"
 DURABLE_EVENTS: tuple[type[Event], ...] = (
     RunStarted,
     PlayStarted,
@@ -105,6 +93,16 @@ class ResumeRefused(JournalError):
         self.live = live
 
 
+def journal_target(chosen: str | None = None) -> Path | str:
+    """The journal a command uses: `chosen` (--journal), else $FLEETFIX_JOURNAL, else the
+    config file's `journal`, else `default_journal_path()`. A `postgresql://` DSN stays a
+    string (a Path would fold its `//`)."""
+    value = chosen or os.environ.get("FLEETFIX_JOURNAL") or setting("journal")
+    if value:
+        return str(value) if is_postgres(str(value)) else Path(str(value))
+    return default_journal_path()
+
+
 def default_journal_path() -> Path:
     """One journal every controller on this machine shares, so attempt caps, cooldowns, leases
     and the repair budget hold across runs, users and timers: $FLEETFIX_JOURNAL if set, the
@@ -131,42 +129,33 @@ class RunSummary:
 
 
 class Journal:
-    """One open journal file. Not shared across processes except through SQLite itself.
+    """One open journal: a SQLite file, or a team's PostgreSQL database (`postgresql://...`).
+    Not shared across processes except through the database itself.
 
     Call `close()` when done: it commits what is still queued (a Journal dropped without it
     loses its queued tail, as a kill -9 would)."""
 
     def __init__(
-        self, path: Path, *, flush_every: float = FLUSH_SECONDS, flush_rows: int = FLUSH_ROWS
+        self,
+        target: Path | str,
+        *,
+        flush_every: float = FLUSH_SECONDS,
+        flush_rows: int = FLUSH_ROWS,
     ) -> None:
-        self.path = path
+        self.path = target if isinstance(target, Path) else Path(target)
+        """The SQLite file (meaningless for PostgreSQL: see `where`)."""
+        self.where = shown(target)
+        """Where the journal is, fit to print: a DSN never shows its password."""
         try:
-            path.parent.mkdir(parents=True, exist_ok=True)
-            self._db = sqlite3.connect(path, isolation_level=None, timeout=10.0)
-            self._db.execute("PRAGMA journal_mode=WAL")
-            self._db.execute("PRAGMA synchronous=NORMAL")
-            schema = resources.files("fleetfix.journal").joinpath("schema.sql").read_text()
-            self._db.executescript(schema)
-            self._migrate()
-        except (OSError, sqlite3.Error) as exc:
-            raise JournalError(f"cannot open journal {path}: {exc}") from exc
+            self._db: Database = open_database(target)
+        except (OSError, DatabaseError) as exc:
+            raise JournalError(f"cannot open journal {self.where}: {exc}") from exc
         self._queue = WriteQueue(self._db, every=flush_every, rows=flush_rows)
         self.run_id: str | None = None
         self._intents: dict[tuple[str, str, str], int] = {}
         self._acting: set[tuple[str, str]] = set()
         """(host, step key) of steps that started or settled an action and have no verdict
         yet: their verdict is committed at once."""
-
-    def _migrate(self) -> None:
-        """Add the columns older journals lack; their rows read as they always did."""
-        for table, columns in _COLUMNS.items():
-            have = {row[1] for row in self._db.execute(f"PRAGMA table_info({table})")}
-            for column, ddl in columns.items():
-                if column not in have:
-                    self._db.execute(f"ALTER TABLE {table} ADD COLUMN {column} {ddl}")
-        version = self._db.execute("SELECT value FROM meta WHERE key='schema'").fetchone()
-        if version is None or version[0] != SCHEMA_VERSION:
-            self._db.execute("INSERT OR REPLACE INTO meta VALUES ('schema', ?)", (SCHEMA_VERSION,))
 
     @property
     def commit_scheduled(self) -> bool:
@@ -178,10 +167,18 @@ class Journal:
         self._guarded(lambda _db: self._queue.flush())
 
     def close(self) -> None:
-        """Commit what is queued and close the file; no timer fires after this."""
+        """Commit what is queued and close the file; no timer fires after this. A journal
+        whose writes already failed (that failure was raised to the run) just closes."""
+        lost = self._queue.failure is not None
         try:
-            self._guarded(lambda _db: self._queue.close())
+            if lost:
+                self._queue.discard()
+            else:
+                self._guarded(lambda _db: self._queue.close())
         finally:
+            if self.run_id is not None:
+                with contextlib.suppress(DatabaseError):
+                    self._db.release_run(self.run_id)
             self._db.close()
 
     # --- writing -------------------------------------------------------------------------
@@ -196,6 +193,9 @@ class Journal:
         run_id: str | None = None,
     ) -> str:
         """Record a new run (or reopen `run_id` when resuming) and return its id."""
+        if self.run_id is not None:
+            previous = self.run_id
+            self._guarded(lambda db: db.release_run(previous))
         if run_id is None:
             run_id = time.strftime("%Y%m%d-%H%M%S-") + uuid.uuid4().hex[:6]
             self._durable(
@@ -212,6 +212,10 @@ class Journal:
             )
         else:
             self._durable("UPDATE runs SET finished=NULL, outcome=NULL WHERE run_id=?", (run_id,))
+        if not self._guarded(lambda db: db.hold_run(run_id)):
+            raise ResumeRefused(
+                f"cannot resume run {run_id}: another controller holds it", live=True
+            )
         self.run_id = run_id
         return run_id
 
@@ -269,22 +273,22 @@ class Journal:
         )
         key = (event.host, event.key, event.action)
 
-        def write(db: sqlite3.Connection, _made: int | None) -> int | None:
-            cursor = db.execute(
+        def write(db: Database, _made: int | None) -> int | None:
+            _still_leased(db, run_id, event.host)
+            made = db.insert(
                 "INSERT INTO actions (run_id, host, action, failed, at, step_key, state,"
                 " evidence) VALUES (?,?,?,0,?,?,'started',?)",
                 params,
             )
-            if cursor.lastrowid is not None:
-                self._intents[key] = cursor.lastrowid
-            return cursor.lastrowid
+            self._intents[key] = made
+            return made
 
         return write
 
     def _action_outcome(self, run_id: str, event: ActionTaken) -> Write:
         state = "failed" if event.failed else "ok"
 
-        def write(db: sqlite3.Connection, _made: int | None) -> int | None:
+        def write(db: Database, _made: int | None) -> int | None:
             record = self._intents.pop((event.host, event.key, event.action), None)
             if record is None:
                 record = _interrupted_intent(db, run_id, event)
@@ -294,16 +298,16 @@ class Journal:
                     (state, int(event.failed), record),
                 )
                 return record
-            return db.execute(
+            return db.insert(
                 "INSERT INTO actions (run_id, host, action, failed, at, step_key, state)"
                 " VALUES (?,?,?,?,?,?,?)",
                 (run_id, event.host, event.action, int(event.failed), event.at, event.key, state),
-            ).lastrowid
+            )
 
         return write
 
     def _observed(self, run_id: str, event: HostObserved) -> Write:
-        def write(db: sqlite3.Connection, _made: int | None) -> int | None:
+        def write(db: Database, _made: int | None) -> int | None:
             if event.gpu_count:
                 fleet.saw_gpus(db, event.host, event.gpu_count)
             if event.in_service:
@@ -320,11 +324,15 @@ class Journal:
         self._durable("UPDATE actions SET state='undelivered' WHERE id=?", (record,))
 
     def finish_run(self, outcome: int) -> None:
+        """Record the run's end; from now on no controller runs it (it may be resumed if
+        it was interrupted)."""
         if self.run_id is not None:
+            run_id = self.run_id
             self._durable(
                 "UPDATE runs SET finished=?, outcome=? WHERE run_id=?",
-                (time.time(), outcome, self.run_id),
+                (time.time(), outcome, run_id),
             )
+            self._guarded(lambda db: db.release_run(run_id))
 
     def _add(self, write: Write) -> None:
         self._guarded(lambda _db: self._queue.add(write))
@@ -332,17 +340,18 @@ class Journal:
     def _durable(self, sql: str, params: tuple[Any, ...]) -> None:
         """Commit this statement at once, after everything queued before it."""
 
-        def write(db: sqlite3.Connection, _made: int | None) -> int | None:
-            return db.execute(sql, params).lastrowid
+        def write(db: Database, _made: int | None) -> int | None:
+            db.execute(sql, params)
+            return None
 
         self._add(write)
         self.flush()
 
-    def _guarded(self, call: Callable[[sqlite3.Connection], Any]) -> Any:
+    def _guarded(self, call: Callable[[Database], Any]) -> Any:
         try:
             return call(self._db)
-        except sqlite3.Error as exc:
-            raise JournalError(f"journal {self.path}: {exc}") from exc
+        except DatabaseError as exc:
+            raise JournalError(f"journal {self.where}: {exc}") from exc
 
     # --- the fleet across runs -----------------------------------------------------------
 
@@ -369,23 +378,25 @@ class Journal:
 
     def history(self, limit: int = 20) -> list[RunSummary]:
         self.flush()
-        found = self._db.execute(
-            "SELECT run_id, playbook, check_mode, started, finished, outcome, hosts FROM runs"
-            " ORDER BY started DESC LIMIT ?",
-            (limit,),
-        ).fetchall()
+        found = self._guarded(
+            lambda db: db.execute(
+                "SELECT run_id, playbook, check_mode, started, finished, outcome, hosts FROM runs"
+                " ORDER BY started DESC LIMIT ?",
+                (limit,),
+            ).fetchall()
+        )
         return [RunSummary(r[0], r[1], bool(r[2]), r[3], r[4], r[5], r[6]) for r in found]
 
     def run(self, run_id: str) -> RunSummary:
         found = [r for r in self.history(limit=1_000_000) if r.run_id == run_id]
         if not found:
-            raise JournalError(f"no run {run_id!r} in {self.path}")
+            raise JournalError(f"no run {run_id!r} in {self.where}")
         return found[0]
 
     def events(self, run_id: str) -> Iterator[Event]:
         """The run's events in the order they happened, for replaying into a report."""
         self.flush()
-        cursor = self._db.execute(rows.EVENTS_QUERY, (run_id,))
+        cursor = self._guarded(lambda db: db.execute(rows.EVENTS_QUERY, (run_id,)))
         for kind, body, ref, data, command, stdout, stderr in cursor:
             yield decode(kind, body, rows.attached(kind, ref, data, (command, stdout, stderr)))
 
@@ -397,7 +408,7 @@ class Journal:
             *("duration", "data", "at"),
         )
         found = []
-        for row in self._db.execute(rows.STEPS_QUERY, (run_id,)):
+        for row in self._guarded(lambda db: db.execute(rows.STEPS_QUERY, (run_id,))):
             value = dict(zip(names, row[:10], strict=True))
             value["data"] = json.dumps(rows.step_data(row[8], *row[10:]))
             found.append(value)
@@ -414,22 +425,30 @@ class Journal:
 
     def _live_holder(self, run_id: str) -> str | None:
         now = time.time()
-        for controller, pid, expires in self._db.execute(
-            "SELECT controller, pid, expires FROM leases WHERE run_id=?", (run_id,)
-        ).fetchall():
-            if _alive(controller, pid, expires, now):
+        held = self._guarded(lambda db: db.run_alive(run_id))
+        found = self._guarded(
+            lambda db: db.execute(
+                "SELECT controller, pid, expires FROM leases WHERE run_id=?", (run_id,)
+            ).fetchall()
+        )
+        for controller, pid, expires in found:
+            if _alive(controller, pid, expires, now, held):
                 return f"pid {pid} on {controller}"
+        if held:
+            return "a controller connected to the journal's database"
         return None
 
     def action_times(self, host: str, action: str, since: float) -> list[float]:
         """When `action` was started on `host` since `since` (epoch seconds), across all runs
         and controllers sharing this journal; an interrupted start counts (it may have run)."""
         self.flush()
-        found = self._db.execute(
-            "SELECT at FROM actions WHERE host=? AND action=? AND at>=? AND state!='undelivered'"
-            " ORDER BY at",
-            (host, action, since),
-        ).fetchall()
+        found = self._guarded(
+            lambda db: db.execute(
+                "SELECT at FROM actions WHERE host=? AND action=? AND at>=?"
+                " AND state!='undelivered' ORDER BY at",
+                (host, action, since),
+            ).fetchall()
+        )
         return [float(r[0]) for r in found]
 
     # --- leases --------------------------------------------------------------------------
@@ -439,25 +458,37 @@ class Journal:
         self.flush()
         return self._guarded(lambda db: self._lease(db, hosts))  # type: ignore[no-any-return]
 
-    def _lease(self, db: sqlite3.Connection, hosts: Sequence[str]) -> dict[str, str]:
+    def _lease(self, db: Database, hosts: Sequence[str]) -> dict[str, str]:
+        """All the hosts or none, in one fleet transaction: of two controllers asking for
+        overlapping hosts at once, one gets them and the other is told who holds them."""
         now = time.time()
         controller = socket.gethostname()
         wanted = set(hosts)
         busy: dict[str, str] = {}
-        db.execute("BEGIN IMMEDIATE")
+        alive: dict[str, bool | None] = {}
+        db.begin(fleet=True)
         try:
             for host, run_id, holder, pid, expires in db.execute(
                 "SELECT host, run_id, controller, pid, expires FROM leases"
             ).fetchall():
-                if host in wanted and run_id != self.run_id and _alive(holder, pid, expires, now):
+                if host not in wanted or run_id == self.run_id:
+                    continue
+                if run_id not in alive:
+                    alive[run_id] = db.run_alive(run_id)
+                if _alive(holder, pid, expires, now, alive[run_id]):
                     busy[host] = f"run {run_id} (pid {pid} on {holder})"
             if not busy:
                 db.executemany(
-                    "INSERT OR REPLACE INTO leases VALUES (?,?,?,?,?)",
+                    "INSERT INTO leases VALUES (?,?,?,?,?) ON CONFLICT(host) DO UPDATE SET"
+                    " run_id=excluded.run_id, controller=excluded.controller,"
+                    " pid=excluded.pid, expires=excluded.expires",
                     [(h, self.run_id, controller, os.getpid(), now + LEASE_SECONDS) for h in hosts],
                 )
-        finally:
-            db.execute("COMMIT")
+            db.commit()
+        except BaseException:
+            with contextlib.suppress(DatabaseError):
+                db.rollback()
+            raise
         return busy
 
     def renew_leases(self) -> None:
@@ -467,10 +498,30 @@ class Journal:
         )
 
     def release_leases(self) -> None:
-        self._durable("DELETE FROM leases WHERE run_id=?", (self.run_id,))
+        """Free this run's hosts. After a lost database there is nothing to release through:
+        PostgreSQL freed them with the session, a SQLite lease lapses with its process."""
+        if self._queue.failure is None:
+            self._durable("DELETE FROM leases WHERE run_id=?", (self.run_id,))
+
+    def out_of_service_since(self) -> dict[str, float]:
+        """host -> when fleetfix took it out of service (Unix time), for every host it has out
+        and has not returned, across runs and controllers (what the repair budget counts)."""
+        self.flush()
+        found = self._guarded(
+            lambda db: db.execute("SELECT host, since FROM out_of_service").fetchall()
+        )
+        return {str(host): float(since) for host, since in found}
 
 
-def _interrupted_intent(db: sqlite3.Connection, run_id: str, event: ActionTaken) -> int | None:
+def _still_leased(db: Database, run_id: str, host: str) -> None:
+    """Refuse an intent (so the action is never sent) when another run has taken the host's
+    lease: this controller was presumed dead (its lease lapsed, its database session ended)."""
+    row = db.execute("SELECT run_id FROM leases WHERE host=?", (host,)).fetchone()
+    if row is not None and row[0] != run_id:
+        raise DatabaseError(f"{host}'s lease was taken over by run {row[0]}; not acting on it")
+
+
+def _interrupted_intent(db: Database, run_id: str, event: ActionTaken) -> int | None:
     """The row a resumed run settles: this run's latest start of that action in that step."""
     row = db.execute(
         "SELECT id FROM actions WHERE run_id=? AND host=? AND step_key=? AND action=?"
@@ -480,8 +531,13 @@ def _interrupted_intent(db: sqlite3.Connection, run_id: str, event: ActionTaken)
     return int(row[0]) if row else None
 
 
-def _alive(controller: str, pid: int, expires: float, now: float) -> bool:
-    """A lease holds until it expires, or until its process is gone on this same machine."""
+def _alive(controller: str, pid: int, expires: float, now: float, held: bool | None) -> bool:
+    """Is a lease's holder alive? When the database can tell (PostgreSQL: the run's session
+    lock), it decides: a controller is known dead when its database session has ended,
+    whatever the lease's expiry says. Otherwise a lease holds until it expires, or until its
+    process is gone on this same machine."""
+    if held is not None:
+        return held
     if expires < now:
         return False
     if controller != socket.gethostname():

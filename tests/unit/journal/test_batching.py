@@ -24,6 +24,7 @@ from fleetfix.events import (
 )
 from fleetfix.journal import Journal
 from fleetfix.journal.batch import WriteQueue
+from fleetfix.journal.db import DatabaseError, SqliteDatabase
 from fleetfix.results import CommandResult, Status, StepResult
 
 NEVER = 3600.0
@@ -179,17 +180,17 @@ async def test_a_full_queue_commits_without_the_timer(tmp_path: Path) -> None:
 def test_a_failed_commit_loses_its_batch_whole_and_fails_every_later_write(
     tmp_path: Path,
 ) -> None:
-    db = sqlite3.connect(tmp_path / "q.sqlite", isolation_level=None)
+    db = SqliteDatabase(tmp_path / "q.sqlite")
     db.execute("CREATE TABLE t (v TEXT)")
     queue = WriteQueue(db)
-    queue.add(lambda conn, _made: conn.execute("INSERT INTO t VALUES ('first')").lastrowid)
-    queue.add(lambda conn, _made: conn.execute("INSERT INTO missing VALUES (1)").lastrowid)
-    with pytest.raises(sqlite3.OperationalError, match="missing"):
+    queue.add(lambda conn, _made: conn.insert("INSERT INTO t VALUES ('first')", ()))
+    queue.add(lambda conn, _made: conn.insert("INSERT INTO missing VALUES (1)", ()))
+    with pytest.raises(DatabaseError, match="missing"):
         queue.flush()
     assert db.execute("SELECT count(*) FROM t").fetchone() == (0,)  # rolled back whole
     # Committing a later write would leave a gap in the run: it fails instead.
-    with pytest.raises(sqlite3.OperationalError, match="missing"):
-        queue.add(lambda conn, _made: conn.execute("INSERT INTO t VALUES ('later')").lastrowid)
+    with pytest.raises(DatabaseError, match="missing"):
+        queue.add(lambda conn, _made: conn.insert("INSERT INTO t VALUES ('later')", ()))
     db.close()
 
 

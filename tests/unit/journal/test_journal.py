@@ -1,4 +1,5 @@
-"""The journal on a real SQLite file: what a run records, what resume and cooldowns read back."""
+"""The journal on a real SQLite file and a real PostgreSQL database: what a run records, what
+resume and cooldowns read back. Tests taking `journal_target` run once on each backend."""
 
 from __future__ import annotations
 
@@ -7,6 +8,7 @@ import sqlite3
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from contextlib import closing
 from pathlib import Path
 
@@ -31,15 +33,15 @@ def _step(host: str, key: str, status: Status, **data: object) -> HostStepFinish
     return HostStepFinished(result=result)
 
 
-def test_resume_state_has_each_host_steps_last_verdict(tmp_path: Path) -> None:
-    journal = Journal(tmp_path / "j.sqlite")
+def test_resume_state_has_each_host_steps_last_verdict(open_journal: Callable[[], Journal]) -> None:
+    journal = open_journal()
     run_id = journal.start_run("pb.yml", ["fleetfix", "run"], check=False, hosts=2)
     journal(_step("gpu001", "pb.yml:3:5", Status.CHANGED, stdout="drained\n", rc=0))
     journal(_step("gpu001", "pb.yml:9:5", Status.FAILED, rc=1))
     journal(_step("gpu002", "pb.yml:3:5", Status.OK, rc=0))
     journal.close()
 
-    reopened = Journal(tmp_path / "j.sqlite")  # a new process would see the same rows
+    reopened = open_journal()  # a new process would see the same rows
     state = reopened.resume_state(run_id)
     assert set(state.steps) == {
         ("gpu001", "pb.yml:3:5"),
@@ -52,8 +54,10 @@ def test_resume_state_has_each_host_steps_last_verdict(tmp_path: Path) -> None:
     assert reopened.history()[0].finished is None  # never finished: resumable
 
 
-def test_an_intent_is_open_until_its_step_has_a_verdict(tmp_path: Path) -> None:
-    journal = Journal(tmp_path / "j.sqlite")
+def test_an_intent_is_open_until_its_step_has_a_verdict(
+    open_journal: Callable[[], Journal],
+) -> None:
+    journal = open_journal()
     run_id = journal.start_run("pb.yml", [], check=False, hosts=2)
     for host in ("gpu001", "gpu002"):
         journal(
@@ -72,20 +76,22 @@ def test_an_intent_is_open_until_its_step_has_a_verdict(tmp_path: Path) -> None:
     journal(_step("gpu001", "pb.yml:20:7", Status.CHANGED))
     journal.close()
 
-    state = Journal(tmp_path / "j.sqlite").resume_state(run_id)
+    state = open_journal().resume_state(run_id)
     assert list(state.intents) == [("gpu002", "pb.yml:20:7", "reboot")]
     intent = state.intents[("gpu002", "pb.yml:20:7", "reboot")]
     assert intent.evidence == {"boot_id": "boot-gpu002"}
     # Journaled before it was sent, the interrupted start counts as an attempt...
-    reopened = Journal(tmp_path / "j.sqlite")
+    reopened = open_journal()
     assert len(reopened.action_times("gpu002", "reboot", 0)) == 1
     # ...until a resumed run proves it never left the controller.
     reopened.mark_undelivered(intent.record)
     assert reopened.action_times("gpu002", "reboot", 0) == []
 
 
-def test_a_finished_run_is_not_resumable_an_interrupted_one_is(tmp_path: Path) -> None:
-    journal = Journal(tmp_path / "j.sqlite")
+def test_a_finished_run_is_not_resumable_an_interrupted_one_is(
+    open_journal: Callable[[], Journal],
+) -> None:
+    journal = open_journal()
     done = journal.start_run("pb.yml", [], check=False, hosts=1)
     journal.finish_run(2)
     with pytest.raises(ResumeRefused, match="it finished") as refused:
@@ -96,18 +102,18 @@ def test_a_finished_run_is_not_resumable_an_interrupted_one_is(tmp_path: Path) -
     assert journal.resume_state(stopped).run_id == stopped
 
 
-def test_a_live_run_is_not_resumable(tmp_path: Path) -> None:
-    live = Journal(tmp_path / "j.sqlite")
+def test_a_live_run_is_not_resumable(open_journal: Callable[[], Journal]) -> None:
+    live = open_journal()
     run_id = live.start_run("pb.yml", [], check=False, hosts=1)
     assert live.acquire_leases(["gpu001"]) == {}  # this process holds it: alive
     with pytest.raises(ResumeRefused, match="still running") as refused:
-        Journal(tmp_path / "j.sqlite").resume_state(run_id)
+        open_journal().resume_state(run_id)
     assert refused.value.live
     live.release_leases()
 
 
-def test_repair_budget_is_shared_by_every_journal_user(tmp_path: Path) -> None:
-    first, second = Journal(tmp_path / "j.sqlite"), Journal(tmp_path / "j.sqlite")
+def test_repair_budget_is_shared_by_every_journal_user(open_journal: Callable[[], Journal]) -> None:
+    first, second = open_journal(), open_journal()
     first.start_run("a.yml", [], check=False, hosts=3)
     second.start_run("b.yml", [], check=False, hosts=3)
     assert first.take_out("gpu001", "reboot", 2) is None
@@ -120,8 +126,10 @@ def test_repair_budget_is_shared_by_every_journal_user(tmp_path: Path) -> None:
     assert set(second.out_of_service()) == {"gpu001", "gpu003"}
 
 
-def test_a_node_resumed_by_someone_else_leaves_the_budget(tmp_path: Path) -> None:
-    journal = Journal(tmp_path / "j.sqlite")
+def test_a_node_resumed_by_someone_else_leaves_the_budget(
+    open_journal: Callable[[], Journal],
+) -> None:
+    journal = open_journal()
     journal.start_run("a.yml", [], check=False, hosts=1)
     assert journal.take_out("gpu001", "reboot", None) is None
     journal(HostObserved(host="gpu001", in_service=True))  # same run: still its own work
@@ -131,8 +139,8 @@ def test_a_node_resumed_by_someone_else_leaves_the_budget(tmp_path: Path) -> Non
     assert journal.out_of_service() == {}
 
 
-def test_gpus_seen_keeps_the_most(tmp_path: Path) -> None:
-    journal = Journal(tmp_path / "j.sqlite")
+def test_gpus_seen_keeps_the_most(open_journal: Callable[[], Journal]) -> None:
+    journal = open_journal()
     journal.start_run("a.yml", [], check=False, hosts=1)
     assert journal.gpus_seen("gpu001") is None
     for count in (8, 7, 8, 6):
@@ -178,8 +186,8 @@ def test_commands_keep_bounded_evidence(tmp_path: Path) -> None:
     assert size == len(long_output)
 
 
-def test_action_times_span_runs(tmp_path: Path) -> None:
-    journal = Journal(tmp_path / "j.sqlite")
+def test_action_times_span_runs(open_journal: Callable[[], Journal]) -> None:
+    journal = open_journal()
     for _ in range(2):
         journal.start_run("xid79.yml", [], check=False, hosts=1)
         journal(ActionTaken(host="gpu001", step="reboot", action="reboot", failed=False))

@@ -1,0 +1,189 @@
+"""Several controllers, one journal: leases, the repair budget and attempt caps hold across
+processes on both backends; on PostgreSQL a controller is known dead when its database session
+ends, and a controller that loses the database acts no more."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+import pytest
+
+from fleetfix.events import ActionStarted, ActionTaken, CommandRan
+from fleetfix.journal import Journal
+from fleetfix.journal.store import JournalError
+from fleetfix.results import CommandResult
+from tests.support import wait_until
+from tests.support.postgres import PostgresServer
+
+ROOT = Path(__file__).resolve().parents[3]
+CONTROLLER = """
+import sys
+from fleetfix.journal import Journal
+journal = Journal(sys.argv[1])
+journal.start_run("other.yml", [], check=False, hosts=2)
+print(sorted(journal.acquire_leases(sys.argv[2:])), flush=True)
+sys.stdin.read()  # hold the leases until the test closes stdin or kills us
+"""
+TAKE_OUT = """
+import sys
+from fleetfix.journal import Journal
+journal = Journal(sys.argv[1])
+journal.start_run("budget.yml", [], check=False, hosts=1)
+sys.stdin.readline()  # every process starts at once
+print(journal.take_out(sys.argv[2], "reboot", 3) is None, flush=True)
+journal.close()
+"""
+
+
+@contextmanager
+def controller(target: str | Path, *hosts: str) -> Iterator[subprocess.Popen[str]]:
+    """Another controller process holding leases on `hosts` until it ends."""
+    with subprocess.Popen(
+        [sys.executable, "-c", CONTROLLER, str(target), *hosts],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+        cwd=ROOT,
+    ) as process:
+        try:
+            assert process.stdout is not None
+            assert process.stdout.readline().strip() == "[]"  # it got them
+            yield process
+        finally:
+            if process.poll() is None:
+                process.kill()
+            process.wait(timeout=30)
+
+
+def test_a_lease_is_taken_over_only_after_its_holder_is_known_dead(
+    journal_target: str | Path, open_journal: Callable[[], Journal]
+) -> None:
+    second = open_journal()
+    second.start_run("mine.yml", [], check=False, hosts=2)
+    with controller(journal_target, "gpu001", "gpu002") as other:
+        busy = second.acquire_leases(["gpu002", "gpu003"])
+        assert list(busy) == ["gpu002"]
+        assert f"pid {other.pid}" in busy["gpu002"]
+        other.send_signal(signal.SIGKILL)  # kill -9: no release, no finish
+        other.wait(timeout=30)
+        # Its lease row is still there; its holder is gone (pid on SQLite, session on
+        # PostgreSQL, which notices the closed socket on its own schedule).
+        wait_until(lambda: second.acquire_leases(["gpu002", "gpu003"]) == {}, timeout=30)
+    second.release_leases()
+
+
+@pytest.mark.parametrize("journal_target", ["postgresql"], indirect=True)
+def test_on_postgresql_a_live_controller_keeps_its_lease_past_expiry(
+    journal_target: str, open_journal: Callable[[], Journal]
+) -> None:
+    """Expiry is a guess; the session is a fact: a controller that has not renewed (a stalled
+    event loop, a paused VM) but is still connected is not taken over."""
+    import psycopg  # noqa: PLC0415
+
+    mine = open_journal()
+    mine.start_run("mine.yml", [], check=False, hosts=1)
+    with controller(journal_target, "gpu001"):
+        with psycopg.connect(journal_target, autocommit=True) as db:
+            db.execute("UPDATE leases SET expires = 0")
+        assert list(mine.acquire_leases(["gpu001"])) == ["gpu001"]
+
+
+def test_two_controllers_cannot_both_take_the_last_repair_slot(
+    journal_target: str | Path, open_journal: Callable[[], Journal]
+) -> None:
+    open_journal()  # the schema exists before eight controllers race on it
+    racers = [
+        subprocess.Popen(
+            [sys.executable, "-c", TAKE_OUT, str(journal_target), f"gpu{n:03d}"],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            text=True,
+            cwd=ROOT,
+        )
+        for n in range(8)
+    ]
+    answers = [racer.communicate("go\n", timeout=60)[0].strip() for racer in racers]
+    assert sorted(answers) == ["False"] * 5 + ["True"] * 3
+    journal = open_journal()
+    assert len(journal.out_of_service()) == 3
+
+
+def test_attempts_count_across_controllers(open_journal: Callable[[], Journal]) -> None:
+    first, second = open_journal(), open_journal()
+    first.start_run("a.yml", [], check=False, hosts=1)
+    first(ActionStarted(host="gpu001", step="reboot", key="a:1", action="reboot"))
+    first(ActionTaken(host="gpu001", step="reboot", key="a:1", action="reboot", failed=False))
+    first.finish_run(0)
+    second.start_run("b.yml", [], check=False, hosts=1)
+    assert len(second.action_times("gpu001", "reboot", time.time() - 60)) == 1
+
+
+def test_an_intent_on_a_host_another_run_took_over_is_refused(
+    open_journal: Callable[[], Journal],
+) -> None:
+    """A controller presumed dead (its lease lapsed) that wakes up must not act."""
+    stale, taker = open_journal(), open_journal()
+    stale.start_run("a.yml", [], check=False, hosts=1)
+    assert stale.acquire_leases(["gpu001"]) == {}
+    taker.start_run("b.yml", [], check=False, hosts=1)
+    stale.release_leases()  # as a lapse would
+    assert taker.acquire_leases(["gpu001"]) == {}
+    with pytest.raises(JournalError, match="lease was taken over"):
+        stale(ActionStarted(host="gpu001", step="reboot", key="a:1", action="reboot"))
+    assert taker.action_times("gpu001", "reboot", 0) == []
+
+
+@pytest.mark.parametrize("journal_target", ["postgresql"], indirect=True)
+def test_a_controller_that_loses_the_database_starts_no_action(
+    postgres_server: PostgresServer, open_journal: Callable[[], Journal]
+) -> None:
+    journal = open_journal()
+    journal.start_run("a.yml", [], check=False, hosts=1)
+    assert journal.acquire_leases(["gpu001"]) == {}
+    assert postgres_server.terminate_sessions() >= 1  # the network, or the server, is gone
+    with pytest.raises(JournalError, match="journal postgresql://fleetfix@"):
+        journal(ActionStarted(host="gpu001", step="reboot", key="a:1", action="reboot"))
+    with pytest.raises(JournalError):  # and stays refused: nothing after a lost write
+        journal(ActionStarted(host="gpu001", step="reset", key="a:2", action="gpu_reset"))
+
+
+@pytest.mark.parametrize("journal_target", ["postgresql"], indirect=True)
+def test_the_dsn_password_is_never_shown(
+    journal_target: str, open_journal: Callable[[], Journal], postgres_server: PostgresServer
+) -> None:
+    password = journal_target.split(":", 2)[2].split("@", 1)[0]
+    assert len(password) >= 16
+    journal = open_journal()
+    assert password not in journal.where and "fleetfix@" in journal.where
+    wrong = journal_target.replace(password, "not-the-password")
+    with pytest.raises(JournalError) as refused:
+        Journal(wrong)
+    assert "not-the-password" not in str(refused.value)
+    assert "password authentication failed" in str(refused.value)
+
+
+def test_output_with_nul_bytes_is_kept(open_journal: Callable[[], Journal]) -> None:
+    journal = open_journal()
+    run_id = journal.start_run("a.yml", [], check=False, hosts=1)
+    result = CommandResult("cat /proc/1/cmdline", 0, "init\x00--flag\x00", "", 0.1)
+    journal(CommandRan(host="gpu001", step="probe", result=result))
+    (event,) = list(open_journal().events(run_id))
+    assert isinstance(event, CommandRan)
+    assert event.result.stdout.startswith("init")
+    assert "--flag" in event.result.stdout
+
+
+def test_the_sqlite_journal_is_created_private(tmp_path: Path) -> None:
+    journal = Journal(tmp_path / "new" / "j.sqlite")
+    journal.start_run("a.yml", ["fleetfix", "run"], check=False, hosts=1)
+    journal.close()
+    for name in os.listdir(tmp_path / "new"):
+        mode = (tmp_path / "new" / name).stat().st_mode & 0o777
+        assert mode == 0o600, (name, oct(mode))
