@@ -103,6 +103,9 @@ class NoHooks:
     def kill_process(self, node: NodeState, pid: int, signal_number: int) -> bool:
         return False
 
+    def reboot(self, node: NodeState) -> None:
+        return None
+
 
 def offline_fleet(scenario: str, tmp: Path) -> FleetState:
     """A fleet built in this process (no server), for calling tool emulators directly."""

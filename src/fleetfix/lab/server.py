@@ -44,6 +44,7 @@ from fleetfix.lab.sshserver import CommandPlan, server_options
 from fleetfix.lab.state import AuditEntry, FleetState, GpuProcess, NodeState
 from fleetfix.lab.tools.base import Handler, ToolContext, ToolReply, fail
 from fleetfix.lab.tools.slurm import end_job
+from fleetfix.lab.tools.slurm_reboot import slurmd_registered
 from fleetfix.lab.tools.table import FALLBACK_ONLY_TOOLS, tool_table
 from fleetfix.lab.toolserver import client_handler
 
@@ -300,6 +301,10 @@ class LabRuntime:
             )
         return reply
 
+    def reboot(self, node: NodeState) -> None:
+        """LabHooks: reboot `node` once the tool that asked has answered."""
+        asyncio.get_running_loop().call_later(REBOOT_GRACE, self._begin_reboot, node)
+
     def after_reply(self, node_name: str, reply: ToolReply) -> None:
         if reply.effect == "reboot" and self.fleet is not None:
             node = self.fleet.nodes[node_name]
@@ -460,6 +465,8 @@ class LabRuntime:
 
     async def _finish_reboot(self, node: NodeState) -> None:
         transitions.finish_reboot(node, time.time())
+        if self.fleet is not None:
+            slurmd_registered(self.fleet.slurm.nodes[node.name])
         try:
             await self._listen(node)
         except LabError as exc:

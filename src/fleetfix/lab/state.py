@@ -169,6 +169,12 @@ class SlurmNode:
     job_id: int | None = None
     unreadable: bool = False
     """The node cannot reach the controller: Slurm commands run on it fail."""
+    reboot: str | None = None
+    """A Slurm-managed reboot (`scontrol reboot`): `requested` while a job still holds the
+    node, `issued` once its RebootProgram ran, None when none is pending."""
+    next_state: str | None = None
+    """What the node becomes when slurmd registers after that reboot: RESUME, DOWN, UNDRAIN
+    (ASAP without nextstate), or None (as it was, drain and reason kept)."""
 
 
 @dataclass(slots=True)
@@ -566,4 +572,6 @@ def slurm_truth(slurm: SlurmState, name: str, now: float) -> dict[str, Any]:
         "completing": slurm.completing(name) is not None,
         "reservation": None if reservation is None else reservation.name,
         "unreadable": record.unreadable,
+        "reboot": record.reboot,
+        "next_state": record.next_state,
     }

@@ -35,6 +35,11 @@ class LabHooks(Protocol):
         """Signal one of the node's GPU placeholder processes; False if it is not one."""
         ...
 
+    def reboot(self, node: NodeState) -> None:
+        """Reboot `node` shortly after this tool answers (Slurm's RebootProgram, run by
+        slurmctld for `scontrol reboot`, which may name any node)."""
+        ...
+
 
 @dataclass(frozen=True, slots=True)
 class ToolContext:

@@ -28,6 +28,7 @@ from fleetfix.lab.tools.slurm_base import (
     expand_hostlist,
     stamp,
 )
+from fleetfix.lab.tools.slurm_reboot import issue_due_reboots, reboot_command
 from fleetfix.lab.tools.slurm_resv import reservation_command
 
 NO_CONTROLLER = "Unable to contact slurm controller (connect failure)"
@@ -44,6 +45,8 @@ def node_flags(fleet: FleetState, name: str, now: float) -> list[str]:
         flags.append("DRAIN")
     if reservation is not None:
         flags += ["MAINTENANCE", "RESERVED"] if reservation.maint else ["RESERVED"]
+    if record.reboot is not None:
+        flags.append(f"REBOOT_{record.reboot.upper()}")
     if fleet.nodes[name].status != "up":
         flags.append("NOT_RESPONDING")
     return flags
@@ -61,7 +64,7 @@ def state_sinfo(fleet: FleetState, name: str, short: bool, now: float) -> str:
     flags = node_flags(fleet, name, now)
     record = fleet.slurm.nodes[name]
     allocated = record.base == "ALLOCATED"
-    mark = "*" if "NOT_RESPONDING" in flags else ""
+    mark = "*" if "NOT_RESPONDING" in flags else _reboot_mark(flags)
     maint = "MAINTENANCE" in flags
     if maint and not (record.drain or allocated or record.base == "DOWN"):
         return "maint" + mark
@@ -79,6 +82,13 @@ def state_sinfo(fleet: FleetState, name: str, short: bool, now: float) -> str:
     if "RESERVED" in flags and not mark:
         return "resv" if short else "reserved"
     return "idle" + mark
+
+
+def _reboot_mark(flags: list[str]) -> str:
+    """sinfo's suffix for a pending Slurm reboot: `@` requested, `^` issued."""
+    if "REBOOT_ISSUED" in flags:
+        return "^"
+    return "@" if "REBOOT_REQUESTED" in flags else ""
 
 
 def _node_record(fleet: FleetState, name: str, now: float) -> list[str]:
@@ -127,6 +137,7 @@ def scontrol(ctx: ToolContext, argv: Sequence[str]) -> ToolReply:
     if _cut_off(ctx) and args[:1] != ["version"]:
         return _scontrol_cut_off(args)
     ctx.fleet.slurm.settle(ctx.now)
+    issue_due_reboots(ctx)
     if len(args) >= 2 and args[0] == "show" and args[1] in ("node", "nodes", "NodeName"):
         return _show_nodes(ctx, args[2:], oneliner)
     reservations = reservation_command(ctx, args, oneliner)
@@ -134,6 +145,8 @@ def scontrol(ctx: ToolContext, argv: Sequence[str]) -> ToolReply:
         return reservations
     if args and args[0] == "update":
         return _update(ctx, args[1:])
+    if args and args[0] == "reboot":
+        return reboot_command(ctx, args[1:])
     if args and args[0] in ("ping", "version"):
         return ToolReply(
             stdout="slurm 24.05.0\n"
