@@ -19,6 +19,7 @@ from typing import NoReturn
 
 from fleetfix import __version__
 from fleetfix.cli import (
+    healthcheck_cmd,
     history_cmd,
     inventory_cmd,
     lab_cmd,
@@ -60,6 +61,7 @@ def build_parser() -> argparse.ArgumentParser:
     history_cmd.add_parser(sub)
     probe_cmd.add_parser(sub)
     report_cmd.add_parser(sub)
+    healthcheck_cmd.add_parser(sub)
     return parser
 
 
