@@ -1,4 +1,12 @@
-"""Node actions: reboot, restart a service, kill GPU processes (opt-in), collect evidence."""
+"""Node actions: reboot, restart a service, kill GPU processes (opt-in), collect evidence.
+
+A reboot goes over SSH by default, or through Slurm (`via: slurm`, or the host var
+`fleetfix_reboot_via=slurm`): `scontrol reboot ASAP nextstate=DOWN reason="fleetfix: ..." NODE`,
+so the node comes back out of service and only fleetfix's validation (`slurm_resume`) returns
+it; `nextstate: resume` is the site's explicit choice to let Slurm return it at once
+(docs/slurm.md, docs/decisions.md). Either way the engine journals the intent with the boot id
+before sending and waits for a new boot id.
+"""
 
 from __future__ import annotations
 
@@ -9,26 +17,74 @@ from fleetfix.actions.gates import (
     duration,
     flag,
     integer,
+    node_name,
     params_checker,
     quote_all,
     seconds,
 )
+from fleetfix.actions.slurm import drain_reason
 from fleetfix.probes.gpu_processes import GpuProcessesFacts
+from fleetfix.probes.slurm_node import SlurmNodeFacts
 
 SERVICE_VERBS = ("restarted", "started", "stopped", "reloaded")
 SIGNALS = ("TERM", "KILL", "INT", "SIGTERM", "SIGKILL", "SIGINT")
+
+
+REBOOT_VIA = ("ssh", "slurm")
+NEXT_STATES = ("down", "resume")
+"""scontrol reboot's nextstate values; Slurm has no nextstate=DRAIN (man scontrol)."""
+VIA_VAR = "fleetfix_reboot_via"
+NEXT_STATE_VAR = "fleetfix_reboot_nextstate"
+
+
+def _setting(ctx: ActionContext, param: str, var: str, default: str) -> str:
+    """A step param, else the host var (inventory/play vars), else the default."""
+    value = ctx.params.get(param)
+    if value is None:
+        value = ctx.vars.get(var)
+    return str(value if value is not None else default).strip().lower()
 
 
 def _plan_reboot(ctx: ActionContext) -> ActionPlan:
     busy = busy_reason(ctx)
     if busy is not None:
         return ActionPlan(refused=f"{busy}; a reboot would kill them")
+    via = _setting(ctx, "via", VIA_VAR, "ssh")
+    if via not in REBOOT_VIA:
+        return ActionPlan(refused=f"reboot: via must be ssh or slurm, not {via!r}")
+    if via == "slurm":
+        return _plan_slurm_reboot(ctx)
     # Detach so the command returns before the connection drops; the engine then waits for
     # the host to come back with a new boot id.
     command = "nohup sh -c 'sleep 1; systemctl reboot || reboot' >/dev/null 2>&1 &"
     return ActionPlan(
         commands=(PlannedCommand(command, "reboot", timeout=30, expect_unreachable=True),)
     )
+
+
+def _plan_slurm_reboot(ctx: ActionContext) -> ActionPlan:
+    """`scontrol reboot ASAP`: slurmctld runs the RebootProgram (ASAP also keeps new jobs off
+    the node until then). nextstate=DOWN keeps the node out of service after the reboot with
+    its fleetfix reason, so a failed validation never returns it; RESUME only on request."""
+    next_state = _setting(ctx, "nextstate", NEXT_STATE_VAR, "down")
+    if next_state not in NEXT_STATES:
+        why = "Slurm has no nextstate=DRAIN; down keeps the node out until fleetfix resumes it"
+        extra = f" ({why})" if next_state == "drain" else ""
+        return ActionPlan(refused=f"reboot: nextstate must be down or resume{extra}")
+    slurm: SlurmNodeFacts | None = ctx.facts.get("slurm_node")
+    node = node_name(ctx)
+    if slurm is None:
+        return ActionPlan(refused=f"via slurm: the Slurm state of {node} could not be read")
+    pending = {"REBOOT_REQUESTED", "REBOOT_ISSUED"} & set(slurm.flags)
+    if pending:
+        return ActionPlan(refused=f"Slurm already has a reboot pending for {node} ({slurm.state})")
+    reason = drain_reason(ctx) if ctx.params.get("reason") else "fleetfix: reboot"
+    command = (
+        f"scontrol reboot ASAP nextstate={next_state.upper()} "
+        f"reason={quote_all([reason])} {quote_all([node])}"
+    )
+    why = f"reboot {node} through Slurm (nextstate={next_state.upper()})"
+    return ActionPlan(commands=(PlannedCommand(command, why, timeout=30, expect_unreachable=True),))
 
 
 def _plan_service(ctx: ActionContext) -> ActionPlan:
@@ -78,9 +134,19 @@ def _plan_evidence(ctx: ActionContext) -> ActionPlan:
 ACTIONS = (
     Action(
         name="reboot",
-        summary="reboot and wait for the node to return with a new boot id",
+        validate=params_checker({"via": choice(*REBOOT_VIA), "nextstate": choice(*NEXT_STATES)}),
+        summary="reboot (over SSH, or through Slurm's scontrol reboot) and wait for the node"
+        " to return with a new boot id",
         plan=_plan_reboot,
-        params={"allow_busy": "reboot even with GPU processes or Slurm jobs (kills them)"},
+        params={
+            "allow_busy": "reboot even with GPU processes or Slurm jobs (kills them)",
+            "via": f"ssh (default) or slurm: scontrol reboot ASAP (host var {VIA_VAR})",
+            "nextstate": "with via: slurm, the Slurm state after the reboot: down (default:"
+            " out of service until fleetfix validates and resumes it) or resume (Slurm returns"
+            f" it at once; host var {NEXT_STATE_VAR})",
+            "reason": "with via: slurm, the reboot reason (prefixed with 'fleetfix:')",
+            "node": "Slurm node name (default: short inventory hostname)",
+        },
         requires=("gpu_processes",),
         optional=("slurm_node",),
         disruptive=True,

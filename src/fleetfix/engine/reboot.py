@@ -35,8 +35,11 @@ def reboot_wait(hs: HostStep) -> float:
 async def send_reboot_like(hs: HostStep, planned: PlannedCommand, before: str) -> CommandResult:
     """Run a command that takes the host away, then wait for it to return with a new boot id."""
     started = time.monotonic()
+    sent: CommandResult | None = None
     with contextlib.suppress(UnreachableError):  # expected: the host goes away under us
-        await hs.command(planned.command, timeout=planned.timeout or 30)
+        sent = await hs.command(planned.command, timeout=planned.timeout or 30)
+    if sent is not None and sent.rc not in (0, None) and await boot_id(hs) == before:
+        return sent  # refused (e.g. scontrol reboot said no): nothing is going away
     await hs.ctx.connections.drop(hs.state.name)
     return await back_with_new_boot(hs, planned.command, before, started)
 
