@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 
 from fleetfix.errors import SourcePosition
 from fleetfix.results import CommandResult, RunResult, StepResult
+from fleetfix.secrets import Redactor
 
 
 def _now() -> float:
@@ -191,14 +192,21 @@ EventSink = Callable[[Event], None]
 
 
 class EventBus:
-    """Fans each event out to every subscriber, in subscription order."""
+    """Fans each event out to every subscriber, in subscription order.
 
-    def __init__(self) -> None:
+    Each event is redacted once, before any subscriber sees it (fleetfix.secrets): the
+    console, the journal, the reports and every observer get the same masked event. With no
+    secret known that is one check per event, and the event itself is passed on."""
+
+    def __init__(self, redactor: Redactor | None = None) -> None:
         self._subscribers: list[EventSink] = []
+        self.redactor = redactor if redactor is not None else Redactor()
 
     def subscribe(self, sink: EventSink) -> None:
         self._subscribers.append(sink)
 
     def emit(self, event: Event) -> None:
+        if self.redactor:
+            event = self.redactor.redact(event)
         for sink in self._subscribers:
             sink(event)
