@@ -12,9 +12,8 @@ from fleetfix.events import CommandRan
 from fleetfix.playbook.model import Step
 from fleetfix.probes.base import Probe
 from fleetfix.results import CommandResult
+from fleetfix.secrets import NO_LOG_TEXT
 from fleetfix.transport.base import ProbeRunner
-
-NO_LOG_TEXT = "the output has been hidden due to the fact that 'no_log: true' was specified"
 
 
 def become_wrap(command: str, user: str) -> str:

@@ -7,13 +7,14 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from fleetfix.engine.commands import NO_LOG_TEXT, run_command, step_timeout
+from fleetfix.engine.commands import run_command, step_timeout
 from fleetfix.engine.context import HostState, RunContext
 from fleetfix.engine.variables import PlayScope
 from fleetfix.events import ActionStarted, ActionTaken, HostObserved
 from fleetfix.playbook.model import Play, Step
 from fleetfix.probes.base import Probe, verdict
 from fleetfix.results import CommandResult
+from fleetfix.secrets import NO_LOG_TEXT
 
 
 @dataclass(frozen=True, slots=True)
@@ -181,6 +182,9 @@ def registered(outcome: Outcome, attempts: int, *, no_log: bool = False) -> dict
         for key in ("cmd", "stdout", "stderr", "msg"):
             if key in value:
                 value[key] = NO_LOG_TEXT
+        if isinstance(value.get("ansible_facts"), dict):  # set_fact: the names, not the values
+            value["ansible_facts"] = dict.fromkeys(value["ansible_facts"], NO_LOG_TEXT)
+        value["censored"] = NO_LOG_TEXT  # as Ansible shows a no_log result
     return value
 
 

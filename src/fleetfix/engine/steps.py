@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 import asyncio
+import json
 import time
 from dataclasses import replace
 from typing import Any
 
-from fleetfix.engine.commands import NO_LOG_TEXT, redact
+from fleetfix.engine.commands import redact
 from fleetfix.engine.context import HostState, RunContext
 from fleetfix.engine.hoststep import (
     HostStep,
@@ -24,6 +25,7 @@ from fleetfix.errors import FleetfixError, UnreachableError
 from fleetfix.events import HostStepFinished, HostStepStarted, StepRetry
 from fleetfix.playbook.model import Step, StepKind
 from fleetfix.results import CommandResult, JournaledStep, Status, StepResult
+from fleetfix.secrets import LEARNED_MIN, MASK, NO_LOG_TEXT, leaves
 
 DEFAULT_RETRIES = 3
 
@@ -40,7 +42,7 @@ async def execute(ctx: RunContext, env: StepEnv, state: HostState, step: Step) -
         return _record(hs, _verdict(hs, _crashed(step, exc), 1), started)
     hs = HostStep(ctx, env, state, step, variables)
     journaled = ctx.options.resume.steps.get((state.name, str(step.position)))
-    if journaled is not None and journaled.status is not Status.UNREACHABLE:
+    if journaled is not None and _replayable(step, journaled):
         return _record(hs, _replayed(hs, journaled), started)
     try:
         if step.when and not hs.evaluate(step.when):
@@ -63,6 +65,17 @@ def _crashed(step: Step, exc: Exception) -> Outcome:
     detail = str(exc) or type(exc).__name__
     kind = "bad parameter" if isinstance(exc, ValueError | TypeError) else "internal error"
     return Outcome(failed=True, message=f"{step.position}: {kind} in step {step.name!r}: {detail}")
+
+
+def _replayable(step: Step, journaled: JournaledStep) -> bool:
+    """May a resumed run replay this host-step? Not when it was unreachable, nor a set_fact
+    whose values the journal does not hold (no_log, or masked as secret): a set_fact only reads
+    variables, so it is run again and sets the real values."""
+    if journaled.status is Status.UNREACHABLE:
+        return False
+    if step.kind is not StepKind.SET_FACT:
+        return True
+    return not step.no_log and MASK not in json.dumps(journaled.data, default=str)
 
 
 def _replayed(hs: HostStep, journaled: JournaledStep) -> StepResult:
@@ -162,6 +175,8 @@ def _verdict(hs: HostStep, outcome: Outcome, attempts: int) -> StepResult:
         status = Status.IGNORED if step.ignore_errors else Status.FAILED
     else:
         status = Status.CHANGED if outcome.changed else Status.OK
+    if step.no_log:
+        _keep_secret(hs.ctx, step, outcome)
     return StepResult(
         host=hs.state.name,
         step=step.name,
@@ -175,6 +190,18 @@ def _verdict(hs: HostStep, outcome: Outcome, attempts: int) -> StepResult:
         attempts=attempts,
         key=str(step.position),
     )
+
+
+def _keep_secret(ctx: RunContext, step: Step, outcome: Outcome) -> None:
+    """What a no_log step produced is masked wherever it shows up later in the run (a `debug`
+    of a fact it set, a command line it is templated into): the values it set or printed, and
+    the output of its commands. Its own record is hidden whole (`registered`)."""
+    produced = [text.strip() for c in outcome.commands for text in (c.stdout, c.stderr)]
+    if step.kind is StepKind.SET_FACT:
+        produced += leaves(outcome.data.get("ansible_facts"))
+    elif step.kind is StepKind.DEBUG:
+        produced += leaves(outcome.data)
+    ctx.bus.redactor.add(produced, min_length=LEARNED_MIN)
 
 
 def _unreachable_result(hs: HostStep, exc: UnreachableError) -> StepResult:

@@ -28,6 +28,7 @@ from fleetfix.events import (
     TaskStarted,
 )
 from fleetfix.results import RECAP_FIELDS, HostStats, RunResult, Status, StepResult
+from fleetfix.secrets import NO_LOG_TEXT
 
 COLUMNS = 79
 STYLES: Mapping[Status, str] = {
@@ -68,6 +69,8 @@ def host_line(result: StepResult, verbosity: int) -> str:
         return f"fatal: [{host}]: FAILED! => {_details(result, verbosity)}\n...ignoring"
     word = {Status.SKIPPED: "skipping", Status.CHANGED: "changed"}.get(result.status, "ok")
     line = f"{word}: [{host}]"
+    if _censored(result):
+        return line + (f" => {_details(result, verbosity)}" if verbosity > 0 else "")
     if result.message and (verbosity > 0 or _always_show(result)):
         line += f" => {result.message.rstrip()}"
     if verbosity > 0 and result.status is not Status.SKIPPED:
@@ -81,7 +84,14 @@ def _always_show(result: StepResult) -> bool:
     return result.status is not Status.SKIPPED or text.startswith("check mode")
 
 
+def _censored(result: StepResult) -> bool:
+    """A no_log step's result: shown as Ansible shows it, `{"censored": ..., "changed": ...}`."""
+    return result.data.get("censored") == NO_LOG_TEXT
+
+
 def _details(result: StepResult, verbosity: int) -> str:
+    if _censored(result):
+        return json.dumps({"censored": NO_LOG_TEXT, "changed": result.changed})
     data: dict[str, Any] = {"changed": result.changed, "msg": result.message}
     for key in ("rc", "stderr", "stdout", "timed_out"):
         value = result.data.get(key)
