@@ -23,7 +23,12 @@ from fleetfix.cli.safety_options import (
     override_hosts,
     repair_budget,
 )
-from fleetfix.cli.team_options import add_team_options, run_observers
+from fleetfix.cli.team_options import (
+    add_team_options,
+    run_observers,
+    run_redactor,
+    stored_argv,
+)
 from fleetfix.engine import Engine, RunOptions
 from fleetfix.engine.context import StepGate
 from fleetfix.errors import InputError, UsageError
@@ -255,7 +260,8 @@ class RunPlan:
 
 
 async def _run(args: argparse.Namespace, plan: RunPlan) -> int:
-    bus = EventBus()
+    redactor = run_redactor(args)
+    bus = EventBus(redactor)
     bus.subscribe(ConsoleView(verbosity=args.verbose, diff=args.diff))
     journal = Journal(Path(args.journal) if args.journal else default_journal_path())
     try:
@@ -266,7 +272,11 @@ async def _run(args: argparse.Namespace, plan: RunPlan) -> int:
             return Outcome.SAFETY_ABORT if exc.live else Outcome.BAD_OPTIONS
         hosts = sorted({h for hs in plan.selection.values() for h in hs})
         journal.start_run(
-            args.playbook, sys.argv, check=args.check, hosts=len(hosts), run_id=args.resume
+            args.playbook,
+            stored_argv(args, sys.argv, redactor),
+            check=args.check,
+            hosts=len(hosts),
+            run_id=args.resume,
         )
         busy = {} if args.check else journal.acquire_leases(hosts)
         if busy:

@@ -5,11 +5,14 @@ write made, its last message delivered) when the run ends, also when it is inter
 from __future__ import annotations
 
 import argparse
-from collections.abc import Awaitable
-from typing import Protocol
+from collections.abc import Awaitable, Sequence
+from pathlib import Path
+from typing import Any, Protocol
 
 from fleetfix.events import Event
 from fleetfix.journal import Journal
+from fleetfix.playbook.extravars import parse_extra_vars
+from fleetfix.secrets import Redactor, redact_argv, secret_values
 
 
 class RunObserver(Protocol):
@@ -23,7 +26,35 @@ class RunObserver(Protocol):
 
 
 def add_team_options(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument_group("team")
+    team = parser.add_argument_group("team")
+    team.add_argument(
+        "--secret",
+        action="append",
+        default=[],
+        metavar="NAME",
+        help="an extra var whose value is never stored, shown or reported (repeatable, or"
+        " a,b); names containing password, passwd, secret, token, api_key, apikey, credential"
+        " or private_key are secret without it",
+    )
+
+
+def secret_names(args: argparse.Namespace) -> frozenset[str]:
+    """The extra-vars names given with --secret (each may be a comma list)."""
+    return frozenset(n.strip() for item in args.secret for n in item.split(",") if n.strip())
+
+
+def run_redactor(args: argparse.Namespace) -> Redactor:
+    """A Redactor holding the values of the run's secret extra vars (see fleetfix.secrets)."""
+    return Redactor(secret_values(args.parsed_extra_vars, secret_names(args)))
+
+
+def stored_argv(args: argparse.Namespace, argv: Sequence[str], redactor: Redactor) -> list[str]:
+    """The command line as the journal keeps it: secret extra-vars values masked."""
+    return redact_argv(argv, redactor, secret_names(args), _parse_one)
+
+
+def _parse_one(item: str) -> dict[str, Any]:
+    return parse_extra_vars([item], Path.cwd())
 
 
 def run_observers(args: argparse.Namespace, journal: Journal) -> list[RunObserver]:
