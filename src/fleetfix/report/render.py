@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import stat
 from collections.abc import Callable, Mapping
 from pathlib import Path
 
@@ -12,6 +13,8 @@ from fleetfix.report.json import render_json
 from fleetfix.report.junit import render_junit
 from fleetfix.report.model import Report
 
+REPORT_MODE = 0o600
+"""Report files are created readable and writable by their owner only."""
 RENDERERS: Mapping[str, Callable[[Report], str]] = {
     ".json": render_json,
     ".html": render_html,
@@ -36,10 +39,15 @@ def write_report(report: Report, path: Path) -> None:
         UsageError: unknown suffix, or the file cannot be written.
     """
     text = renderer_for(path)(report)
-    # A sibling temp file (opened normally, so the umask applies) renamed over the target.
+    # A sibling temp file renamed over the target. A report holds hosts, commands and output:
+    # it is created 0600 (the umask may narrow it further), and replacing an existing report
+    # never widens it (a 0400 file stays 0400).
     temp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
     try:
-        with temp.open("w", encoding="utf-8") as out:
+        mode = REPORT_MODE & _mode_of(path)
+        temp.unlink(missing_ok=True)  # left by a killed writer: O_EXCL makes a fresh one
+        fd = os.open(temp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, mode)
+        with os.fdopen(fd, "w", encoding="utf-8") as out:
             out.write(text)
         os.replace(temp, path)
     except OSError as exc:
@@ -47,4 +55,12 @@ def write_report(report: Report, path: Path) -> None:
         raise UsageError(f"--report {path}: cannot write: {exc.strerror or exc}") from exc
 
 
-__all__ = ["RENDERERS", "renderer_for", "write_report"]
+def _mode_of(path: Path) -> int:
+    """The permission bits of the file a report replaces (all bits when there is none)."""
+    try:
+        return stat.S_IMODE(path.stat().st_mode)
+    except FileNotFoundError:
+        return 0o7777
+
+
+__all__ = ["RENDERERS", "REPORT_MODE", "renderer_for", "write_report"]

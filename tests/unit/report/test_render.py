@@ -54,7 +54,27 @@ def test_overwrite_replaces_the_old_report(report: Report, tmp_path: Path) -> No
     target.write_text("old")
     write_report(report, target)
     assert json.loads(target.read_text())["run_id"] == report.run_id
-    assert oct(target.stat().st_mode & 0o777) == oct(0o666 & ~_umask())
+
+
+def test_a_report_is_created_owner_only_and_never_widened(report: Report, tmp_path: Path) -> None:
+    fresh = tmp_path / "run.json"
+    write_report(report, fresh)
+    assert oct(_mode(fresh)) == oct(0o600 & ~_umask())
+    shared = tmp_path / "shared.html"
+    shared.write_text("old")
+    shared.chmod(0o644)
+    write_report(report, shared)  # a report may hold output: replacing it narrows it
+    assert oct(_mode(shared)) == oct(0o600 & ~_umask())
+    locked = tmp_path / "locked.xml"
+    locked.write_text("old")
+    locked.chmod(0o400)
+    write_report(report, locked)
+    assert oct(_mode(locked)) == oct(0o400 & ~_umask())
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["locked.xml", "run.json", "shared.html"]
+
+
+def _mode(path: Path) -> int:
+    return path.stat().st_mode & 0o777
 
 
 def _umask() -> int:
