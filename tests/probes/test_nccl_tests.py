@@ -225,12 +225,19 @@ def test_command() -> None:
     assert PROBE.command({"file": "/var/log/nccl out.txt"}) == "cat -- '/var/log/nccl out.txt'"
     command = PROBE.command({"ops": "all_reduce_perf,all_gather_perf", "gpus": "8"})
     assert command.startswith("g=8; ")
-    assert 'echo "+ all_reduce_perf -b 8M -e 1G -f 2 -g $g"' in command
-    assert "all_gather_perf -b 8M -e 1G -f 2 -g $g 2>&1" in command
+    assert """echo '+ all_reduce_perf -b 8M -e 1G -f 2' -g "$g";""" in command
+    assert 'all_gather_perf -b 8M -e 1G -f 2 -g "$g" 2>&1' in command
     assert "nvidia-smi -L" in PROBE.command({})
     assert "/opt/nccl-tests/build/all_reduce_perf" in PROBE.command(
         {"bin_dir": "/opt/nccl-tests/build/"}
     )
+
+
+def test_args_are_quoted_like_every_other_parameter() -> None:
+    command = PROBE.command({"args": "-b 8 -e 1G; touch /tmp/x $(id)", "gpus": "8"})
+    assert "all_reduce_perf -b 8 -e '1G;' touch /tmp/x '$(id)' -g \"$g\" 2>&1" in command
+    listed = PROBE.command({"args": ["-b", "8 M"], "gpus": "8"})
+    assert "all_reduce_perf -b '8 M' -g" in listed
 
 
 def test_missing_binary_or_library_fails_the_run() -> None:

@@ -70,11 +70,11 @@ def multi_node_command(ctx: ActionContext, peer: str) -> str:
     """One all_reduce_perf across this node and `peer`: one rank per GPU, via mpirun."""
     bin_dir = str(ctx.params.get("bin_dir", "")).strip().rstrip("/")
     binary = shlex.quote(f"{bin_dir}/all_reduce_perf" if bin_dir else "all_reduce_perf")
-    args = str(ctx.params.get("args", nccl_tests.DEFAULT_ARGS))
+    args = nccl_tests.quoted_args(ctx.params.get("args", nccl_tests.DEFAULT_ARGS))
     me, other = shlex.quote(ctx.host), shlex.quote(peer)
     return (
         "g=$(nvidia-smi -L 2>/dev/null | grep -c '^GPU'); "
-        f'echo "+ {binary} {args} -g 1"; '
+        f"echo {shlex.quote(f'+ {binary} {args} -g 1')}; "
         f"mpirun -np $((2*g)) -H {me}:$g,{other}:$g --bind-to none {binary} {args} -g 1 2>&1"
     )
 

@@ -157,15 +157,27 @@ def command(params: Mapping[str, Any]) -> str:
     if saved:
         return f"cat -- {shlex.quote(saved)}"
     bin_dir = str(params.get("bin_dir", "")).strip().rstrip("/")
-    args = str(params.get("args", DEFAULT_ARGS))
+    args = quoted_args(params.get("args", DEFAULT_ARGS))
     gpus = str(params.get("gpus", "")).strip()
     count = shlex.quote(gpus) if gpus else "$(nvidia-smi -L 2>/dev/null | grep -c '^GPU')"
     runs = []
     for op in str(params.get("ops", DEFAULT_OPS)).split(","):
         binary = f"{bin_dir}/{op.strip()}" if bin_dir else op.strip()
-        line = f"{shlex.quote(binary)} {args} -g $g"
-        runs.append(f'echo "+ {line}"; {line} 2>&1')
+        line = f"{shlex.quote(binary)} {args}"
+        runs.append(f'echo {shlex.quote(f"+ {line}")} -g "$g"; {line} -g "$g" 2>&1')
     return f"g={count}; " + "; ".join(runs)
+
+
+def quoted_args(args: object) -> str:
+    """The `args` parameter as shell words, each quoted like every other parameter: a string
+    is split as a shell would (`-b 8M -e 1G`), a list is taken word for word. Nothing in it
+    runs as shell syntax (`; touch x` is two more arguments to all_reduce_perf).
+
+    Raises:
+        ValueError: a string with an unterminated quote.
+    """
+    words = [str(a) for a in args] if isinstance(args, list | tuple) else shlex.split(str(args))
+    return " ".join(shlex.quote(word) for word in words)
 
 
 def parse(text: str) -> NcclTestsFacts:
