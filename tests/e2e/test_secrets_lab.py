@@ -1,0 +1,129 @@
+"""Secrets on the lab, from the user's side: the real CLI, then every byte it stored or showed.
+
+A secret extra var, a no_log set_fact and no_log steps that fail must be in neither the
+journal (file bytes, every table value, every compressed BLOB), nor a report file, nor the
+console; report files are 0600. nccl_tests `args` cannot run a command on the node."""
+
+from __future__ import annotations
+
+import stat
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from fleetfix.lab.control import LabHandle
+from fleetfix.secrets import MASK, NO_LOG_TEXT
+from tests.e2e.labrun import fleetfix_run, node_shell, write_inventory
+from tests.lab.support import running_lab
+from tests.support.secrets_support import holding, journal_texts
+
+pytestmark = pytest.mark.timeout(300)
+
+SCENARIO = """\
+name: secrets
+description: two healthy nodes outside Slurm scheduling concerns
+fleet: {spines: 1, leaves: 1, racks: 1, nodes_per_rack: 2, node_name: "s{:02d}"}
+ssh: {port: 0}
+timing: {nccl: 0.2}
+"""
+PASSWORD = "S3cr3t-XYZ"
+FACT = "N0L0G-fact-7731"
+TOKEN = "T0KEN-in-json-5150"
+SECRETS = (PASSWORD, FACT, TOKEN)
+PLAYBOOK = """\
+- name: secrets never stored
+  hosts: all
+  tasks:
+    - name: connect with the password
+      shell: "echo connecting as {{ db_user }} with {{ db_password }}"
+    - name: use the token
+      shell: "echo {{ vault.token }}"
+    - name: fetch a credential
+      set_fact:
+        fetched: "N0L0G-fact-7731"
+      no_log: true
+    - name: a no_log command that fails
+      shell: "echo {{ fetched }} {{ db_password }} >&2; exit 3"
+      no_log: true
+      ignore_errors: true
+    - name: a no_log action that fails
+      action: {name: service, params: {name: "{{ fetched }}.service", state: restarted}}
+      no_log: true
+      ignore_errors: true
+    - name: a no_log fail
+      fail:
+        msg: "cannot use {{ fetched }}"
+      no_log: true
+      ignore_errors: true
+    - name: the fact, shown by a step without no_log
+      debug:
+        msg: "fetched {{ fetched }}"
+"""
+
+
+@pytest.fixture
+def lab(tmp_path: Path) -> Iterator[tuple[LabHandle, Path]]:
+    scenario = tmp_path / "secrets.yml"
+    scenario.write_text(SCENARIO, encoding="utf-8")
+    with running_lab(str(scenario), tmp_path / "lab") as handle:
+        yield handle, write_inventory(handle, tmp_path / "hosts.ini")
+
+
+def test_secrets_reach_no_journal_report_or_console(
+    lab: tuple[LabHandle, Path], tmp_path: Path
+) -> None:
+    _, inventory = lab
+    book = tmp_path / "book.yml"
+    book.write_text(PLAYBOOK, encoding="utf-8")
+    reports = [tmp_path / name for name in ("run.json", "run.html", "run.xml")]
+    done = fleetfix_run(
+        book,
+        inventory,
+        tmp_path,
+        "-v",
+        "-e",
+        f"db_password={PASSWORD} db_user=ops",
+        "-e",
+        f'{{"vault": {{"token": "{TOKEN}"}}}}',
+        *(arg for path in reports for arg in ("--report", str(path))),
+    )
+    assert done.returncode == 0, done.output
+    assert done.recap["s01"]["ignored"] == 3, done.output
+    assert "connecting as ops with ********" in done.stdout  # it ran, with the real value
+    assert f"fetched {MASK}" in done.stdout
+    assert NO_LOG_TEXT in done.stdout
+
+    assert holding([done.stdout, done.stderr], SECRETS) == []
+    stored = journal_texts(tmp_path / "j.sqlite")
+    assert any(MASK in text for text in stored)  # the journal has the masked rows
+    assert holding(stored, SECRETS) == []
+    for path in reports:
+        assert holding([path.read_text(encoding="utf-8")], SECRETS) == [], path
+        assert stat.S_IMODE(path.stat().st_mode) == 0o600, path
+
+
+NCCL_PLAYBOOK = """\
+- name: nccl-tests args are arguments
+  hosts: s01
+  tasks:
+    - name: the node can write there (the check below reads the node's filesystem)
+      shell: "touch {control}"
+    - name: all_reduce_perf with a shell command in its args
+      action: {{name: nccl_tests, params: {{args: "-b 8 -e 1G; touch {injected} #"}}}}
+      ignore_errors: true
+"""
+
+
+def test_nccl_tests_args_cannot_run_a_command_on_the_node(
+    lab: tuple[LabHandle, Path], tmp_path: Path
+) -> None:
+    handle, inventory = lab
+    control, injected = tmp_path / "control", tmp_path / "injected"
+    book = tmp_path / "nccl.yml"
+    book.write_text(NCCL_PLAYBOOK.format(control=control, injected=injected), encoding="utf-8")
+    done = fleetfix_run(book, inventory, tmp_path, "-vv", "-e", "fleetfix_slurm=false")
+    assert node_shell(handle, "s01", f"test -e {control} && echo yes").strip() == "yes"
+    assert node_shell(handle, "s01", f"test -e {injected} || echo absent").strip() == "absent"
+    assert "ran: g=$(nvidia-smi" in done.stdout, done.output  # the action did run
+    assert f"all_reduce_perf -b 8 -e '1G;' touch {injected} '#' -g" in done.stdout, done.output
