@@ -22,6 +22,7 @@ from fleetfix.cli import (
     healthcheck_cmd,
     history_cmd,
     inventory_cmd,
+    journal_cmd,
     lab_cmd,
     probe_cmd,
     report_cmd,
@@ -59,6 +60,7 @@ def build_parser() -> argparse.ArgumentParser:
     tools_cmd.add_parsers(sub)
     lab_cmd.add_parser(sub)
     history_cmd.add_parser(sub)
+    journal_cmd.add_parser(sub)
     probe_cmd.add_parser(sub)
     report_cmd.add_parser(sub)
     healthcheck_cmd.add_parser(sub)

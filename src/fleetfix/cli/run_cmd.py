@@ -15,7 +15,7 @@ from typing import Any
 
 from fleetfix.actions import action_registry
 from fleetfix.cli.loading import load_builtin_playbook as _load_playbook
-from fleetfix.cli.options import add_connection_options, add_inventory_option
+from fleetfix.cli.options import add_connection_options, add_inventory_option, add_journal_option
 from fleetfix.cli.safety_options import (
     add_safety_options,
     hands_off,
@@ -34,7 +34,7 @@ from fleetfix.engine.context import StepGate
 from fleetfix.errors import InputError, UsageError
 from fleetfix.events import EventBus
 from fleetfix.inventory import Inventory, load_inventory
-from fleetfix.journal import LEASE_RENEW, Journal, ResumeRefused, default_journal_path
+from fleetfix.journal import LEASE_RENEW, Journal, ResumeRefused, journal_target
 from fleetfix.playbook.conditions import Templar
 from fleetfix.playbook.extravars import parse_extra_vars
 from fleetfix.playbook.model import Playbook, Step, StepKind
@@ -125,12 +125,7 @@ def add_parsers(sub: Any) -> None:
         action="store_true",
         help="allow disruptive actions in a domain fleetfix suspects (a bad switch)",
     )
-    run.add_argument(
-        "--journal",
-        metavar="PATH",
-        help="SQLite journal (default: $FLEETFIX_JOURNAL, /var/lib/fleetfix as root, else the"
-        " user's state dir; every controller on a machine should share one)",
-    )
+    add_journal_option(run)
     run.add_argument(
         "--resume",
         metavar="RUN_ID",
@@ -263,7 +258,7 @@ async def _run(args: argparse.Namespace, plan: RunPlan) -> int:
     redactor = run_redactor(args)
     bus = EventBus(redactor)
     bus.subscribe(ConsoleView(verbosity=args.verbose, diff=args.diff))
-    journal = Journal(Path(args.journal) if args.journal else default_journal_path())
+    journal = Journal(journal_target(args.journal))
     try:
         try:
             resume = _resume_state(args, journal)
@@ -290,7 +285,7 @@ async def _run(args: argparse.Namespace, plan: RunPlan) -> int:
         observers = run_observers(args, journal)
         for observer in observers:
             bus.subscribe(observer)
-        print(f"run id: {journal.run_id} (journal: {journal.path})")
+        print(f"run id: {journal.run_id} (journal: {journal.where})")
         options = _engine_options(args, plan, resume, journal)
         try:
             async with open_runtime(args, plan.inventory, bus) as runtime, _renewing(journal):

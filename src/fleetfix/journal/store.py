@@ -54,7 +54,7 @@ from fleetfix.events import (
     SafetyStop,
     TaskStarted,
 )
-from fleetfix.journal import fleet, rows
+from fleetfix.journal import fleet, rows, transfer
 from fleetfix.journal.batch import FLUSH_ROWS, FLUSH_SECONDS, Write, WriteQueue
 from fleetfix.journal.codec import decode, encode
 from fleetfix.journal.db import Database, DatabaseError, is_postgres, open_database, shown
@@ -450,6 +450,30 @@ class Journal:
             ).fetchall()
         )
         return [float(r[0]) for r in found]
+
+    # --- moving the history ----------------------------------------------------------------
+
+    def export(self, run_id: str | None = None) -> Iterator[str]:
+        """Every row (or one run's) as JSON lines; see journal/transfer.py."""
+        self.flush()
+        if run_id is not None:
+            self.run(run_id)  # a clear error for an unknown id
+        yield from self._guarded(lambda db: list(transfer.export_lines(db, run_id)))
+
+    def migrate_to(self, target: Journal) -> transfer.Moved:
+        """Copy this journal's history into `target` (runs it has are skipped). Refused while
+        a run recorded here is live: its controller would go on writing here."""
+        self.flush()
+        live = [run.run_id for run in self.history(1_000_000) if self._live_holder(run.run_id)]
+        if live:
+            raise JournalError(
+                f"run {live[0]} in {self.where} is still running; migrate when it has ended"
+            )
+        target.flush()
+        moved: transfer.Moved = target._guarded(
+            lambda into: self._guarded(lambda db: transfer.migrate(db, into))
+        )
+        return moved
 
     # --- leases --------------------------------------------------------------------------
 
