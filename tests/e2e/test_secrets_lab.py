@@ -16,7 +16,8 @@ from fleetfix.lab.control import LabHandle
 from fleetfix.secrets import MASK, NO_LOG_TEXT
 from tests.e2e.labrun import fleetfix_run, node_shell, write_inventory
 from tests.lab.support import running_lab
-from tests.support.secrets_support import holding, journal_texts
+from tests.support.postgres import PostgresServer
+from tests.support.secrets_support import holding, journal_texts, postgres_journal_texts
 
 pytestmark = pytest.mark.timeout(300)
 
@@ -71,7 +72,10 @@ def lab(tmp_path: Path) -> Iterator[tuple[LabHandle, Path]]:
 
 
 def test_secrets_reach_no_journal_report_or_console(
-    lab: tuple[LabHandle, Path], tmp_path: Path
+    lab: tuple[LabHandle, Path],
+    tmp_path: Path,
+    journal_target: Path | str,
+    request: pytest.FixtureRequest,
 ) -> None:
     _, inventory = lab
     book = tmp_path / "book.yml"
@@ -87,6 +91,8 @@ def test_secrets_reach_no_journal_report_or_console(
         "-e",
         f'{{"vault": {{"token": "{TOKEN}"}}}}',
         *(arg for path in reports for arg in ("--report", str(path))),
+        "--journal",
+        str(journal_target),
     )
     assert done.returncode == 0, done.output
     assert done.recap["s01"]["ignored"] == 3, done.output
@@ -95,7 +101,11 @@ def test_secrets_reach_no_journal_report_or_console(
     assert NO_LOG_TEXT in done.stdout
 
     assert holding([done.stdout, done.stderr], SECRETS) == []
-    stored = journal_texts(tmp_path / "j.sqlite")
+    if isinstance(journal_target, Path):
+        stored = journal_texts(journal_target)
+    else:
+        server: PostgresServer = request.getfixturevalue("postgres_server")
+        stored = postgres_journal_texts(journal_target, server.directory / "data")
     assert any(MASK in text for text in stored)  # the journal has the masked rows
     assert holding(stored, SECRETS) == []
     for path in reports:

@@ -1,7 +1,8 @@
 """Reading everything a run stored, to prove a secret is in none of it.
 
-`journal_texts(path)` is the SQLite variant; a PostgreSQL journal gets its own function with
-the same shape (every value of every table, compressed values decompressed)."""
+`journal_texts(path)` reads a SQLite journal, `postgres_journal_texts(dsn, data_dir)` a
+PostgreSQL one: every value of every table, compressed values decompressed, and the raw bytes
+where the database keeps them."""
 
 from __future__ import annotations
 
@@ -59,3 +60,28 @@ def holding(texts: Iterable[str], secrets: Iterable[str]) -> list[tuple[str, str
             if at >= 0:
                 found.append((secret, text[max(at - 80, 0) : at + len(secret) + 80]))
     return found
+
+
+def postgres_journal_texts(dsn: str, data_dir: Path) -> list[str]:
+    """Everything a PostgreSQL journal holds, as text: every value of every table of its
+    database (compressed step data decompressed), then, after a checkpoint, the raw bytes of
+    the database's files and of the cluster's write-ahead log (`data_dir`: the cluster's)."""
+    import psycopg  # noqa: PLC0415
+
+    texts: list[str] = []
+    with psycopg.connect(dsn, autocommit=True) as db:
+        tables = db.execute(
+            "SELECT tablename FROM pg_tables WHERE schemaname = 'public'"
+        ).fetchall()
+        for (table,) in tables:
+            for row in db.execute(f'SELECT * FROM "{table}"'):
+                texts.extend(_value_texts(row))
+        oid = db.execute("SELECT oid FROM pg_database WHERE datname = current_database()")
+        database = oid.fetchone()
+    admin = f"host={data_dir.parent} user=fleetfix_admin dbname=postgres"
+    with psycopg.connect(admin, autocommit=True) as db:
+        db.execute("CHECKPOINT")
+    assert database is not None
+    for folder in (data_dir / "base" / str(database[0]), data_dir / "pg_wal"):
+        texts.extend(_raw(file) for file in sorted(folder.iterdir()) if file.is_file())
+    return texts
