@@ -11,6 +11,7 @@ from typing import Any, Protocol
 
 from fleetfix.events import Event
 from fleetfix.journal import Journal
+from fleetfix.metrics import MetricsTextfile, RunMetrics
 from fleetfix.playbook.extravars import parse_extra_vars
 from fleetfix.secrets import Redactor, redact_argv, secret_values
 
@@ -27,6 +28,12 @@ class RunObserver(Protocol):
 
 def add_team_options(parser: argparse.ArgumentParser) -> None:
     team = parser.add_argument_group("team")
+    team.add_argument(
+        "--metrics-file",
+        metavar="PATH",
+        help="write the run's metrics there for node_exporter's textfile collector (a .prom"
+        " file in its --collector.textfile.directory); rewritten every few seconds and at the end",
+    )
     team.add_argument(
         "--secret",
         action="append",
@@ -59,4 +66,14 @@ def _parse_one(item: str) -> dict[str, Any]:
 
 def run_observers(args: argparse.Namespace, journal: Journal) -> list[RunObserver]:
     """The observers the options ask for, in the order they hear each event."""
-    return []
+    observers: list[RunObserver] = []
+    if args.metrics_file:
+        observers.append(_metrics_file(args, journal))
+    return observers
+
+
+def _metrics_file(args: argparse.Namespace, journal: Journal) -> RunObserver:
+    metrics = RunMetrics(args.playbook, check_changes_exit=args.check and args.detailed_exitcode)
+    return MetricsTextfile(
+        Path(args.metrics_file), metrics, out_of_service=journal.out_of_service_since
+    )
