@@ -31,6 +31,12 @@ SLURM_DEADLINE = 60.0
 """Slurm kills a health check that runs this long; the whole budget must stay below it."""
 KILL_GRACE = 1.0
 DEFAULTS = Limits()
+DESCRIPTION = """\
+Check this node locally (nvidia-smi, the kernel's Xid log; no inventory, no SSH) and, when it
+is unhealthy, drain it:
+  scontrol update NodeName=<node> State=DRAIN Reason="fleetfix: healthcheck: ..."
+A node drained or down by someone else is never touched. For slurm.conf, point
+HealthCheckProgram at a wrapper that runs `fleetfix healthcheck` (docs/slurm.md)."""
 EXIT_CODES = __doc__.split("Exit codes (docs/slurm.md):", 1)[1] if __doc__ else ""
 
 
@@ -38,11 +44,7 @@ def add_parser(sub: Any) -> None:
     parser = sub.add_parser(
         "healthcheck",
         help="check this node's GPUs and drain it in Slurm if unhealthy (HealthCheckProgram)",
-        description="Check this node locally (nvidia-smi, kernel Xid log; no inventory, no SSH)"
-        " and, when it is unhealthy, drain it: scontrol update NodeName=<node> State=DRAIN"
-        ' Reason="fleetfix: healthcheck: ...". A node drained or down by someone else is'
-        " never touched. For slurm.conf: HealthCheckProgram=/usr/local/bin/fleetfix-healthcheck"
-        " (a wrapper running `fleetfix healthcheck`; see docs/slurm.md).",
+        description=DESCRIPTION,
         epilog="exit codes:" + EXIT_CODES,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
