@@ -18,7 +18,7 @@ import psycopg
 import pytest
 
 from fleetfix.lab.control import LabHandle
-from tests.e2e.labrun import REPO, fleetfix_run, run_argv, write_inventory
+from tests.e2e.labrun import REPO, fleetfix_run, node_shell, run_argv, write_inventory
 from tests.e2e.safety_support import ActionRow, reboots, started_run, unjournaled
 from tests.lab.support import running_lab
 from tests.support import wait_until
@@ -30,7 +30,9 @@ DRAIN_WAIT = "drain_wait=3s"
 RACK_1 = "rack_01"
 RACK_2_AND_MORE = "rack_02:gpu005:gpu007"
 """Overlaps rack 1 (gpu001..gpu008) on gpu005 and gpu007."""
-REBOOT_ONCE = REPO / "tests" / "fixtures" / "playbooks" / "team" / "reboot-once.yml"
+TEAM_PLAYBOOKS = REPO / "tests" / "fixtures" / "playbooks" / "team"
+REBOOT_ONCE = TEAM_PLAYBOOKS / "reboot-once.yml"
+DRAIN_WAIT_REBOOT = TEAM_PLAYBOOKS / "drain-wait-reboot.yml"
 
 
 @pytest.fixture
@@ -151,3 +153,26 @@ def test_a_killed_controllers_hosts_are_taken_over_only_once_it_is_known_dead(
         assert taken.returncode != 6, taken.output
         assert reboots(lab.audit()).get("gpu03", 0) == 0  # dave's job never left
         assert lab.truth()["nodes"]["gpu03"]["slurm"]["job_id"] == 51234
+
+
+def test_a_controller_that_loses_the_database_starts_no_further_action(
+    lab: LabHandle, postgres_server: PostgresServer, tmp_path: Path
+) -> None:
+    """The database goes away (its sessions are ended, as a restart or a cut network would)
+    while gpu003 is drained and its reboot is next: the reboot is never sent."""
+    dsn = postgres_server.fresh_database()
+    inventory = write_inventory(lab, tmp_path / "lab.ini")
+    gate = tmp_path / "gate"
+    argv = _argv(DRAIN_WAIT_REBOOT, inventory, dsn, "--limit", "gpu003", "-e", f"gate={gate}")
+    with started_run(argv, tmp_path, "cut") as run:
+        assert wait_until(lambda: "TASK [wait for the gate]" in run.output(), 120), run.output()
+        assert postgres_server.terminate_sessions() >= 1
+        node_shell(lab, "gpu003", f"touch {gate}")
+        code = run.wait(120)
+        output = run.output()
+    assert code == 6, output
+    assert "fleetfix stopped: without its journal it starts no action" in output
+    assert "Traceback" not in output
+    assert reboots(lab.audit()).get("gpu003", 0) == 0, lab.audit()["gpu003"]
+    slurm = lab.truth()["nodes"]["gpu003"]["slurm"]
+    assert slurm["drain"] and slurm["reason"].startswith("fleetfix:"), slurm

@@ -34,7 +34,7 @@ from fleetfix.engine.context import StepGate
 from fleetfix.errors import InputError, UsageError
 from fleetfix.events import EventBus
 from fleetfix.inventory import Inventory, load_inventory
-from fleetfix.journal import LEASE_RENEW, Journal, ResumeRefused, journal_target
+from fleetfix.journal import LEASE_RENEW, Journal, JournalError, ResumeRefused, journal_target
 from fleetfix.playbook.conditions import Templar
 from fleetfix.playbook.extravars import parse_extra_vars
 from fleetfix.playbook.model import Playbook, Step, StepKind
@@ -48,6 +48,10 @@ from fleetfix.runtime import Runtime, open_runtime
 from fleetfix.topology import Topology
 from fleetfix.transport.registry import make_transport
 
+JOURNAL_LOST = (
+    "  fleetfix stopped: without its journal it starts no action (nothing unrecorded, no lease"
+    " it can prove).\n  Hosts it had drained stay drained; run again once the journal is back."
+)
 CONFIRM_ABOVE = 3
 """Mutating runs on more hosts than this ask for confirmation unless --yes."""
 
@@ -288,8 +292,13 @@ async def _run(args: argparse.Namespace, plan: RunPlan) -> int:
         print(f"run id: {journal.run_id} (journal: {journal.where})")
         options = _engine_options(args, plan, resume, journal)
         try:
-            async with open_runtime(args, plan.inventory, bus) as runtime, _renewing(journal):
-                result = await _execute(args, plan, runtime, bus, options)
+            try:
+                async with open_runtime(args, plan.inventory, bus) as runtime, _renewing(journal):
+                    result = await _execute(args, plan, runtime, bus, options)
+            except JournalError as exc:
+                print(f"ERROR: {exc}\n{JOURNAL_LOST}", file=sys.stderr)
+                publish(collector.model(plan.topology), args.report)
+                return Outcome.SAFETY_ABORT
             outcome = result.outcome(check_changes_exit=args.check and args.detailed_exitcode)
             journal.finish_run(outcome)
             publish(collector.model(plan.topology), args.report)

@@ -4,6 +4,7 @@ history, resume, cooldowns, and the leases and repair budget controllers share."
 from fleetfix.journal.store import (
     LEASE_RENEW,
     Journal,
+    JournalError,
     ResumeRefused,
     RunSummary,
     default_journal_path,
@@ -13,6 +14,7 @@ from fleetfix.journal.store import (
 __all__ = [
     "LEASE_RENEW",
     "Journal",
+    "JournalError",
     "ResumeRefused",
     "RunSummary",
     "default_journal_path",
