@@ -1,0 +1,272 @@
+"""The run observer behind `--webhook`: hears every event, decides which ones a team is told
+about, and delivers them in the background on the run's event loop.
+
+`__call__` runs for every event of a 10,000-host run, so it only looks at an event's type,
+keeps references and queues; bodies are rendered and sent by one task per webhook, in order.
+`finish()` gives what is still queued FINISH_WITHIN seconds in all, then gives up with a
+warning. Nothing here raises into the run or changes its exit code.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections import deque
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from fleetfix.events import (
+    ActionStarted,
+    ActionTaken,
+    BatchStarted,
+    CommandRan,
+    Event,
+    FindingRaised,
+    HostStepFinished,
+    PlayFinished,
+    RunFinished,
+    RunStarted,
+    SafetyStop,
+)
+from fleetfix.notify.evidence import EvidenceTracker
+from fleetfix.notify.model import (
+    LIST_LIMIT,
+    Body,
+    BudgetRefused,
+    Hold,
+    HostCounts,
+    Kind,
+    LeftHost,
+    Notification,
+    RunEnd,
+    RunInfo,
+)
+from fleetfix.notify.render import render
+from fleetfix.notify.webhook import DeliveryFailed, DeliveryPolicy, Webhook, deliver
+from fleetfix.results import HostStats, RunResult
+
+FINISH_WITHIN = 10.0
+"""Seconds `finish()` waits, in all, for what is still queued when the run ends."""
+HOLD_KEY = "fleetfix_hold"
+"""engine/remediate.py's HOLD_KEY: a held action's registered result says why (a test keeps
+them equal; the engine is not imported here, as the report does not import it)."""
+BUDGET_MARK = "repair budget reached"
+
+Warn = Callable[[str], None]
+
+
+class _Outbox:
+    """One webhook's queue and the task that empties it."""
+
+    def __init__(self, webhook: Webhook) -> None:
+        self.webhook = webhook
+        self.queue: deque[Notification] = deque()
+        self.task: asyncio.Task[None] | None = None
+
+
+class Notifier:
+    """A RunObserver that tells webhooks about RMAs, holds, budget refusals and the run's end."""
+
+    def __init__(
+        self,
+        webhooks: Sequence[Webhook],
+        kinds: frozenset[Kind],
+        *,
+        controller: str,
+        warn: Warn,
+        detailed_exitcode: bool = False,
+        policy: DeliveryPolicy | None = None,
+        finish_within: float = FINISH_WITHIN,
+    ) -> None:
+        self._outboxes = [_Outbox(w) for w in webhooks]
+        self._kinds = kinds
+        self._controller = controller
+        self._warn = warn
+        self._detailed_exitcode = detailed_exitcode
+        self._policy = policy or DeliveryPolicy()
+        self._finish_within = finish_within
+        self._run = RunInfo(run_id="", playbook="", controller=controller, check=False)
+        self._started: float | None = None
+        self._evidence = EvidenceTracker()
+        self._rma_pending: dict[str, tuple[str, float]] = {}
+        self._rma_sent: set[str] = set()
+        self._refused: dict[str, str] = {}
+        self._refused_at = 0.0
+        self._failed_inside = False
+        self._handlers: dict[type[Event], Callable[[Any], None]] = {
+            RunStarted: self._run_started,
+            HostStepFinished: self._step_finished,
+            FindingRaised: self._finding,
+            SafetyStop: self._safety_stop,
+            BatchStarted: self._between_batches,
+            PlayFinished: self._between_batches,
+            RunFinished: self._run_finished,
+        }
+        if Kind.RMA in kinds:
+            self._handlers[ActionStarted] = self._evidence.action_started
+            self._handlers[ActionTaken] = self._evidence.action_taken
+            self._handlers[CommandRan] = self._evidence.command_ran
+
+    def __call__(self, event: Event) -> None:
+        handler = self._handlers.get(type(event))
+        if handler is None:
+            return
+        try:
+            handler(event)
+        except Exception as exc:  # a notification bug must never stop a run
+            self._inside(exc)
+
+    async def finish(self) -> None:
+        """Deliver what is queued, FINISH_WITHIN seconds in all; never raises."""
+        try:
+            self._flush(time.time())
+            for outbox in self._outboxes:
+                self._start(outbox)
+            running = [o.task for o in self._outboxes if o.task is not None and not o.task.done()]
+            if running:
+                await asyncio.wait(running, timeout=self._finish_within)
+        except Exception as exc:
+            self._inside(exc)
+        finally:
+            await self._abandon_the_rest()
+
+    # --- deciding --------------------------------------------------------------------------
+
+    def _run_started(self, event: RunStarted) -> None:
+        self._run = RunInfo(event.run_id, event.playbook, self._controller, event.check)
+        self._started = event.at
+
+    def _step_finished(self, event: HostStepFinished) -> None:
+        if event.retrying:
+            return
+        result = event.result
+        if Kind.RMA in self._kinds:
+            reason = self._evidence.step_finished(result)
+            if reason is not None and result.host not in self._rma_sent:
+                self._rma_pending[result.host] = (reason, event.at)
+        held = result.data.get(HOLD_KEY)
+        if Kind.BUDGET_REFUSED in self._kinds and isinstance(held, str) and BUDGET_MARK in held:
+            self._refused.setdefault(result.host, held[held.index(BUDGET_MARK) :])
+            self._refused_at = event.at
+
+    def _finding(self, event: FindingRaised) -> None:
+        if event.hold:
+            hosts = tuple(event.hosts)
+            shown = hosts[:LIST_LIMIT]
+            body = Hold("finding", event.message, event.kind, event.domain, shown, len(hosts))
+            self._queue(Kind.HOLD, event.at, body)
+
+    def _safety_stop(self, event: SafetyStop) -> None:
+        self._queue(Kind.HOLD, event.at, Hold("safety_stop", event.reason))
+
+    def _between_batches(self, event: Event) -> None:
+        """A batch ended: its hosts' tickets are complete (evidence kept, all tried)."""
+        self._flush(event.at)
+
+    def _run_finished(self, event: RunFinished) -> None:
+        self._flush(event.at)
+        self._queue(Kind.RUN_FINISHED, event.at, self._run_end(event))
+
+    def _flush(self, at: float) -> None:
+        for host, (reason, _) in sorted(self._rma_pending.items(), key=lambda i: i[1][1]):
+            self._rma_sent.add(host)
+            self._queue(Kind.RMA, at, self._evidence.rma(host, reason))
+        self._rma_pending.clear()
+        if self._refused:
+            hosts = tuple(self._refused)
+            reason = next(iter(self._refused.values()))
+            body = BudgetRefused(reason, hosts[:LIST_LIMIT], len(hosts))
+            self._queue(Kind.BUDGET_REFUSED, self._refused_at, body)
+            self._refused.clear()
+
+    def _run_end(self, event: RunFinished) -> RunEnd:
+        result = event.result
+        check_changes = self._run.check and self._detailed_exitcode
+        outcome = result.outcome(check_changes_exit=check_changes)
+        left = tuple(LeftHost(h, why) for h, why in sorted(result.left.items()))
+        return RunEnd(
+            outcome=outcome.name.lower(),
+            exit_code=int(outcome),
+            duration_s=round(event.at - self._started, 3) if self._started else None,
+            host_counts=host_counts(result),
+            left=left[:LIST_LIMIT],
+            left_total=len(left),
+            holds=len(result.holds),
+            interrupted=result.interrupted,
+            safety_stop=result.aborted_by_safety,
+        )
+
+    # --- delivering ------------------------------------------------------------------------
+
+    def _queue(self, kind: Kind, at: float, body: Body) -> None:
+        if kind not in self._kinds:
+            return
+        note = Notification(kind, at, self._run, body)
+        for outbox in self._outboxes:
+            outbox.queue.append(note)
+            self._start(outbox)
+
+    def _start(self, outbox: _Outbox) -> None:
+        if not outbox.queue or (outbox.task is not None and not outbox.task.done()):
+            return
+        try:
+            loop = asyncio.get_running_loop()
+        except RuntimeError:  # no loop (fleetfix as a library, sync): finish() sends it
+            return
+        outbox.task = loop.create_task(self._drain(outbox))
+
+    async def _drain(self, outbox: _Outbox) -> None:
+        while outbox.queue:
+            note = outbox.queue[0]
+            try:
+                await deliver(outbox.webhook, render(note, outbox.webhook.form), self._policy)
+            except DeliveryFailed as exc:
+                self._warn(f"webhook {outbox.webhook.where}: {_what(note)} not delivered: {exc}")
+            except Exception as exc:
+                self._inside(exc)
+            outbox.queue.popleft()
+
+    async def _abandon_the_rest(self) -> None:
+        for outbox in self._outboxes:
+            if outbox.task is not None and not outbox.task.done():
+                outbox.task.cancel()
+                await asyncio.wait([outbox.task])
+            if outbox.queue:
+                kinds = ", ".join(sorted({str(n.kind) for n in outbox.queue}))
+                self._warn(
+                    f"webhook {outbox.webhook.where}: {len(outbox.queue)} notification(s)"
+                    f" ({kinds}) not delivered within {self._finish_within:g}s of the run's end"
+                )
+                outbox.queue.clear()
+
+    def _inside(self, exc: Exception) -> None:
+        if not self._failed_inside:
+            self._failed_inside = True
+            self._warn(
+                f"notifications: internal error ({type(exc).__name__}: {exc}); some may be missing"
+            )
+
+
+def _what(note: Notification) -> str:
+    node = getattr(note.body, "node", None)
+    return f"{note.kind} notification" + (f" for {node}" if node else "")
+
+
+def host_counts(result: RunResult) -> HostCounts:
+    """Hosts by their worst verdict: unreachable, then failed, then changed, else ok."""
+    worst = [_worst(stats) for stats in result.stats.values()]
+    return HostCounts(
+        total=len(worst),
+        ok=worst.count("ok"),
+        changed=worst.count("changed"),
+        failed=worst.count("failed"),
+        unreachable=worst.count("unreachable"),
+    )
+
+
+def _worst(stats: HostStats) -> str:
+    if stats.unreachable:
+        return "unreachable"
+    if stats.failed:
+        return "failed"
+    return "changed" if stats.changed else "ok"
