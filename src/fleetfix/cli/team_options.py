@@ -9,6 +9,7 @@ from collections.abc import Awaitable, Sequence
 from pathlib import Path
 from typing import Any, Protocol
 
+from fleetfix.cli.webhook_options import add_webhook_options, webhook_observers
 from fleetfix.events import Event
 from fleetfix.journal import Journal
 from fleetfix.metrics import MetricsTextfile, RunMetrics
@@ -43,6 +44,7 @@ def add_team_options(parser: argparse.ArgumentParser) -> None:
         " a,b); names containing password, passwd, secret, token, api_key, apikey, credential"
         " or private_key are secret without it",
     )
+    add_webhook_options(team)
 
 
 def secret_names(args: argparse.Namespace) -> frozenset[str]:
@@ -69,6 +71,7 @@ def run_observers(args: argparse.Namespace, journal: Journal) -> list[RunObserve
     observers: list[RunObserver] = []
     if args.metrics_file:
         observers.append(_metrics_file(args, journal))
+    observers.extend(webhook_observers(args))
     return observers
 
 

@@ -1,0 +1,89 @@
+"""`fleetfix run --webhook` against the lab: the xid79 scenario's RMA node (gpu007) reaches a
+receiver on 127.0.0.1 as a ticket whose GPUs are the lab's, and the run's end carries the
+exit code the CLI returned; a webhook that fails is a warning, never a different exit code."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+from fleetfix.lab.control import LabHandle
+from tests.e2e.labrun import fleetfix_run, nodes, write_inventory
+from tests.lab.support import offline_fleet, running_lab
+from tests.support.webhook_receiver import Receiver
+
+SECRET = "services/T0LAB/B0LAB/XXXXlabsecretXXXX"
+
+
+@dataclass
+class Lab:
+    handle: LabHandle
+    inventory: Path
+    workdir: Path
+
+
+@pytest.fixture
+def xid79_lab(tmp_path: Path) -> Iterator[Lab]:
+    with running_lab("xid79", tmp_path / "lab", reboot_time=0.5) as handle:
+        yield Lab(handle, write_inventory(handle, tmp_path / "lab.ini"), tmp_path)
+
+
+@pytest.fixture
+def receiver() -> Iterator[Receiver]:
+    with Receiver() as running:
+        yield running
+
+
+def test_the_rma_node_and_the_run_end_reach_the_webhooks(
+    xid79_lab: Lab, receiver: Receiver, tmp_path: Path
+) -> None:
+    receiver.answer_path("/gone", 404)
+    done = fleetfix_run(
+        "xid79.yml",
+        xid79_lab.inventory,
+        xid79_lab.workdir,
+        "--webhook",
+        receiver.url(f"/json/{SECRET}?token=t"),
+        "--webhook",
+        "slack:" + receiver.url(f"/slack/{SECRET}"),
+        "--webhook",
+        "json:" + receiver.url(f"/gone/{SECRET}"),
+    )
+    assert done.returncode == 2, done.output  # gpu007 left drained for RMA, as in make demo
+    bodies = receiver.bodies("/json/")
+    assert [b["kind"] for b in bodies] == ["rma", "run_finished"], done.stderr
+    rma, end = bodies
+    assert end["exit_code"] == done.returncode and end["outcome"] == "host_failed"
+    assert rma["node"] == "gpu007" and "needs RMA" in rma["reason"]
+    truth = nodes(xid79_lab.handle.truth())["gpu007"]
+    assert truth["slurm"]["reason"].startswith(rma["reason"])
+
+    lab = {
+        g.uuid: g.serial for g in offline_fleet("xid79", tmp_path / "built").nodes["gpu007"].gpus
+    }
+    assert {g["uuid"]: g["serial"] for g in rma["gpus"]} == lab
+    [lost] = [g for g in rma["gpus"] if g["lost"]]
+    assert lost["xids"] == [79] and [x["code"] for x in rma["xids"]] == [79]
+    assert [t["action"] for t in rma["tried"]] == [
+        "slurm_drain",
+        "collect_evidence",
+        "reboot",
+        "slurm_drain",
+    ]
+    assert len(rma["evidence"]) <= 2000 and "Xid 79" in rma["evidence"]
+
+    slack = receiver.bodies("/slack/")
+    assert [b["text"] for b in slack] == [
+        "fleetfix: gpu007 needs RMA",
+        "fleetfix: run finished: host_failed (exit 2)",
+    ]
+    warnings = [line for line in done.stderr.splitlines() if line.startswith("WARNING: webhook")]
+    assert warnings == [
+        f"WARNING: webhook http://127.0.0.1:{receiver.port}: {what} not delivered: HTTP 404:"
+        " no_service"
+        for what in ("rma notification for gpu007", "run_finished notification")
+    ]
+    assert SECRET not in done.stdout + done.stderr
