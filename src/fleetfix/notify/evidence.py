@@ -307,7 +307,7 @@ def evidence_text(
         lines.insert(1, f"({len(events) - XID_LINES} earlier Xid events not shown)")
     if smi_reads:
         lines += _smi_lines(smi_reads[-1])
-    lines += [f"{a.action} ({a.step}): {a.outcome}: {a.message}" for a in tried if a.message]
+    lines += [f"{a.step}: {a.outcome}: {a.message}" for a in tried if a.message]
     return bounded(clean("\n".join(lines)), EVIDENCE_CHARS)
 
 
