@@ -24,7 +24,7 @@ from typing import Any
 from fleetfix.errors import InputError, SourcePosition
 
 SYSTEM_CONFIG = Path("/etc/fleetfix/fleetfix.toml")
-KNOWN = frozenset({"journal", "metrics_file", "webhooks", "notify_on", "secret_vars"})
+KNOWN = frozenset({"journal", "metrics_file", "webhooks", "secret_vars"})
 
 
 def config_path() -> Path | None:
@@ -68,3 +68,28 @@ def _at(path: Path, line: int = 1, column: int = 1) -> SourcePosition:
 def setting(name: str) -> Any:
     """The config file's value for `name`, or None."""
     return _load(config_path()).get(name)
+
+
+def setting_text(name: str) -> str | None:
+    """A setting that must be a string (a path, a DSN)."""
+    value = setting(name)
+    if value is not None and not isinstance(value, str):
+        raise InputError(f"{name} must be a string, not {type(value).__name__}", _where())
+    return value
+
+
+def setting_list(name: str) -> list[str]:
+    """A setting that is a list of strings (one string is a list of one)."""
+    value = setting(name)
+    if value is None:
+        return []
+    if isinstance(value, str):
+        return [value]
+    if isinstance(value, list) and all(isinstance(item, str) for item in value):
+        return list(value)
+    raise InputError(f"{name} must be a string or a list of strings", _where())
+
+
+def _where() -> SourcePosition | None:
+    path = config_path()
+    return _at(path) if path is not None else None

@@ -25,6 +25,7 @@ from fleetfix.cli.safety_options import (
 )
 from fleetfix.cli.team_options import (
     add_team_options,
+    resolve_team_options,
     run_observers,
     run_redactor,
     stored_argv,
@@ -161,6 +162,7 @@ def run_command(args: argparse.Namespace) -> int:
         raise UsageError("--timeout must be positive")
     for path in args.report:
         renderer_for(Path(path))  # an unknown report format fails before anything runs
+    resolve_team_options(args)
     args.parsed_extra_vars = parse_extra_vars(args.extra_vars, Path.cwd())
     make_transport(args.transport)  # an unknown transport fails before the journal opens a run
     playbook = _load_playbook(args.playbook)

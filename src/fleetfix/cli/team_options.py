@@ -1,6 +1,7 @@
 """Options a team's runs share: where metrics go, which webhooks hear about a run, which
-extra-vars are secret. Each observer subscribes to the run's events and is finished (its last
-write made, its last message delivered) when the run ends, also when it is interrupted."""
+extra-vars are secret; each has a config-file setting (fleetfix.config) the option overrides.
+Each observer subscribes to the run's events and is finished (its last write made, its last
+message delivered) when the run ends, also when it is interrupted."""
 
 from __future__ import annotations
 
@@ -9,7 +10,12 @@ from collections.abc import Awaitable, Sequence
 from pathlib import Path
 from typing import Any, Protocol
 
-from fleetfix.cli.webhook_options import add_webhook_options, webhook_observers
+from fleetfix.cli.webhook_options import (
+    add_webhook_options,
+    configured_webhooks,
+    webhook_observers,
+)
+from fleetfix.config import setting_list, setting_text
 from fleetfix.events import Event
 from fleetfix.journal import Journal
 from fleetfix.metrics import MetricsTextfile, RunMetrics
@@ -48,8 +54,10 @@ def add_team_options(parser: argparse.ArgumentParser) -> None:
 
 
 def secret_names(args: argparse.Namespace) -> frozenset[str]:
-    """The extra-vars names given with --secret (each may be a comma list)."""
-    return frozenset(n.strip() for item in args.secret for n in item.split(",") if n.strip())
+    """The extra-vars names given with --secret (each may be a comma list), and the config
+    file's `secret_vars`."""
+    given = [*args.secret, *setting_list("secret_vars")]
+    return frozenset(n.strip() for item in given for n in item.split(",") if n.strip())
 
 
 def run_redactor(args: argparse.Namespace) -> Redactor:
@@ -66,17 +74,24 @@ def _parse_one(item: str) -> dict[str, Any]:
     return parse_extra_vars([item], Path.cwd())
 
 
+def resolve_team_options(args: argparse.Namespace) -> None:
+    """Fill the options not given from the config file, checking it before anything runs."""
+    if not args.metrics_file:
+        args.metrics_file = setting_text("metrics_file")
+    if not args.webhook:
+        args.webhook = configured_webhooks()
+    secret_names(args)
+
+
 def run_observers(args: argparse.Namespace, journal: Journal) -> list[RunObserver]:
     """The observers the options ask for, in the order they hear each event."""
     observers: list[RunObserver] = []
     if args.metrics_file:
-        observers.append(_metrics_file(args, journal))
+        observers.append(_metrics_file(args, Path(args.metrics_file), journal))
     observers.extend(webhook_observers(args))
     return observers
 
 
-def _metrics_file(args: argparse.Namespace, journal: Journal) -> RunObserver:
+def _metrics_file(args: argparse.Namespace, path: Path, journal: Journal) -> RunObserver:
     metrics = RunMetrics(args.playbook, check_changes_exit=args.check and args.detailed_exitcode)
-    return MetricsTextfile(
-        Path(args.metrics_file), metrics, out_of_service=journal.out_of_service_since
-    )
+    return MetricsTextfile(path, metrics, out_of_service=journal.out_of_service_since)

@@ -11,6 +11,8 @@ import os
 import socket
 import sys
 
+from fleetfix.config import config_path, setting_list
+from fleetfix.errors import InputError, SourcePosition
 from fleetfix.notify import ALL_KINDS, Kind, Notifier, Webhook, WebhookError, parse_webhook
 
 
@@ -32,6 +34,22 @@ def add_webhook_options(group: argparse._ArgumentGroup) -> None:
         metavar="KINDS",
         help=f"which notifications to send: a comma list of {', '.join(Kind)} (default: all)",
     )
+
+
+def configured_webhooks() -> list[Webhook]:
+    """The config file's `webhooks` (used when no --webhook is given)."""
+    found = []
+    for text in setting_list("webhooks"):
+        try:
+            found.append(parse_webhook(text, os.environ))
+        except WebhookError as exc:
+            raise InputError(f"webhooks: {exc}", _config_position()) from None
+    return found
+
+
+def _config_position() -> SourcePosition | None:
+    path = config_path()
+    return SourcePosition(str(path), 1) if path is not None else None
 
 
 def _webhook(text: str) -> Webhook:

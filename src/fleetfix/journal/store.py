@@ -34,7 +34,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from fleetfix.config import setting
+from fleetfix.config import setting_text
 from fleetfix.errors import FleetfixError
 from fleetfix.events import (
     ActionStarted,
@@ -97,7 +97,7 @@ def journal_target(chosen: str | None = None) -> Path | str:
     """The journal a command uses: `chosen` (--journal), else $FLEETFIX_JOURNAL, else the
     config file's `journal`, else `default_journal_path()`. A `postgresql://` DSN stays a
     string (a Path would fold its `//`)."""
-    value = chosen or os.environ.get("FLEETFIX_JOURNAL") or setting("journal")
+    value = chosen or os.environ.get("FLEETFIX_JOURNAL") or setting_text("journal")
     if value:
         return str(value) if is_postgres(str(value)) else Path(str(value))
     return default_journal_path()
