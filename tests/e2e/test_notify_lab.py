@@ -54,7 +54,7 @@ def test_the_rma_node_and_the_run_end_reach_the_webhooks(
     )
     assert done.returncode == 2, done.output  # gpu007 left drained for RMA, as in make demo
     bodies = receiver.bodies("/json/")
-    assert [b["kind"] for b in bodies] == ["rma", "run_finished"], done.stderr
+    assert [b["kind"] for b in bodies] == ["rma", "run_finished"], done.output
     rma, end = bodies
     assert end["exit_code"] == done.returncode and end["outcome"] == "host_failed"
     assert rma["node"] == "gpu007" and "needs RMA" in rma["reason"]
