@@ -13,6 +13,7 @@ import pytest
 from fleetfix.lab.control import LabHandle
 from tests.e2e.labrun import fleetfix_run, nodes, write_inventory
 from tests.lab.support import offline_fleet, running_lab
+from tests.support.secrets_support import holding, journal_texts
 from tests.support.webhook_receiver import Receiver
 
 SECRET = "services/T0LAB/B0LAB/XXXXlabsecretXXXX"
@@ -87,3 +88,6 @@ def test_the_rma_node_and_the_run_end_reach_the_webhooks(
         for what in ("rma notification for gpu007", "run_finished notification")
     ]
     assert SECRET not in done.stdout + done.stderr
+    stored = journal_texts(xid79_lab.workdir / "j.sqlite")
+    assert holding(stored, [SECRET]) == []  # a webhook URL is a credential: not in the journal
+    assert any('"json:********"' in text for text in stored)  # the stored command line

@@ -105,7 +105,7 @@ def test_secrets_reach_no_journal_report_or_console(
         stored = journal_texts(journal_target)
     else:
         server: PostgresServer = request.getfixturevalue("postgres_server")
-        stored = postgres_journal_texts(journal_target, server.directory / "data")
+        stored = postgres_journal_texts(journal_target, server.directory / "data", server.admin)
     assert any(MASK in text for text in stored)  # the journal has the masked rows
     assert holding(stored, SECRETS) == []
     for path in reports:

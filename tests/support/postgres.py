@@ -15,7 +15,7 @@ import subprocess
 import tempfile
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from urllib.parse import urlsplit, urlunsplit
+from urllib.parse import parse_qs, urlsplit, urlunsplit
 
 import pytest
 
@@ -34,13 +34,18 @@ class PostgresServer:
         self.dsn = dsn
         """The `fleetfix` role's DSN (with its password) to the `fleetfix` database."""
 
+    @property
+    def admin(self) -> str:
+        """The admin's connection string: through the private socket, no password."""
+        port = parse_qs(urlsplit(self.dsn).query).get("port", ["5432"])[0]
+        return f"host={self.directory} port={port} user=fleetfix_admin dbname=postgres"
+
     def fresh_database(self) -> str:
         """A new, empty database owned by `fleetfix`; its DSN."""
         import psycopg  # noqa: PLC0415
 
         name = f"fleetfix_t{os.getpid()}_{next(_numbers)}"
-        admin = f"host={self.directory} user=fleetfix_admin dbname=postgres"
-        with psycopg.connect(admin, autocommit=True) as db:
+        with psycopg.connect(self.admin, autocommit=True) as db:
             db.execute(f'CREATE DATABASE "{name}" OWNER fleetfix')
         parts = urlsplit(self.dsn)
         return urlunsplit(parts._replace(path=f"/{name}"))
@@ -50,8 +55,7 @@ class PostgresServer:
         would); returns how many."""
         import psycopg  # noqa: PLC0415
 
-        admin = f"host={self.directory} user=fleetfix_admin dbname=postgres"
-        with psycopg.connect(admin, autocommit=True) as db:
+        with psycopg.connect(self.admin, autocommit=True) as db:
             row = db.execute(
                 "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity"
                 " WHERE application_name=%s",

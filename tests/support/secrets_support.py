@@ -62,10 +62,11 @@ def holding(texts: Iterable[str], secrets: Iterable[str]) -> list[tuple[str, str
     return found
 
 
-def postgres_journal_texts(dsn: str, data_dir: Path) -> list[str]:
+def postgres_journal_texts(dsn: str, data_dir: Path, admin: str) -> list[str]:
     """Everything a PostgreSQL journal holds, as text: every value of every table of its
     database (compressed step data decompressed), then, after a checkpoint, the raw bytes of
-    the database's files and of the cluster's write-ahead log (`data_dir`: the cluster's)."""
+    the database's files and of the cluster's write-ahead log (`data_dir`: the cluster's;
+    `admin`: a superuser's connection string, for the checkpoint)."""
     import psycopg  # noqa: PLC0415
 
     texts: list[str] = []
@@ -78,7 +79,6 @@ def postgres_journal_texts(dsn: str, data_dir: Path) -> list[str]:
                 texts.extend(_value_texts(row))
         oid = db.execute("SELECT oid FROM pg_database WHERE datname = current_database()")
         database = oid.fetchone()
-    admin = f"host={data_dir.parent} user=fleetfix_admin dbname=postgres"
     with psycopg.connect(admin, autocommit=True) as db:
         db.execute("CHECKPOINT")
     assert database is not None

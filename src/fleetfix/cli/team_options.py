@@ -61,8 +61,10 @@ def secret_names(args: argparse.Namespace) -> frozenset[str]:
 
 
 def run_redactor(args: argparse.Namespace) -> Redactor:
-    """A Redactor holding the values of the run's secret extra vars (see fleetfix.secrets)."""
-    return Redactor(secret_values(args.parsed_extra_vars, secret_names(args)))
+    """A Redactor holding the values of the run's secret extra vars (see fleetfix.secrets)
+    and its webhook URLs."""
+    webhooks = {webhook.url for webhook in args.webhook}  # a Slack webhook URL is a credential
+    return Redactor(secret_values(args.parsed_extra_vars, secret_names(args)) | webhooks)
 
 
 def stored_argv(args: argparse.Namespace, argv: Sequence[str], redactor: Redactor) -> list[str]:

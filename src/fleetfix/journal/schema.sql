@@ -1,4 +1,5 @@
--- fleetfix journal schema, version 3 (older journals get the missing columns on open; their
+-- fleetfix journal schema, version 3 (SQLite's; a team's PostgreSQL journal gets the same
+-- tables in its own types from journal/db.py postgres_schema) (older journals get the missing columns on open; their
 -- rows read as they always did). One writer per run; WAL lets readers (history, a second
 -- controller checking leases) read while a run writes. Facts and output are stored once: a
 -- step's registered data in its `steps` row, a command's output (an excerpt, with its full
