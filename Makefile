@@ -39,10 +39,12 @@ pytest: venv
 test: lint typecheck pytest
 
 # docs/benchmarks.md. `bench`: the 1,000-host figures plus the 10,000-host inventory parse and
-# first-command latency (about 16 minutes); `bench-10k`: fleetfix and the bare fan-out on 1,000
-# and 10,000 hosts (the lab's ~35 ms of CPU per command makes that well over an hour).
+# first-command latency, and the journal on SQLite and PostgreSQL (about 17 minutes);
+# `bench-10k`: fleetfix and the bare fan-out on 1,000 and 10,000 hosts (the lab's ~35 ms of CPU
+# per command makes that well over an hour).
 bench: venv
 	$(PY) benchmarks/run.py
+	$(PY) benchmarks/journal_backends.py --hosts 1000
 
 bench-10k: venv
 	$(PY) benchmarks/run.py --hosts 1000,10000
