@@ -1,8 +1,8 @@
 """The journal (SQLite, or a team's PostgreSQL): runs, host steps, commands and actions, for
 history, resume, cooldowns, and the leases and repair budget controllers share."""
 
+from fleetfix.journal.leases import LEASE_RENEW
 from fleetfix.journal.store import (
-    LEASE_RENEW,
     Journal,
     JournalError,
     ResumeRefused,

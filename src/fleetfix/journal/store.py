@@ -54,16 +54,13 @@ from fleetfix.events import (
     SafetyStop,
     TaskStarted,
 )
-from fleetfix.journal import fleet, rows, transfer
+from fleetfix.journal import fleet, leases, rows, transfer
 from fleetfix.journal.batch import FLUSH_ROWS, FLUSH_SECONDS, Write, WriteQueue
 from fleetfix.journal.codec import decode, encode
 from fleetfix.journal.db import Database, DatabaseError, is_postgres, open_database, shown
 from fleetfix.journal.resume import resume_state, why_not_resumable
 from fleetfix.results import ResumeState
 
-LEASE_SECONDS = 600.0
-"""A lease outlives its holder by at most this long; a live run renews it (LEASE_RENEW)."""
-LEASE_RENEW = 60.0
 SYSTEM_JOURNAL = Path("/var/lib/fleetfix/journal.sqlite")
 DURABLE_EVENTS: tuple[type[Event], ...] = (
     RunStarted,
@@ -274,7 +271,7 @@ class Journal:
         key = (event.host, event.key, event.action)
 
         def write(db: Database, _made: int | None) -> int | None:
-            _still_leased(db, run_id, event.host)
+            leases.still_leased(db, run_id, event.host)
             made = db.insert(
                 "INSERT INTO actions (run_id, host, action, failed, at, step_key, state,"
                 " evidence) VALUES (?,?,?,0,?,?,'started',?)",
@@ -374,6 +371,15 @@ class Journal:
         result: dict[str, str] = self._guarded(fleet.out_of_service)
         return result
 
+    def out_of_service_since(self) -> dict[str, float]:
+        """host -> when fleetfix took it out of service (Unix time), for every host it has out
+        and has not returned, across runs and controllers (what the repair budget counts)."""
+        self.flush()
+        found = self._guarded(
+            lambda db: db.execute("SELECT host, since FROM out_of_service").fetchall()
+        )
+        return {str(host): float(since) for host, since in found}
+
     # --- reading (each read first commits what is queued: it reads what happened) -----------
 
     def history(self, limit: int = 20) -> list[RunSummary]:
@@ -417,26 +423,11 @@ class Journal:
     def resume_state(self, run_id: str) -> ResumeState:
         """What `--resume run_id` replays; refuses (JournalError) a finished or live run."""
         summary = self.run(run_id)
-        holder = self._live_holder(run_id)
+        holder = self._guarded(lambda db: leases.live_holder(db, run_id))
         problem = why_not_resumable(summary.finished, summary.outcome, holder)
         if problem is not None:
             raise ResumeRefused(f"cannot resume run {run_id}: {problem}", live=holder is not None)
         return self._guarded(lambda db: resume_state(db, run_id))  # type: ignore[no-any-return]
-
-    def _live_holder(self, run_id: str) -> str | None:
-        now = time.time()
-        held = self._guarded(lambda db: db.run_alive(run_id))
-        found = self._guarded(
-            lambda db: db.execute(
-                "SELECT controller, pid, expires FROM leases WHERE run_id=?", (run_id,)
-            ).fetchall()
-        )
-        for controller, pid, expires in found:
-            if _alive(controller, pid, expires, now, held):
-                return f"pid {pid} on {controller}"
-        if held:
-            return "a controller connected to the journal's database"
-        return None
 
     def action_times(self, host: str, action: str, since: float) -> list[float]:
         """When `action` was started on `host` since `since` (epoch seconds), across all runs
@@ -464,7 +455,11 @@ class Journal:
         """Copy this journal's history into `target` (runs it has are skipped). Refused while
         a run recorded here is live: its controller would go on writing here."""
         self.flush()
-        live = [run.run_id for run in self.history(1_000_000) if self._live_holder(run.run_id)]
+        live = self._guarded(
+            lambda db: [
+                r.run_id for r in self.history(1_000_000) if leases.live_holder(db, r.run_id)
+            ]
+        )
         if live:
             raise JournalError(
                 f"run {live[0]} in {self.where} is still running; migrate when it has ended"
@@ -480,69 +475,18 @@ class Journal:
     def acquire_leases(self, hosts: Sequence[str]) -> dict[str, str]:
         """Lease every host to this run; returns host -> holder for hosts another live run holds."""
         self.flush()
-        return self._guarded(lambda db: self._lease(db, hosts))  # type: ignore[no-any-return]
-
-    def _lease(self, db: Database, hosts: Sequence[str]) -> dict[str, str]:
-        """All the hosts or none, in one fleet transaction: of two controllers asking for
-        overlapping hosts at once, one gets them and the other is told who holds them."""
-        now = time.time()
-        controller = socket.gethostname()
-        wanted = set(hosts)
-        busy: dict[str, str] = {}
-        alive: dict[str, bool | None] = {}
-        db.begin(fleet=True)
-        try:
-            for host, run_id, holder, pid, expires in db.execute(
-                "SELECT host, run_id, controller, pid, expires FROM leases"
-            ).fetchall():
-                if host not in wanted or run_id == self.run_id:
-                    continue
-                if run_id not in alive:
-                    alive[run_id] = db.run_alive(run_id)
-                if _alive(holder, pid, expires, now, alive[run_id]):
-                    busy[host] = f"run {run_id} (pid {pid} on {holder})"
-            if not busy:
-                db.executemany(
-                    "INSERT INTO leases VALUES (?,?,?,?,?) ON CONFLICT(host) DO UPDATE SET"
-                    " run_id=excluded.run_id, controller=excluded.controller,"
-                    " pid=excluded.pid, expires=excluded.expires",
-                    [(h, self.run_id, controller, os.getpid(), now + LEASE_SECONDS) for h in hosts],
-                )
-            db.commit()
-        except BaseException:
-            with contextlib.suppress(DatabaseError):
-                db.rollback()
-            raise
+        busy: dict[str, str] = self._guarded(lambda db: leases.take(db, self.run_id, hosts))
         return busy
 
     def renew_leases(self) -> None:
         """Push this run's leases LEASE_SECONDS ahead; called every LEASE_RENEW while it lives."""
-        self._durable(
-            "UPDATE leases SET expires=? WHERE run_id=?", (time.time() + LEASE_SECONDS, self.run_id)
-        )
+        self._durable(leases.RENEW, (time.time() + leases.LEASE_SECONDS, self.run_id))
 
     def release_leases(self) -> None:
         """Free this run's hosts. After a lost database there is nothing to release through:
         PostgreSQL freed them with the session, a SQLite lease lapses with its process."""
         if self._queue.failure is None:
-            self._durable("DELETE FROM leases WHERE run_id=?", (self.run_id,))
-
-    def out_of_service_since(self) -> dict[str, float]:
-        """host -> when fleetfix took it out of service (Unix time), for every host it has out
-        and has not returned, across runs and controllers (what the repair budget counts)."""
-        self.flush()
-        found = self._guarded(
-            lambda db: db.execute("SELECT host, since FROM out_of_service").fetchall()
-        )
-        return {str(host): float(since) for host, since in found}
-
-
-def _still_leased(db: Database, run_id: str, host: str) -> None:
-    """Refuse an intent (so the action is never sent) when another run has taken the host's
-    lease: this controller was presumed dead (its lease lapsed, its database session ended)."""
-    row = db.execute("SELECT run_id FROM leases WHERE host=?", (host,)).fetchone()
-    if row is not None and row[0] != run_id:
-        raise DatabaseError(f"{host}'s lease was taken over by run {row[0]}; not acting on it")
+            self._durable(leases.RELEASE, (self.run_id,))
 
 
 def _interrupted_intent(db: Database, run_id: str, event: ActionTaken) -> int | None:
@@ -553,23 +497,3 @@ def _interrupted_intent(db: Database, run_id: str, event: ActionTaken) -> int | 
         (run_id, event.host, event.key, event.action),
     ).fetchone()
     return int(row[0]) if row else None
-
-
-def _alive(controller: str, pid: int, expires: float, now: float, held: bool | None) -> bool:
-    """Is a lease's holder alive? When the database can tell (PostgreSQL: the run's session
-    lock), it decides: a controller is known dead when its database session has ended,
-    whatever the lease's expiry says. Otherwise a lease holds until it expires, or until its
-    process is gone on this same machine."""
-    if held is not None:
-        return held
-    if expires < now:
-        return False
-    if controller != socket.gethostname():
-        return True
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
