@@ -66,10 +66,11 @@ def shard_workers(args: argparse.Namespace, hosts: int) -> int:
 
 @asynccontextmanager
 async def open_runtime(
-    args: argparse.Namespace, inventory: Inventory, bus: EventBus
+    args: argparse.Namespace, inventory: Inventory, bus: EventBus, *, hosts: int | None = None
 ) -> AsyncIterator[Runtime]:
-    """The transport and spec factory for one run; starts (and stops) an embedded lab
-    when the inventory names a lab scenario."""
+    """The transport and spec factory for one run on `hosts` hosts (default: the whole
+    inventory; the shard count follows it); starts (and stops) an embedded lab when the
+    inventory names a lab scenario."""
     make_transport(args.transport)  # validates the name early (UsageError with a hint)
     defaults = spec_defaults(args)
     overrides: dict[str, Mapping[str, Any]] = {}
@@ -79,8 +80,8 @@ async def open_runtime(
             merged = {**host_vars, **overrides.get(name, {})}
             return build_spec(name, merged, defaults)
 
-        hosts = len(inventory.host_names())
-        transport = RoutingTransport(args.transport, _factory(args, hosts))
+        selected = len(inventory.host_names()) if hosts is None else hosts
+        transport = RoutingTransport(args.transport, _factory(args, selected))
         yield Runtime(transport=transport, spec_factory=spec_factory)
 
 

@@ -77,7 +77,7 @@ async def _probe(
     args: argparse.Namespace, inventory: Inventory, hosts: list[str], names: tuple[str, ...]
 ) -> RunResult:
     bus = EventBus()
-    async with open_runtime(args, inventory, bus) as runtime:
+    async with open_runtime(args, inventory, bus, hosts=len(hosts)) as runtime:
         engine = Engine(
             inventory=inventory,
             transport=runtime.transport,

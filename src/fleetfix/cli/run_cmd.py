@@ -295,7 +295,10 @@ async def _run(args: argparse.Namespace, plan: RunPlan) -> int:
         options = _engine_options(args, plan, resume, journal)
         try:
             try:
-                async with open_runtime(args, plan.inventory, bus) as runtime, _renewing(journal):
+                async with (
+                    open_runtime(args, plan.inventory, bus, hosts=len(hosts)) as runtime,
+                    _renewing(journal),
+                ):
                     result = await _execute(args, plan, runtime, bus, options)
             except JournalError as exc:
                 print(f"ERROR: {exc}\n{JOURNAL_LOST}", file=sys.stderr)
