@@ -68,12 +68,17 @@ def postgres_available() -> bool:
     return any(Path("/usr/lib/postgresql").glob("*/bin/postgres"))
 
 
-@pytest.fixture(scope="session")
-def postgres_server() -> Iterator[PostgresServer]:
+def require_postgres() -> None:
+    """Skip without PostgreSQL on a developer's machine; fail under CI=1, where it must be."""
     if not postgres_available():
         if os.environ.get("CI"):
             pytest.fail("PostgreSQL is not installed (.ci/run installs Debian's postgresql)")
         pytest.skip("PostgreSQL is not installed (apt-get install postgresql)")
+
+
+@pytest.fixture(scope="session")
+def postgres_server() -> Iterator[PostgresServer]:
+    require_postgres()
     directory = Path(tempfile.mkdtemp(prefix="fleetfix-pg."))
     try:
         started = subprocess.run(

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from fleetfix.journal import Journal
-from tests.support.postgres import SCRIPT, postgres_available
+from tests.support.postgres import SCRIPT, require_postgres
 
 
 def _free_port() -> int:
@@ -25,8 +25,7 @@ def _free_port() -> int:
 
 @pytest.fixture
 def directory() -> Iterator[Path]:
-    if not postgres_available():
-        pytest.skip("PostgreSQL is not installed")
+    require_postgres()
     made = Path(tempfile.mkdtemp(prefix="fleetfix-pg."))
     try:
         yield made
