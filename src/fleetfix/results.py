@@ -36,6 +36,12 @@ class CommandResult:
         return self.rc == 0 and not self.timed_out
 
 
+def registered_output(text: str) -> str:
+    """A command's output as `register:` keeps it: without the trailing newline, as Ansible's
+    command and shell modules strip it (`out.stdout == 'hello'` after `echo hello`)."""
+    return text.rstrip("\r\n")
+
+
 class Status(enum.StrEnum):
     """The verdict of one step on one host, as the PLAY RECAP counts it."""
 

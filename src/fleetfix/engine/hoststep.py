@@ -13,7 +13,7 @@ from fleetfix.engine.variables import PlayScope
 from fleetfix.events import ActionStarted, ActionTaken, HostObserved
 from fleetfix.playbook.model import Play, Step
 from fleetfix.probes.base import Probe, verdict
-from fleetfix.results import CommandResult
+from fleetfix.results import CommandResult, registered_output
 from fleetfix.secrets import NO_LOG_TEXT
 
 
@@ -172,8 +172,8 @@ def registered(outcome: Outcome, attempts: int, *, no_log: bool = False) -> dict
         value.update(
             cmd=last.command,
             rc=last.rc,
-            stdout=last.stdout,
-            stderr=last.stderr,
+            stdout=registered_output(last.stdout),
+            stderr=registered_output(last.stderr),
             timed_out=last.timed_out,
             delta=round(last.duration, 3),
         )

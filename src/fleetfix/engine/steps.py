@@ -119,29 +119,44 @@ def _variables(ctx: RunContext, env: StepEnv, state: HostState, step: Step) -> d
 
 
 async def _attempts(hs: HostStep) -> tuple[Outcome, int]:
-    """Run the kind once, or until `until` holds (retries/delay)."""
+    """Run the kind once, or retry it as Ansible does: `retries: N` allows N+1 attempts (3
+    retries when only `until` is given); without `until` a retried step stops once it has not
+    failed. An exhausted step fails, unless its `failed_when` said the last attempt did not."""
     step = hs.step
     handler = KIND_HANDLERS[step.kind]
-    retries = step.retries if step.retries is not None else DEFAULT_RETRIES
-    total = max(1, retries) if step.until else 1
+    total = 1 + attempts_allowed(step)
     attempt = 0
     while True:
         attempt += 1
         outcome = await handler(hs)
         _apply_overrides(hs, outcome, attempt)
-        if not step.until or outcome.skipped:
+        if total == 1 or outcome.skipped:
             return outcome, attempt
-        if hs.evaluate(step.until, _register_view(step, outcome, attempt)):
-            outcome.failed = False
+        if _until_holds(hs, outcome, attempt):
             return outcome, attempt
         if attempt >= total:
-            outcome.failed = True
-            outcome.message = outcome.message or f"retries exhausted ({total} attempts)"
+            if step.failed_when is None or outcome.failed:
+                outcome.failed = True
+                outcome.message = outcome.message or f"retries exhausted ({total} attempts)"
             return outcome, attempt
         hs.ctx.bus.emit(
             StepRetry(host=hs.state.name, step=step.name, attempt=attempt, retries=total)
         )
         await asyncio.sleep(step.delay)
+
+
+def attempts_allowed(step: Step) -> int:
+    """How many times a failing step is retried after its first attempt (Ansible's rule)."""
+    if step.retries is not None:
+        return step.retries
+    return DEFAULT_RETRIES if step.until else 0
+
+
+def _until_holds(hs: HostStep, outcome: Outcome, attempt: int) -> bool:
+    """Whether to stop retrying; as in Ansible, `until` holding does not clear a failure."""
+    if not hs.step.until:
+        return not outcome.failed
+    return hs.evaluate(hs.step.until, _register_view(hs.step, outcome, attempt))
 
 
 def _apply_overrides(hs: HostStep, outcome: Outcome, attempt: int) -> None:

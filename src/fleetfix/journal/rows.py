@@ -20,7 +20,7 @@ from fleetfix.events import CommandRan, HostStepFinished
 from fleetfix.journal.batch import Write
 from fleetfix.journal.codec import EXCERPT, excerpt
 from fleetfix.journal.db import Database
-from fleetfix.results import CommandResult
+from fleetfix.results import CommandResult, registered_output
 
 REGISTERED_OUTPUT = 65536
 """Characters of a registered stdout/stderr a step row keeps when it cannot refer to its
@@ -119,8 +119,8 @@ def refers_to_command(data: Mapping[str, Any], last: CommandResult) -> bool:
     what a resumed run replays; the output is evidence) or they fit in the excerpt whole."""
     if (data.get("cmd"), data.get("stdout"), data.get("stderr")) != (
         last.command,
-        last.stdout,
-        last.stderr,
+        registered_output(last.stdout),
+        registered_output(last.stderr),
     ):
         return False
     fits = len(last.stdout) <= EXCERPT and len(last.stderr) <= EXCERPT
@@ -167,7 +167,11 @@ def step_data(
         data = zlib.decompress(data)
     value: dict[str, Any] = json.loads(data)
     if command is not None:
-        value.update(cmd=command, stdout=stdout or "", stderr=stderr or "")
+        value.update(
+            cmd=command,
+            stdout=registered_output(stdout or ""),
+            stderr=registered_output(stderr or ""),
+        )
     return value
 
 

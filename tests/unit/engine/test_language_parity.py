@@ -1,0 +1,27 @@
+"""The playbook language against ansible-playbook: each fixture under fixtures/playbooks/parity
+runs under both tools on localhost and must show the same banners, verdicts, recap and exit code."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import pytest
+
+from tests.support.parity import assert_same
+
+PARITY = Path(__file__).parents[2] / "fixtures" / "playbooks" / "parity"
+
+
+def _copy(tmp_path: Path, name: str) -> Path:
+    """The fixture's directory copied, so each tool writes its counters in a fresh place."""
+    target = tmp_path / name
+    shutil.copytree(PARITY, target)
+    return target
+
+
+@pytest.mark.parametrize("playbook", sorted(p.name for p in PARITY.glob("*.yml")))
+def test_playbook_agrees_with_ansible(tmp_path: Path, playbook: str) -> None:
+    theirs_dir = _copy(tmp_path, "ansible")
+    ours_dir = _copy(tmp_path, "fleetfix")
+    assert_same(theirs_dir / playbook, ours_dir / playbook)
