@@ -12,7 +12,7 @@ from typing import Any
 from fleetfix.engine.context import SpecFactory
 from fleetfix.events import EventBus
 from fleetfix.inventory import Inventory
-from fleetfix.transport.base import ConnectionSpec, Transport
+from fleetfix.transport.base import DEFAULT_CONNECT_TIMEOUT, ConnectionSpec, Transport
 from fleetfix.transport.registry import make_transport
 from fleetfix.transport.routing import RoutingTransport
 from fleetfix.transport.shards import ShardedTransport, WorkerOptions, auto_workers
@@ -29,7 +29,8 @@ def spec_defaults(args: argparse.Namespace) -> SpecDefaults:
     return SpecDefaults(
         user=args.user,
         private_keys=tuple(args.private_key),
-        connect_timeout=args.connect_timeout,
+        # None when the command did not resolve it (cli.ansible_options); a test's args.
+        connect_timeout=args.connect_timeout or DEFAULT_CONNECT_TIMEOUT,
         known_hosts=args.known_hosts,
         accept_new_host_keys=args.accept_new_host_keys,
     )

@@ -6,6 +6,7 @@ import argparse
 import json
 from typing import Any
 
+from fleetfix.cli.ansible_options import resolve_ansible_options
 from fleetfix.cli.options import add_inventory_option
 from fleetfix.errors import UsageError
 from fleetfix.inventory import load_inventory, render_graph, render_host, render_list
@@ -26,6 +27,7 @@ def add_parser(sub: Any) -> None:
 
 
 def inventory_command(args: argparse.Namespace) -> int:
+    resolve_ansible_options(args)
     inventory = load_inventory(args.inventory)
     if args.list:
         print(json.dumps(render_list(inventory), indent=4, sort_keys=True, default=str))

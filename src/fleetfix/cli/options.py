@@ -6,26 +6,32 @@ import argparse
 
 
 def add_inventory_option(parser: argparse.ArgumentParser, *, required: bool = True) -> None:
+    """A required inventory may also come from ansible.cfg or $ANSIBLE_INVENTORY: the command
+    checks it after parsing (cli.ansible_options)."""
     parser.add_argument(
         "-i",
         "--inventory",
         action="append",
-        required=required,
         default=None,
         metavar="INVENTORY",
-        help="inventory file or directory (INI or YAML); repeatable, merged in order",
+        help="inventory file or directory (INI or YAML); repeatable, merged in order"
+        + (" (default: ansible.cfg's inventory, $ANSIBLE_INVENTORY)" if required else ""),
     )
 
 
 def add_connection_options(parser: argparse.ArgumentParser) -> None:
     group = parser.add_argument_group("connection")
-    group.add_argument("-u", "--user", help="remote user (default: inventory or ssh config)")
+    group.add_argument(
+        "-u",
+        "--user",
+        help="remote user (default: inventory, $ANSIBLE_REMOTE_USER, ansible.cfg, ssh config)",
+    )
     group.add_argument(
         "--private-key",
         action="append",
         default=[],
         metavar="FILE",
-        help="SSH private key file; repeatable",
+        help="SSH private key file; repeatable (default: $ANSIBLE_PRIVATE_KEY_FILE, ansible.cfg)",
     )
     group.add_argument("-b", "--become", action="store_true", help="run commands via sudo")
     group.add_argument("--become-user", default="root", help="user to become (root)")
@@ -34,10 +40,15 @@ def add_connection_options(parser: argparse.ArgumentParser) -> None:
     group.add_argument(
         "--accept-new-host-keys",
         action="store_true",
-        help="trust and record unknown host keys (mismatched keys are still refused)",
+        help="trust and record unknown host keys (mismatched keys are still refused); also"
+        " host_key_checking=False in ansible.cfg or $ANSIBLE_HOST_KEY_CHECKING",
     )
     group.add_argument(
-        "--connect-timeout", type=float, default=20.0, help="seconds to establish a connection (20)"
+        "-T",
+        "--connect-timeout",
+        type=float,
+        help="seconds to establish a connection (ansible-playbook's -T/--timeout; default:"
+        " $ANSIBLE_TIMEOUT, ansible.cfg's timeout, else 20)",
     )
     group.add_argument(
         "--max-handshakes",

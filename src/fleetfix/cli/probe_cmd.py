@@ -11,6 +11,7 @@ from rich.console import Console
 from rich.table import Table
 
 from fleetfix.actions import action_registry
+from fleetfix.cli.ansible_options import resolve_ansible_options
 from fleetfix.cli.options import add_connection_options, add_inventory_option
 from fleetfix.engine import Engine, RunOptions
 from fleetfix.errors import InputError
@@ -35,13 +36,16 @@ def add_parser(sub: Any) -> None:
     add_inventory_option(parser)
     add_connection_options(parser)
     parser.add_argument("-l", "--limit", default="all", help="host pattern (default: all)")
-    parser.add_argument("-f", "--forks", type=int, default=50)
+    parser.add_argument(
+        "-f", "--forks", type=int, help="hosts probed at once ($ANSIBLE_FORKS, ansible.cfg, 50)"
+    )
     parser.add_argument("--timeout", type=float, default=120.0, help="per-probe timeout (120)")
     parser.add_argument("--json", action="store_true", help="facts as JSON instead of a table")
     parser.set_defaults(handler=probe_command, yes=True)
 
 
 def probe_command(args: argparse.Namespace) -> int:
+    resolve_ansible_options(args)
     names = tuple(args.probes) or DEFAULT_PROBES
     registry = probe_registry()
     for name in names:

@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from fleetfix.actions import action_registry
+from fleetfix.cli.ansible_options import resolve_ansible_options
 from fleetfix.cli.loading import load_builtin_playbook as _load_playbook
 from fleetfix.cli.options import add_connection_options, add_inventory_option, add_journal_option
 from fleetfix.cli.safety_options import (
@@ -74,7 +75,9 @@ def add_parsers(sub: Any) -> None:
     add_inventory_option(run)
     add_connection_options(run)
     run.add_argument("-l", "--limit", help="further limit hosts with a pattern (or @file)")
-    run.add_argument("-f", "--forks", type=int, default=50, help="hosts worked on at once (50)")
+    run.add_argument(
+        "-f", "--forks", type=int, help="hosts worked on at once ($ANSIBLE_FORKS, ansible.cfg, 50)"
+    )
     run.add_argument(
         "-e",
         "--extra-vars",
@@ -111,7 +114,8 @@ def add_parsers(sub: Any) -> None:
         "--timeout",
         type=float,
         default=300.0,
-        help="default per-command timeout in seconds (300); steps may override",
+        help="default per-command timeout in seconds (300); steps may override (not"
+        " ansible-playbook's --timeout: that is -T/--connect-timeout here)",
     )
     run.add_argument(
         "--report",
@@ -156,6 +160,7 @@ def validate_command(args: argparse.Namespace) -> int:
 
 
 def run_command(args: argparse.Namespace) -> int:
+    resolve_ansible_options(args)
     if args.forks < 1:
         raise UsageError("--forks must be at least 1")
     if args.timeout <= 0:
