@@ -76,6 +76,16 @@ class HostStepFinished(Event):
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
+class LoopItemFinished(Event):
+    """One item of a looped step finished on a host (its key names the item). The step's own
+    HostStepFinished follows the last item with the verdict the recap counts; the journal keeps
+    each item's verdict so a resumed run replays finished items and re-runs only the rest."""
+
+    result: StepResult
+    label: str
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
 class ActionStarted(Event):
     """A mutating action is about to send its first command: the write-ahead intent record.
 

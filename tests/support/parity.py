@@ -18,7 +18,9 @@ from pathlib import Path
 
 VENV_BIN = Path(sys.executable).parent
 _BANNER = re.compile(r"^(TASK|RUNNING HANDLER|PLAY) \[(.*)\] \*+$")
-_VERDICT = re.compile(r"^(ok|changed|fatal|failed|skipping): \[localhost\]( => \(item=(.*?)\))?")
+_VERDICT = re.compile(
+    r"^(ok|changed|fatal|failed|skipping): \[localhost\](?: => \(item=(.*?)\)| \(item=(.*?)\))?"
+)
 _RECAP = re.compile(r"^localhost\s+: (.*\S)\s*$")
 
 
@@ -67,16 +69,36 @@ def _run(command: list[str], env: dict[str, str], cwd: Path) -> Seen:
     output = done.stdout + done.stderr
     banners: list[str] = []
     verdicts: list[str] = []
+    items: list[str] = []
     recap = ""
     for line in output.splitlines():
         if match := _BANNER.match(line):
+            verdicts.extend(_task_verdict(items))
+            items = []
             banners.append(f"{match.group(1)} [{match.group(2)}]")
         elif match := _VERDICT.match(line):
             word = "fatal" if match.group(1) == "failed" else match.group(1)
-            verdicts.append(word if match.group(3) is None else f"{word} ({match.group(3)})")
+            label = match.group(2) if match.group(2) is not None else match.group(3)
+            if label is None:
+                items, verdicts = [], [*verdicts, word]  # the step's own line wins
+            else:
+                items.append(word)
         elif match := _RECAP.match(line):
+            verdicts.extend(_task_verdict(items))
+            items = []
             recap = " ".join(match.group(1).split())
     return Seen(tuple(banners), tuple(verdicts), recap, done.returncode, output)
+
+
+def _task_verdict(items: list[str]) -> list[str]:
+    """A looped task's verdict from ansible-playbook's per-item lines (fleetfix's console
+    prints the step's combined line; per-item lines are the console's to add)."""
+    if not items:
+        return []
+    for word in ("fatal", "changed", "ok"):
+        if word in items:
+            return [word]
+    return ["skipping"]
 
 
 def assert_same(theirs_copy: Path, ours_copy: Path, *extra: str) -> Seen:

@@ -80,7 +80,7 @@ class HostStep:
         event = kind(
             host=self.state.name,
             step=self.step.name,
-            key=str(self.step.position),
+            key=self.step.key,
             action=action,
             **fields,
         )

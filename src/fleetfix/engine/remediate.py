@@ -82,7 +82,7 @@ def _left(refusal: Refusal) -> Outcome:
 
 
 def _open_intent(hs: HostStep, action: Action) -> OpenIntent | None:
-    key = (hs.state.name, str(hs.step.position), action.name)
+    key = (hs.state.name, hs.step.key, action.name)
     return hs.ctx.options.resume.intents.get(key)
 
 

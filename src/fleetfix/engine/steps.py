@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import json
 import time
+from collections.abc import Mapping
 from dataclasses import replace
 from typing import Any
 
@@ -19,6 +20,7 @@ from fleetfix.engine.hoststep import (
     with_lines,
 )
 from fleetfix.engine.kinds import KIND_HANDLERS, LEFT_KEY, leave
+from fleetfix.engine.loops import run_loop
 from fleetfix.engine.remediate import HOLD_KEY
 from fleetfix.engine.variables import compose
 from fleetfix.errors import FleetfixError, UnreachableError
@@ -35,15 +37,27 @@ async def execute(ctx: RunContext, env: StepEnv, state: HostState, step: Step) -
     any exception in one host's step is that host's failure, never the fleet's."""
     ctx.bus.emit(HostStepStarted(host=state.name, step=step.name))
     started = time.monotonic()
+    result = await _host_step(ctx, env, state, step, {})
+    return _record(ctx, state, step, result, started)
+
+
+async def _host_step(
+    ctx: RunContext, env: StepEnv, state: HostState, step: Step, item_vars: Mapping[str, Any]
+) -> StepResult:
+    """The verdict of `step` (or of one loop item: `item_vars`) on one host, not yet recorded."""
     try:
-        variables = _variables(ctx, env, state, step)
+        variables = _variables(ctx, env, state, step, item_vars)
     except Exception as exc:
         hs = HostStep(ctx, env, state, step, compose(ctx, state, env.scope))
-        return _record(hs, _verdict(hs, _crashed(step, exc), 1), started)
+        return _verdict(hs, _crashed(step, exc), 1)
     hs = HostStep(ctx, env, state, step, variables)
-    journaled = ctx.options.resume.steps.get((state.name, str(step.position)))
+    journaled = ctx.options.resume.steps.get((state.name, step.key))
     if journaled is not None and _replayable(step, journaled):
-        return _record(hs, _replayed(hs, journaled), started)
+        return _replayed(hs, journaled)
+    if step.loop is not None:
+        return await run_loop(
+            hs, lambda item_step, vars_: _host_step(ctx, env, state, item_step, vars_)
+        )
     try:
         if step.when and not hs.evaluate(step.when):
             outcome, attempts = Outcome(skipped=True, message="conditional result was False"), 0
@@ -51,10 +65,10 @@ async def execute(ctx: RunContext, env: StepEnv, state: HostState, step: Step) -
             outcome, attempts = await _attempts(hs)
     except UnreachableError as exc:
         await ctx.connections.drop(exc.host)
-        return _record(hs, _unreachable_result(hs, exc), started)
+        return _unreachable_result(hs, exc)
     except Exception as exc:
         outcome, attempts = _crashed(step, exc), 1
-    return _record(hs, _verdict(hs, outcome, attempts), started)
+    return _verdict(hs, outcome, attempts)
 
 
 def _crashed(step: Step, exc: Exception) -> Outcome:
@@ -85,19 +99,12 @@ def _replayed(hs: HostStep, journaled: JournaledStep) -> StepResult:
     rebooted) and send the host down a path a clean run never takes."""
     state, step = hs.state, hs.step
     data = dict(journaled.data)
-    if step.kind is StepKind.SET_FACT and isinstance(data.get("ansible_facts"), dict):
-        state.facts.update(data["ansible_facts"])
-    elif step.kind is StepKind.META and step.args.get("name") == "end_host":
-        state.ended = state.ended or journaled.status is not Status.SKIPPED
-    elif step.kind is StepKind.PROBE and isinstance(data.get("facts"), dict):
-        remember_probe(hs.ctx, state, str(step.args["name"]), data["facts"], "")
-    if step.kind is StepKind.ACTION and journaled.changed:
+    items = data.get("results") if step.loop is not None else None
+    for item in items if isinstance(items, list) else [data]:
+        if isinstance(item, dict):
+            _replay_effects(hs, item, journaled)
+    if step.kind is StepKind.ACTION and journaled.changed and items is None:
         hs.ctx.safety.replay_out(state.name, hs.ctx.actions.get(str(step.args["name"])))
-    if isinstance(data.get(HOLD_KEY), str):  # a topology cap or the budget held it: still held
-        hs.ctx.result.holds.append(data[HOLD_KEY])
-    left = data.get(LEFT_KEY)
-    if isinstance(left, dict):  # the engine left the host here: it stays left
-        leave(hs, str(left.get("kind")), str(left.get("reason")))
     return StepResult(
         host=state.name,
         step=step.name,
@@ -105,17 +112,39 @@ def _replayed(hs: HostStep, journaled: JournaledStep) -> StepResult:
         changed=journaled.changed,
         message=journaled.message or "replayed from the resumed run",
         data=data,
-        key=str(step.position),
+        key=step.key,
     )
 
 
-def _variables(ctx: RunContext, env: StepEnv, state: HostState, step: Step) -> dict[str, Any]:
-    """The host's variables with block and step `vars` rendered (they may refer to each other)."""
-    base = compose(ctx, state, env.scope)
+def _replay_effects(hs: HostStep, data: Mapping[str, Any], journaled: JournaledStep) -> None:
+    """The control effects of one journaled verdict (of a step, or of one of its loop items)."""
+    state, step = hs.state, hs.step
+    if step.kind is StepKind.SET_FACT and isinstance(data.get("ansible_facts"), dict):
+        state.facts.update(data["ansible_facts"])
+    elif step.kind is StepKind.META and step.args.get("name") == "end_host":
+        state.ended = state.ended or journaled.status is not Status.SKIPPED
+    elif step.kind is StepKind.PROBE and isinstance(data.get("facts"), dict):
+        remember_probe(hs.ctx, state, str(step.args["name"]), data["facts"], "")
+    if step.kind is StepKind.ACTION and step.loop is not None and data.get("changed") is True:
+        hs.ctx.safety.replay_out(state.name, hs.ctx.actions.get(str(step.args["name"])))
+    if isinstance(data.get(HOLD_KEY), str):  # a topology cap or the budget held it: still held
+        hs.ctx.result.holds.append(data[HOLD_KEY])
+    left = data.get(LEFT_KEY)
+    if isinstance(left, dict):  # the engine left the host here: it stays left
+        leave(hs, str(left.get("kind")), str(left.get("reason")))
+
+
+def _variables(
+    ctx: RunContext, env: StepEnv, state: HostState, step: Step, item_vars: Mapping[str, Any]
+) -> dict[str, Any]:
+    """The host's variables with block and step `vars` rendered (they may refer to each other
+    and to the loop item), the loop item's own variables on top of everything, as in Ansible."""
+    base = {**compose(ctx, state, env.scope), **item_vars}
     local = {**env.inherited_vars, **step.vars}
     if not local:
         return base
-    return compose(ctx, state, env.scope, ctx.templar.resolve(local, base))
+    resolved = ctx.templar.resolve(local, base)
+    return {**compose(ctx, state, env.scope, resolved), **item_vars}
 
 
 async def _attempts(hs: HostStep) -> tuple[Outcome, int]:
@@ -203,7 +232,7 @@ def _verdict(hs: HostStep, outcome: Outcome, attempts: int) -> StepResult:
         else tuple(outcome.commands),
         data=registered(outcome, attempts, no_log=step.no_log),
         attempts=attempts,
-        key=str(step.position),
+        key=step.key,
     )
 
 
@@ -230,13 +259,14 @@ def _unreachable_result(hs: HostStep, exc: UnreachableError) -> StepResult:
         status=Status.IGNORED if ignore else Status.UNREACHABLE,
         message=exc.message,
         data=registered(outcome, 1),
-        key=str(hs.step.position),
+        key=hs.step.key,
     )
 
 
-def _record(hs: HostStep, result: StepResult, started: float) -> StepResult:
+def _record(
+    ctx: RunContext, state: HostState, step: Step, result: StepResult, started: float
+) -> StepResult:
     """Apply a verdict to the host, count it, register it, and tell every consumer."""
-    ctx, state, step = hs.ctx, hs.state, hs.step
     result = replace(result, duration=time.monotonic() - started)
     if result.status is Status.FAILED:
         state.failed = True
@@ -254,12 +284,23 @@ def _kept(result: StepResult) -> StepResult:
     """What the run keeps of a step once every consumer has it: its verdict and facts, not
     the output of its commands (the journal holds that), which would be most of a 10,000-host
     run's memory."""
-    if not result.commands and not OUTPUT_KEYS & result.data.keys():
+    if (
+        not result.commands
+        and not OUTPUT_KEYS & result.data.keys()
+        and "results" not in result.data
+    ):
         return result
     brief = tuple(
         CommandResult(c.command, c.rc, "", "", c.duration, c.timed_out) for c in result.commands
     )
     data = {k: v for k, v in result.data.items() if k not in OUTPUT_KEYS}
+    if isinstance(data.get("results"), list):  # a loop's items keep their verdicts only
+        data["results"] = [
+            {k: v for k, v in item.items() if k not in OUTPUT_KEYS}
+            if isinstance(item, dict)
+            else item
+            for item in data["results"]
+        ]
     return replace(result, commands=brief, data=data)
 
 

@@ -19,7 +19,7 @@ from typing import Any
 
 from fleetfix import events
 from fleetfix.errors import FleetfixError
-from fleetfix.events import CommandRan, Event, HostStepFinished, RunFinished
+from fleetfix.events import CommandRan, Event, HostStepFinished, LoopItemFinished, RunFinished
 from fleetfix.results import CommandResult, StepResult
 
 EXCERPT = 4000
@@ -29,6 +29,7 @@ live one showed (its head a few characters shorter), with the true length of the
 ROW_FIELDS: dict[type[Event], tuple[str, ...]] = {
     CommandRan: ("command", "stdout", "stderr"),
     HostStepFinished: ("data", "commands"),
+    LoopItemFinished: ("data", "commands"),
 }
 """Per event type, the fields of its `result` that live in a row of their own, not the body."""
 
@@ -85,7 +86,7 @@ def _bounded(event: Event) -> dict[str, Any]:
     """The event as plain data, without what its row keeps and without repeated results."""
     if isinstance(event, CommandRan):
         lean: Event = dataclasses.replace(event, result=_lean_command(event.result))
-    elif isinstance(event, HostStepFinished):
+    elif isinstance(event, HostStepFinished | LoopItemFinished):
         lean = dataclasses.replace(event, result=_lean_step(event.result))
     elif isinstance(event, RunFinished):
         # Step results are journaled one by one already; the summary keeps only the totals.

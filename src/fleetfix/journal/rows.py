@@ -16,7 +16,7 @@ import zlib
 from collections.abc import Mapping
 from typing import Any
 
-from fleetfix.events import CommandRan, HostStepFinished
+from fleetfix.events import CommandRan, HostStepFinished, LoopItemFinished
 from fleetfix.journal.batch import Write
 from fleetfix.journal.codec import EXCERPT, excerpt
 from fleetfix.journal.db import Database
@@ -82,7 +82,7 @@ def _command_params(
     )
 
 
-def step_write(run_id: str, event: HostStepFinished) -> Write:
+def step_write(run_id: str, event: HostStepFinished | LoopItemFinished) -> Write:
     """The step's row, its data stored once; its last command's row found (or, should its
     CommandRan be missing, made) when the data refers to it."""
     result = event.result
@@ -188,14 +188,14 @@ def attached(
     if kind == "CommandRan":
         text, stdout, stderr = command
         return {"command": text or "", "stdout": stdout or "", "stderr": stderr or ""}
-    if kind == "HostStepFinished" and data is not None:
+    if kind in ("HostStepFinished", "LoopItemFinished") and data is not None:
         return {"data": step_data(data, *command)}
     return None
 
 
 EVENTS_QUERY = (
     "SELECT e.type, e.body, e.ref, s.data, c.command, c.stdout, c.stderr FROM events e"
-    " LEFT JOIN steps s ON e.type = 'HostStepFinished' AND s.id = e.ref"
+    " LEFT JOIN steps s ON e.type IN ('HostStepFinished', 'LoopItemFinished') AND s.id = e.ref"
     " LEFT JOIN commands c ON c.id ="
     " (CASE e.type WHEN 'CommandRan' THEN e.ref ELSE s.command_id END)"
     " WHERE e.run_id=? ORDER BY e.id"

@@ -46,6 +46,7 @@ from fleetfix.events import (
     HostBackInService,
     HostObserved,
     HostStepFinished,
+    LoopItemFinished,
     OwnershipOverridden,
     PlayFinished,
     PlayStarted,
@@ -233,7 +234,7 @@ class Journal:
             self._add(rows.command_write(run_id, event))
             self._add(rows.event_write(run_id, kind, body, refers=True))
             return False
-        if isinstance(event, HostStepFinished):
+        if isinstance(event, HostStepFinished | LoopItemFinished):
             self._add(rows.step_write(run_id, event))
             self._add(rows.event_write(run_id, kind, body, refers=True))
             return self._verdict_is_durable(event)
@@ -251,7 +252,7 @@ class Journal:
             self._add(lambda db, _made: fleet.back_in_service(db, host))
         return isinstance(event, DURABLE_EVENTS)
 
-    def _verdict_is_durable(self, event: HostStepFinished) -> bool:
+    def _verdict_is_durable(self, event: HostStepFinished | LoopItemFinished) -> bool:
         """A step that acted, or ran a command it did not parse as a probe's read."""
         result = event.result
         acted = (result.host, result.key) in self._acting

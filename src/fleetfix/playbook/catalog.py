@@ -94,8 +94,11 @@ STEP_KEYWORDS: frozenset[str] = frozenset(
         "expect_unreachable",
         "cooldown",
         "max_attempts",
+        *("loop", "with_items", "with_list", "loop_control"),
     }
 )
+LOOP_KEYWORDS: tuple[str, ...] = ("loop", "with_items", "with_list")
+LOOP_CONTROL_ARGS: frozenset[str] = frozenset({"loop_var", "index_var", "label", "pause"})
 
 _KIND_WORDS: Mapping[str, StepKind] = {kind.value: kind for kind in StepKind}
 # Ansible's fully qualified names for the builtins fleetfix implements (not probe/action/block).
@@ -149,11 +152,13 @@ NOT_ON_BLOCK: frozenset[str] = frozenset(
         "notify",
         "listen",
         "expect_unreachable",
+        *LOOP_KEYWORDS,
+        "loop_control",
     }
     | ACTION_ONLY
 )
 
-_LOOP = "loops are not supported: write one step per item, or pass a list to the probe/action"
+LOOP_HINT = "fleetfix loops with loop:, with_items: or with_list: (other lookups are not supported)"
 _ROLES = "fleetfix has no roles: put the steps in tasks"
 _INCLUDES = "includes are not supported: keep the steps in the playbook"
 _FACTS = "probes replace facts in fleetfix"
@@ -190,8 +195,6 @@ UNSUPPORTED_PLAY_KEYWORDS: Mapping[str, str] = MappingProxyType(
 
 UNSUPPORTED_STEP_KEYWORDS: Mapping[str, str] = MappingProxyType(
     {
-        "loop": _LOOP,
-        "loop_control": _LOOP,
         "async": "use timeout: (every step has one)",
         "poll": "use timeout: (every step has one)",
         "args": "use the mapping form, e.g. shell: {cmd: ..., chdir: ...}",

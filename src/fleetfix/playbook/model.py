@@ -39,6 +39,16 @@ class Duration:
 
 
 @dataclass(frozen=True, slots=True)
+class LoopControl:
+    """`loop_control:`: the names an item is seen under, its label, the pause between items."""
+
+    loop_var: str = "item"
+    index_var: str | None = None
+    label: str | None = None  # a template, rendered per item; None shows the item itself
+    pause: float = 0.0
+
+
+@dataclass(frozen=True, slots=True)
 class Step:
     """One task. `args` holds the kind's own arguments (e.g. shell: {'cmd': ...},
     probe: {'name': 'nvidia_smi', 'params': {...}}, action: {'name': ..., 'params': ...})."""
@@ -78,6 +88,17 @@ class Step:
     expect_unreachable: Duration | None = None
     cooldown: Duration | None = None
     max_attempts: int | None = None
+    # loop / with_items / with_list: a list, or a template rendering to one (per host)
+    loop: Any = None  # None: the step runs once
+    loop_flatten: bool = False  # with_items flattens nested lists one level
+    loop_control: LoopControl = LoopControl()
+    item_key: str = ""  # set by the engine on the copy of a step that runs one loop item
+
+    @property
+    def key(self) -> str:
+        """Where the step stands (file:line:col), plus its loop item: the journal's key for a
+        host-step, stable across runs, so a resumed run finds each item's verdict and intent."""
+        return f"{self.position}[{self.item_key}]" if self.item_key else str(self.position)
 
 
 @dataclass(frozen=True, slots=True)

@@ -19,7 +19,7 @@ from fleetfix.playbook import catalog as kw
 from fleetfix.playbook.catalog import StepCatalog, shown, suggest
 from fleetfix.playbook.conditions import Templar, is_template
 from fleetfix.playbook.extravars import parse_kv, vars_problems
-from fleetfix.playbook.model import Step, StepKind
+from fleetfix.playbook.model import LoopControl, Step, StepKind
 from fleetfix.playbook.yamlpos import Entry, Node, NodeKind
 
 __all__ = ["Role", "StepReader", "ValueReader"]
@@ -203,9 +203,7 @@ class StepReader:
                 f"unsupported step keyword {key!r}", hint=kw.UNSUPPORTED_STEP_KEYWORDS[key]
             )
         if key.startswith("with_"):
-            return key_node.error(
-                f"unsupported step keyword {key!r}", hint=kw.UNSUPPORTED_STEP_KEYWORDS["loop"]
-            )
+            return key_node.error(f"unsupported step keyword {key!r}", hint=kw.LOOP_HINT)
         short = key.removeprefix("ansible.builtin.").removeprefix("ansible.legacy.")
         if short in self._catalog.actions:
             return key_node.error(
@@ -281,6 +279,7 @@ class StepReader:
                 self._report(entry.key.error(problem))
                 continue
             self._values.convert_into(fields, entry, self._step_value)
+        self._one_loop(node, fields)
         escalate = node.entry("escalate")
         if escalate is not None and "escalate" in fields and node.get("verify") is None:
             self._report(
@@ -315,11 +314,75 @@ class StepReader:
             "expect_unreachable": lambda n: kw.to_duration(n, "expect_unreachable"),
             "cooldown": lambda n: kw.to_duration(n, "cooldown"),
             "max_attempts": lambda n: kw.to_int(n, "max_attempts", minimum=1),
+            "loop": lambda n: self._loop(n, "loop"),
+            "with_items": lambda n: self._loop(n, "with_items"),
+            "with_list": lambda n: self._loop(n, "with_list"),
+            "loop_control": self._loop_control,
         }
 
     def _step_value(self, key: str, node: Node) -> Any:
         convert = self._step_converters.get(key)
         return convert(node) if convert is not None else kw.to_bool(node, key)
+
+    def _loop(self, node: Node, what: str) -> Any:
+        """A list (items may hold templates), or a template that renders to one per host."""
+        value = node.value
+        if node.is_sequence:
+            self._values.check_templates(node)
+            return value
+        if is_template(value):
+            self._values.check_templates(node)
+            return value
+        if what != "loop" and node.is_scalar and value is not None:
+            return [value]  # with_items: x is the one-item list [x], as in Ansible
+        hint = "write a YAML list, or a template that renders to one: '{{ names }}'"
+        if node.is_mapping:
+            hint = 'to loop over a mapping, use loop: "{{ x | dict2items }}"'
+        raise node.error(f"{what} requires a list, not {shown(value)}", hint=hint)
+
+    def _loop_control(self, node: Node) -> LoopControl:
+        if not node.is_mapping:
+            raise node.error(f"loop_control must be a mapping, not {shown(node.value)}")
+        fields: dict[str, Any] = {}
+        for entry in node.entries:
+            key, value = entry.key.value, entry.value
+            if key in ("loop_var", "index_var"):
+                if not kw.is_variable_name(value.value):
+                    raise value.error(f"{key} must be a variable name, not {shown(value.value)}")
+                fields[key] = value.value
+            elif key == "label":
+                fields[key] = self._values.template_string(value, "label")
+            elif key == "pause":
+                fields[key] = kw.to_seconds(value, "pause", allow_zero=True)
+            else:
+                hint = suggest(key, kw.LOOP_CONTROL_ARGS) if isinstance(key, str) else None
+                raise entry.key.error(
+                    f"unsupported loop_control argument {shown(key)}",
+                    hint=hint or f"fleetfix supports {', '.join(sorted(kw.LOOP_CONTROL_ARGS))}",
+                )
+        return LoopControl(**fields)
+
+    def _one_loop(self, node: Node, fields: dict[str, Any]) -> None:
+        """loop/with_items/with_list to Step.loop (and loop_flatten); at most one of them."""
+        given = [e for e in node.entries if e.key.value in kw.LOOP_KEYWORDS]
+        for extra in given[1:]:
+            self._report(
+                extra.key.error(
+                    f"a step loops once: {given[0].key.value!r} and {extra.key.value!r}",
+                    hint="keep one of them",
+                )
+            )
+        for name in kw.LOOP_KEYWORDS:
+            if name in fields:
+                value = fields.pop(name)
+                if given and name == given[0].key.value:
+                    fields["loop"] = value
+                    fields["loop_flatten"] = name == "with_items"
+        control = node.entry("loop_control")
+        if control is not None and not given:
+            self._report(
+                control.key.error("loop_control: needs loop: (or with_items:) on the step")
+            )
 
     def _notify(self, node: Node) -> tuple[str, ...]:
         topics = kw.to_names(node, "notify")
@@ -513,6 +576,10 @@ def _misplaced(key: str, kind: StepKind, role: Role) -> str | None:
         return f"{key}: is not valid on a block; put it on the steps inside"
     if key in kw.ACTION_ONLY and kind is not StepKind.ACTION:
         return f"{key}: is only valid on action steps"
+    if key in (*kw.LOOP_KEYWORDS, "loop_control") and (
+        kind is StepKind.META or role in (Role.VERIFY, Role.ESCALATE)
+    ):
+        return f"{key}: is not valid on a meta step or in verify:/escalate:"
     if key == "expect_unreachable" and kind not in kw.EXPECT_UNREACHABLE_KINDS:
         return "expect_unreachable: is only valid on action, shell and command steps"
     return None
