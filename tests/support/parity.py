@@ -54,7 +54,9 @@ def ansible_playbook(playbook: Path, *extra: str) -> Seen:
 
 def fleetfix(playbook: Path, *extra: str) -> Seen:
     """Run fleetfix on localhost with the local transport."""
-    inventory = playbook.parent / "parity-hosts.ini"
+    # Not next to the playbook: its group_vars/ must be read as the playbook's, not the inventory's.
+    inventory = playbook.parent / ".fleetfix-inventory" / "hosts.ini"
+    inventory.parent.mkdir(exist_ok=True)
     inventory.write_text("localhost\n")
     journal = playbook.parent / "journal.sqlite"
     env = {**os.environ, "NO_COLOR": "1", "FLEETFIX_JOURNAL": str(journal)}

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import os
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -21,6 +22,8 @@ from fleetfix.engine.health import left_unhealthy
 from fleetfix.engine.play import run_play
 from fleetfix.engine.safety import Safety
 from fleetfix.events import EventBus, HostLeft, RunFinished, RunStarted
+from fleetfix.inventory.model import Inventory
+from fleetfix.inventory.vars_dirs import load_vars_directory
 from fleetfix.playbook.model import Playbook
 from fleetfix.plugins import Registry
 from fleetfix.probes.base import Probe
@@ -54,8 +57,9 @@ class Engine:
 
 async def run_playbook(engine: Engine, playbook: Playbook, select: HostSelector) -> RunResult:
     """Run every play in order. Ctrl-C (cancellation) stops cleanly with `interrupted` set."""
+    playbook_dir = str(Path(playbook.path).resolve().parent)
     ctx = RunContext(
-        inventory=engine.inventory,
+        inventory=with_playbook_vars(engine.inventory, playbook_dir),
         transport=engine.transport,
         templar=engine.templar,
         bus=engine.bus,
@@ -74,7 +78,6 @@ async def run_playbook(engine: Engine, playbook: Playbook, select: HostSelector)
     )
     ctx.bus.emit(started)
     groups = {g: engine.inventory.hosts_in(g) for g in engine.inventory.group_names()}
-    playbook_dir = str(Path(playbook.path).resolve().parent)
     try:
         for play, hosts in plays:
             if not await run_play(ctx, play, hosts, playbook_dir, groups):
@@ -92,6 +95,19 @@ async def run_playbook(engine: Engine, playbook: Playbook, select: HostSelector)
             ctx.bus.emit(HostLeft(host=host, kind="unhealthy", reason=reason))
     ctx.bus.emit(RunFinished(result=ctx.result))
     return ctx.result
+
+
+def with_playbook_vars(inventory: HostSource, playbook_dir: str) -> HostSource:
+    """The inventory with the group_vars/ and host_vars/ next to the playbook, as Ansible reads
+    them (the loader checked every file in them before anything ran)."""
+    if not isinstance(inventory, Inventory):
+        return inventory
+    if any(d.path == os.path.realpath(playbook_dir) for d in inventory.vars_dirs):
+        return inventory  # the inventory's own directory: already read
+    directory = load_vars_directory(playbook_dir, inventory.group_names(), inventory.host_names())
+    if not directory.group_vars and not directory.host_vars:
+        return inventory
+    return inventory.with_vars_directory(directory)
 
 
 def _safety(engine: Engine) -> Safety:

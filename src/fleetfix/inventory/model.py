@@ -101,6 +101,18 @@ class Inventory:
         """One VarsDirectory per inventory source, in source order."""
         return self._vars_dirs
 
+    def with_vars_directory(self, directory: VarsDirectory) -> Inventory:
+        """This inventory with `directory` read after its own vars directories, in each tier of
+        the precedence (a playbook's group_vars/ and host_vars/: Ansible ranks them just above
+        the inventory's, group_vars/all below any other group's)."""
+        return Inventory(
+            self._groups,
+            self._hosts,
+            (*self._vars_dirs, directory),
+            sources=self.sources,
+            warnings=self.warnings,
+        )
+
     def host_names(self) -> list[str]:
         """Every host once, in inventory order (Ansible's order for the pattern `all`)."""
         return self.hosts_in("all")

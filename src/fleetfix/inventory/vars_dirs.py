@@ -35,6 +35,33 @@ def load_vars_directory(
     )
 
 
+def vars_directory_problems(path: str) -> list[InventoryError]:
+    """Every vars file under `path`/group_vars and `path`/host_vars that could not be read, for
+    any group or host name: a playbook's are checked at load, before its inventory is known."""
+    problems: list[InventoryError] = []
+    for kind in ("group_vars", "host_vars"):
+        directory = os.path.join(path, kind)
+        if not os.path.isdir(directory):
+            continue
+        for entry in datafiles.list_directory(directory):
+            full = os.path.join(directory, entry)
+            extension = os.path.splitext(entry)[1]
+            if entry.startswith(".") or entry.endswith("~"):
+                continue
+            if os.path.isdir(full):
+                files = _files_in(full)
+            elif extension in ("", *EXTENSIONS):
+                files = [full]
+            else:
+                continue
+            for file in files:
+                try:
+                    _merge_files([file])
+                except InventoryError as exc:
+                    problems.append(exc)
+    return problems
+
+
 def _entity_vars(directory: str, names: Iterable[str]) -> dict[str, dict[Any, Any]]:
     if not os.path.isdir(directory):
         return {}

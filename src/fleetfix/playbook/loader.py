@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from fleetfix.errors import PlaybookError, SourcePosition
+from fleetfix.inventory.vars_dirs import vars_directory_problems
 from fleetfix.playbook import catalog as kw
 from fleetfix.playbook.catalog import StepCatalog, shown, suggest
 from fleetfix.playbook.conditions import Templar, is_template
@@ -87,7 +88,21 @@ class _PlaybookLoader:
             self._errors.append(root.error("a playbook must be a list of plays", hint=hint))
         else:
             plays = [play for item in root.items if (play := self._play(item)) is not None]
+        self._check_adjacent_vars()
         return Playbook(self._file, tuple(plays)), self._sorted_errors()
+
+    def _check_adjacent_vars(self) -> None:
+        """group_vars/ and host_vars/ next to the playbook are read at run time for the hosts
+        the inventory has; every file in them must read now, before anything runs."""
+        for problem in vars_directory_problems(str(self._base_dir)):
+            self._report(
+                PlaybookError(
+                    problem.message,
+                    problem.position,
+                    source_line=problem.source_line,
+                    hint=problem.hint,
+                )
+            )
 
     def _sorted_errors(self) -> list[PlaybookError]:
         def where(error: PlaybookError) -> tuple[int, str, int, int]:
