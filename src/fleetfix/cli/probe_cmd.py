@@ -5,10 +5,13 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from rich.console import Console
 from rich.table import Table
+from rich.text import Text
 
 from fleetfix.actions import action_registry
 from fleetfix.cli.ansible_options import resolve_ansible_options
@@ -26,6 +29,8 @@ from fleetfix.runtime import open_runtime
 
 DEFAULT_PROBES = ("nvidia_smi", "xid", "gpu_processes", "shm", "services")
 STYLE = {Level.OK: "green", Level.WARN: "yellow", Level.BAD: "bold red"}
+WIDE = 1000
+"""Columns the table may use when stdout is not a terminal."""
 
 
 def add_parser(sub: Any) -> None:
@@ -95,27 +100,108 @@ async def _probe(
         return await engine.run(snapshot_playbook(names), lambda _pattern: hosts)
 
 
-def _table(result: RunResult, hosts: list[str], names: tuple[str, ...]) -> None:
-    table = Table(title="fleet health", show_lines=False)
-    table.add_column("host", no_wrap=True)
-    for name in names:
-        table.add_column(name)
-    cells: dict[tuple[str, str], tuple[str, str]] = {}
+@dataclass(frozen=True, slots=True)
+class Cell:
+    """One probe's verdict on one host, as the table shows it."""
+
+    text: str
+    level: Level
+
+
+UNREACHABLE_PROBE = "*"
+RANK = {Level.BAD: 0, Level.WARN: 1, Level.OK: 2}
+
+
+def health_cells(result: RunResult) -> dict[tuple[str, str], Cell]:
+    """(host, probe) -> its cell; (host, "*") for a host that could not be reached."""
+    cells: dict[tuple[str, str], Cell] = {}
     for r in result.results:
         if r.status is Status.UNREACHABLE:
-            cells[(r.host, "*")] = (f"unreachable: {r.message}", "bold red")
+            cells[(r.host, UNREACHABLE_PROBE)] = Cell(f"unreachable: {r.message}", Level.BAD)
             continue
         health = summarize(r.step, r.data.get("facts"), r.message)
-        cells[(r.host, r.step)] = (health.text, STYLE[health.level])
-    for host in hosts:
-        down = cells.get((host, "*"))
-        row = [down if down else cells.get((host, n), ("-", "dim")) for n in names]
-        table.add_row(host, *(f"[{style}]{_escape(text)}[/]" for text, style in row))
-    Console(highlight=False).print(table)
+        cells[(r.host, r.step)] = Cell(health.text, health.level)
+    return cells
 
 
-def _escape(text: str) -> str:
-    return text.replace("[", "\\[")
+def host_problem(cells: Mapping[tuple[str, str], Cell], host: str, names: Sequence[str]) -> Cell:
+    """The host's worst verdict, named by its probe ("xid: Xid 79 ..."), or ok."""
+    down = cells.get((host, UNREACHABLE_PROBE))
+    if down is not None:
+        return down
+    found = [(name, cells[(host, name)]) for name in names if (host, name) in cells]
+    bad = sorted((c for c in found if c[1].level is not Level.OK), key=lambda c: RANK[c[1].level])
+    if not bad:
+        return Cell("-", Level.OK)
+    name, worst = bad[0]
+    more = f" (+{len(bad) - 1} more)" if len(bad) > 1 else ""
+    return Cell(f"{name}: {worst.text}{more}", worst.level)
+
+
+def health_table(
+    cells: Mapping[tuple[str, str], Cell],
+    hosts: Sequence[str],
+    names: Sequence[str],
+    width: int | None = None,
+) -> Table:
+    """Worst hosts first, a problem column naming each host's problem. No cell wraps: within
+    `width` columns (None: no limit) a long one is cut with an ellipsis."""
+    problems = {host: host_problem(cells, host, names) for host in hosts}
+    rows = []
+    for host in sorted(hosts, key=lambda h: RANK[problems[h].level]):
+        down = cells.get((host, UNREACHABLE_PROBE))
+        row = [down or cells.get((host, n), Cell("-", Level.OK)) for n in names]
+        rows.append((host, [problems[host], *row]))
+    headers = ["host", "problem", *names]
+    natural = [
+        max([len(headers[i]), *(len(_texts(r)[i]) for r in rows)]) for i in range(len(headers))
+    ]
+    widths = natural if width is None else fit_widths(natural, width - 3 * len(headers) - 1)
+    table = Table(title="fleet health", show_lines=False)
+    for header, size in zip(headers, widths, strict=True):
+        table.add_column(header, no_wrap=True, overflow="ellipsis", max_width=size)
+    for host, shown in rows:
+        table.add_row(host, *(Text(c.text, style=_style(c)) for c in shown))
+    return table
+
+
+def _texts(row: tuple[str, list[Cell]]) -> list[str]:
+    return [row[0], *(c.text for c in row[1])]
+
+
+def fit_widths(natural: Sequence[int], room: int) -> list[int]:
+    """Column widths within `room` characters: host names whole; the problem column (second)
+    up to 40% of the room, since it is what the reader came for; every probe column its natural
+    width when that fits its fair share of what is left, the rest share the remainder equally
+    (water filling); at least 4 each."""
+    widths = list(natural)
+    widths[1] = min(natural[1], max(16, room * 2 // 5))
+    left = room - widths[0] - widths[1]
+    open_columns = list(range(2, len(widths)))
+    while open_columns:
+        share = max(4, left // len(open_columns))
+        narrow = [i for i in open_columns if natural[i] <= share]
+        if not narrow:
+            for i in open_columns:
+                widths[i] = share
+            break
+        for i in narrow:
+            left -= natural[i]
+            open_columns.remove(i)
+    return widths
+
+
+def _style(cell: Cell) -> str:
+    return "dim" if cell.text == "-" else STYLE[cell.level]
+
+
+def _table(result: RunResult, hosts: list[str], names: tuple[str, ...]) -> None:
+    console = Console(highlight=False)
+    # A file or a pipe gets every cell whole; a terminal gets a table that fits it.
+    width = console.width if console.is_terminal else None
+    if width is None:
+        console.width = WIDE
+    console.print(health_table(health_cells(result), hosts, names, width))
 
 
 def _as_json(result: RunResult) -> dict[str, Any]:

@@ -53,6 +53,9 @@ from fleetfix.topology.findings import (
 )
 from fleetfix.topology.graph import NO_LEAF, NO_SPINE, Topology, natural_sorted
 
+VERIFICATION_FAILED = "verification failed"
+"""What the engine's step message says when an action ran but its `verify` did not pass."""
+
 
 @dataclass(slots=True)
 class _OpenStep:
@@ -92,6 +95,7 @@ class ReportCollector:
         self._links: dict[str, dict[str, dict[str, str]]] = {}
         self._stops: list[str] = []
         self._left: dict[str, tuple[str, str]] = {}
+        self._unfinished: dict[tuple[str, str], list[int]] = {}  # (host, step) -> its actions
 
     def __call__(self, event: Event) -> None:
         if isinstance(event, RunStarted):
@@ -131,12 +135,13 @@ class ReportCollector:
         return dict(self._busbw)
 
     def findings(self, topology: Topology) -> list[Finding]:
-        """Correlated failures, and busbw stragglers among the hosts that did not fail (a
-        failed host is already flagged; its busbw would only drag the median)."""
-        failed = self.failed_hosts()
-        found = correlated_failures(topology, failed, self.considered_hosts())
-        passing = {h: v for h, v in self._busbw.items() if h not in failed}
-        found.extend(stragglers(passing, topology.gpu_models()))
+        """Correlated failures, and busbw stragglers among the hosts no correlated failure
+        explains (a bad switch's hosts would drag the median; a node that failed its own
+        nccl test is exactly the straggler to name, so failing alone does not hide it)."""
+        found = correlated_failures(topology, self.failed_hosts(), self.considered_hosts())
+        explained = {h for f in found for h in f.members}
+        judged = {h: v for h, v in self._busbw.items() if h not in explained}
+        found.extend(stragglers(judged, topology.gpu_models()))
         found.extend(intra_node_mismatches(self._links, expected_links(self._links, topology)))
         return found
 
@@ -226,6 +231,8 @@ class ReportCollector:
         open_step = self._open_step(event.host, event.step)
         ran = [c.command for c in open_step.commands[open_step.attributed :] if not c.planned_only]
         open_step.attributed = len(open_step.commands)
+        # By step name: a `verify` runs sub-steps of its own between this and the step's end.
+        self._unfinished.setdefault((event.host, event.step), []).append(len(self._actions))
         self._actions.append(
             ActionRecord(
                 host=event.host,
@@ -270,12 +277,22 @@ class ReportCollector:
             commands=tuple(opened.commands),
         )
         self._steps.setdefault(result.host, []).append(record)
+        acted = self._unfinished.pop((result.host, result.step), [])
+        if VERIFICATION_FAILED in result.message and result.status.value in ("failed", "ignored"):
+            self._mark_unverified(acted)
         busbw = registered_busbw(result.data)
         if busbw is not None:
             self._busbw[result.host] = busbw
         links = registered_gpu_links(result.data)
         if links is not None:
             self._links[result.host] = links
+
+    def _mark_unverified(self, indexes: list[int]) -> None:
+        """The step's actions ran, then its `verify` failed: the fix did not take."""
+        for index in indexes:
+            action = self._actions[index]
+            if not action.failed:
+                self._actions[index] = replace(action, verification_failed=True)
 
     def _planned_actions(self) -> tuple[ActionRecord, ...]:
         return tuple(

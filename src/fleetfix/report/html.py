@@ -28,8 +28,15 @@ from fleetfix.report.svg import (
     timeline_chart,
     topology_map,
 )
+from fleetfix.report.text import excerpt
 from fleetfix.topology.findings import Finding, FindingCategory
 
+SHARED_ABOVE = 160
+"""Commands and outputs longer than this are written once and linked (see `_Texts`)."""
+HTML_OUTPUT_CHARS = 1200
+"""Output shown per command, head and tail (the JSON report keeps the full excerpt)."""
+OUTPUT_SHOWN_FOR = frozenset({"failed", "ignored", "unreachable", "rescued"})
+"""Step statuses whose command output the page shows."""
 CSP = "default-src 'none'; style-src 'unsafe-inline'; img-src data:"
 SEVERITY: Mapping[HostStatus, int] = {status: rank for rank, status in enumerate(HostStatus)}
 OUTCOME_CLASS: Mapping[str, str] = {"ok": "good", "check_changes": "warn", "incomplete": "warn"}
@@ -72,6 +79,7 @@ svg.map .switch.none rect { stroke-dasharray: 4 3; fill: #fafafa; }
 svg.map .uplink { stroke: #90a4ae; stroke-width: 1.5; }
 svg.map a.host:hover rect { stroke: #000; stroke-width: 2; }
 svg .bar rect { fill: #1565c0; } svg .bar.slow rect { fill: #c62828; }
+svg .bar.suspect rect { fill: #ef6c00; }
 svg .bar.slow text { fill: #b71c1c; font-weight: 700; }
 svg line.median { stroke: #37474f; stroke-dasharray: 5 4; }
 svg line.axis { stroke: #90a4ae; } svg text.tick, svg text.median { fill: var(--muted); }
@@ -80,6 +88,9 @@ svg line.axis { stroke: #90a4ae; } svg text.tick, svg text.median { fill: var(--
   padding: 1px 7px; border-radius: 4px; background: #eceff1; margin-right: 6px; }
 .tag.hold { background: #b71c1c; color: #fff; }
 .muted { color: var(--muted); }
+.attention li { margin-bottom: 4px; } td.why { color: #b71c1c; max-width: 520px; }
+.act.bad em { color: #b71c1c; font-weight: 700; } .act em { font-style: normal; color: #1b5e20; }
+a.ref { text-decoration: none; }
 table { border-collapse: collapse; width: 100%; margin: 6px 0; }
 th, td { text-align: left; padding: 5px 8px; border-bottom: 1px solid var(--line);
   vertical-align: top; }
@@ -94,6 +105,8 @@ details > summary { cursor: pointer; color: #0b57d0; }
 .step { margin: 8px 0; padding: 6px 10px; border-left: 4px solid #b0bec5; background: var(--bg); }
 .step.failed, .step.unreachable { border-color: #c62828; } .step.changed { border-color: #f9a825; }
 .step.ok { border-color: #2e7d32; } .step.ignored { border-color: #ad1457; }
+p.pass { margin: 2px 0; padding: 2px 10px; border-left: 4px solid #2e7d32; }
+p.pass.changed { border-color: #f9a825; } p.pass code { font-size: 12px; }
 pre { white-space: pre-wrap; word-break: break-word; background: #fff;
   border: 1px solid var(--line); padding: 6px 8px; margin: 4px 0; max-height: 320px;
   overflow: auto; font-size: 12px; }
@@ -108,16 +121,19 @@ def render_html(report: Report) -> str:
     """The whole report as one HTML document."""
     anchors = {h.name: f"host-{index}" for index, h in enumerate(report.hosts)}
     title = f"fleetfix {report.run_id}: {_verdict(report)}"
+    texts = _Texts()
     body = "".join(
         (
             _header(report),
             _safety(report),
             _findings(report.findings),
+            _attention(report, anchors),
             _topology(report, anchors),
             _busbw(report),
-            _actions(report.actions),
-            _hosts(report, anchors),
+            _actions(report, anchors),
+            _hosts(report, anchors, texts),
             _timeline(report),
+            texts.section(),
             "<footer>Written by fleetfix. This file is self-contained: it needs no network."
             "</footer>",
         )
@@ -211,6 +227,43 @@ def _finding(finding: Finding) -> str:
     return f"<li>{tags}<strong>{esc(finding.message)}</strong>{extra}{hosts}</li>"
 
 
+def host_reason(host: HostReport) -> str | None:
+    """Why a host needs a look, in one line: why the run left it, else its failing step."""
+    if host.left is not None:
+        return host.left[1]
+    for step in reversed(host.steps):
+        if step.status in ("failed", "unreachable"):
+            return f"{step.step}: {step.message or step.status}"
+    return None
+
+
+def _attention(report: Report, anchors: Mapping[str, str]) -> str:
+    """Every failed, held, unreachable or left host with its reason, hosts sharing a reason on
+    one line: what failed and why, on the first screen."""
+    by_reason: dict[str, list[HostReport]] = {}
+    for host in sorted(report.hosts, key=lambda h: SEVERITY[h.status]):
+        reason = host_reason(host)
+        if reason is not None:
+            by_reason.setdefault(reason, []).append(host)
+    if not by_reason:
+        return ""
+    items = "".join(
+        f"<li>{_host_links(hosts, anchors)}: {esc(reason)}</li>"
+        for reason, hosts in by_reason.items()
+    )
+    return (
+        f'<section id="attention"><h2>Needs a look</h2><ul class="attention">{items}</ul></section>'
+    )
+
+
+def _host_links(hosts: list[HostReport], anchors: Mapping[str, str]) -> str:
+    return ", ".join(
+        f'<a href="#{esc(anchors.get(h.name, ""))}"><strong>{esc(h.name)}</strong></a> '
+        f'<span class="status {esc(h.status.value)}">{esc(h.status.value)}</span>'
+        for h in hosts
+    )
+
+
 def _legend() -> str:
     items = []
     for status in HostStatus:
@@ -241,6 +294,7 @@ def _busbw(report: Report) -> str:
     if not busbw:
         return ""
     slow = {h for f in report.findings_of(FindingCategory.STRAGGLER) for h in f.failed}
+    suspect = {h.name for h in report.hosts if h.held}
     note = (
         f'<p class="muted">Showing the 300 lowest of {len(busbw)} hosts.</p>'
         if len(busbw) > 300
@@ -248,94 +302,172 @@ def _busbw(report: Report) -> str:
     )
     return (
         '<section id="busbw"><h2>nccl-tests bus bandwidth</h2>'
-        '<p class="muted">Average busbw per host, slowest first; stragglers in red.</p>'
-        f'{note}<div class="scroll">{busbw_chart(busbw, slow)}</div></section>'
+        '<ul class="legend" aria-label="busbw legend"><li><span class="swatch" '
+        'style="background:#1565c0"></span>host</li><li><span class="swatch" '
+        'style="background:#c62828"></span>straggler <small>named by a finding</small></li>'
+        '<li><span class="swatch" style="background:#ef6c00"></span>under a suspect switch '
+        '<small>the switch, not the node</small></li></ul><p class="muted">Average busbw per '
+        "host, slowest first; the median dashed.</p>"
+        f'{note}<div class="scroll">{busbw_chart(busbw, slow, suspect)}</div></section>'
     )
 
 
-def _actions(actions: tuple[ActionRecord, ...]) -> str:
-    if not actions:
+def _actions(report: Report, anchors: Mapping[str, str]) -> str:
+    """One row per host: its actions in order, each with its outcome; the commands are one
+    click away, in the host's evidence."""
+    if not report.actions:
         return (
             '<section id="actions"><h2>Actions taken</h2>'
             '<p class="muted">No mutating action ran.</p></section>'
         )
-    rows = "".join(_action_row(a) for a in actions)
+    per_host: dict[str, list[ActionRecord]] = {}
+    for action in report.actions:
+        per_host.setdefault(action.host, []).append(action)
+    order = {h.name: index for index, h in enumerate(report.hosts)}
+    hosts = sorted(per_host, key=lambda h: (not any(a.bad for a in per_host[h]), order.get(h, 0)))
+    rows = "".join(_action_row(h, per_host[h], anchors.get(h, "")) for h in hosts)
     return (
-        '<section id="actions"><h2>Actions taken</h2><table><thead><tr><th>Host</th>'
-        "<th>Step</th><th>Action</th><th>Result</th><th>Commands</th></tr></thead>"
-        f"<tbody>{rows}</tbody></table></section>"
+        '<section id="actions"><h2>Actions taken</h2><p class="muted">Per host, in order; '
+        "open a host for the commands.</p><table><thead><tr><th>Host</th><th>Actions</th>"
+        f"</tr></thead><tbody>{rows}</tbody></table></section>"
     )
 
 
-def _action_row(action: ActionRecord) -> str:
-    verdict = "failed" if action.failed else "done"
-    if action.planned:
-        verdict = "planned (check mode)"
-    commands = "<br>".join(f"<code>{esc(c)}</code>" for c in action.commands) or "-"
-    return (
-        f"<tr><td>{esc(action.host)}</td><td>{esc(action.step)}</td>"
-        f"<td>{esc(action.action or '-')}</td><td>{esc(verdict)}</td><td>{commands}</td></tr>"
+def _action_row(host: str, actions: list[ActionRecord], anchor: str) -> str:
+    items = " · ".join(
+        f'<span class="act{" bad" if a.bad else ""}">{esc(a.action or a.step)} '
+        f"<em>{esc(a.outcome)}</em></span>"
+        for a in actions
     )
+    return f'<tr><td><a href="#{esc(anchor)}">{esc(host)}</a></td><td>{items}</td></tr>'
 
 
-def _hosts(report: Report, anchors: Mapping[str, str]) -> str:
+class _Texts:
+    """Long commands and outputs, each written once at the end of the page and linked from
+    every step that ran it: 64 hosts running the same probe script would otherwise repeat it
+    64 times (most of a report's bytes)."""
+
+    def __init__(self) -> None:
+        self._ids: dict[str, int] = {}
+
+    def ref(self, text: str, label: str, *, short: bool = False) -> str:
+        """A link to the text's one copy (`short`: just its number); short texts are written
+        in place."""
+        if len(text) <= SHARED_ABOVE:
+            return f"<pre>{esc(text)}</pre>" if label else f"<code>$ {esc(text)}</code>"
+        number = self._ids.setdefault(text, len(self._ids) + 1)
+        preview = text.strip().splitlines()[0][:40] if text.strip() else ""
+        words = f"{label} #{number}" if label else f"$ {preview}… #{number}"
+        return f'<a href="#t{number}">{esc(f"#{number}" if short else words)}</a>'
+
+    def section(self) -> str:
+        if not self._ids:
+            return ""
+        items = "".join(
+            f'<div id="t{number}"><span class="muted">#{number}</span><pre>{esc(text)}</pre></div>'
+            for text, number in self._ids.items()
+        )
+        return (
+            '<section id="texts"><h2>Commands and output</h2><p class="muted">Each long '
+            f"command or output once; the steps above link here.</p>{items}</section>"
+        )
+
+
+def _hosts(report: Report, anchors: Mapping[str, str], texts: _Texts) -> str:
     ordered = sorted(report.hosts, key=lambda h: SEVERITY[h.status])
     head = (
-        "<tr><th>Host</th><th>Status</th><th class=num>ok</th><th class=num>changed</th>"
-        "<th class=num>failed</th><th class=num>unreachable</th><th class=num>skipped</th>"
-        "<th class=num>rescued</th><th class=num>ignored</th><th>Leaf</th><th>Rack</th>"
-        "<th class=num>busbw GB/s</th></tr>"
+        "<tr><th>Host</th><th>Status</th><th>Why</th><th class=num>ok</th>"
+        "<th class=num>changed</th><th class=num>failed</th><th class=num>unreachable</th>"
+        "<th class=num>skipped</th><th class=num>rescued</th><th class=num>ignored</th>"
+        "<th>Leaf</th><th>Rack</th><th class=num>busbw GB/s</th></tr>"
     )
-    rows = "".join(_host_rows(h, anchors[h.name]) for h in ordered)
+    rows = "".join(_host_rows(h, anchors[h.name], texts) for h in ordered)
     return (
         '<section id="hosts"><h2>Hosts</h2><p class="muted">Worst first. Open a host for its '
-        f"steps, commands and output.</p><table><thead>{head}</thead><tbody>{rows}</tbody>"
-        "</table></section>"
+        "steps and commands (output for failed steps; the JSON report has all of it).</p>"
+        f"<table><thead>{head}</thead><tbody>{rows}</tbody></table></section>"
     )
 
 
-def _host_rows(host: HostReport, anchor: str) -> str:
+def _host_rows(host: HostReport, anchor: str, texts: _Texts) -> str:
     recap = host.recap
     counts = "".join(
         f"<td class=num>{recap.get(k, 0)}</td>"
         for k in ("ok", "changed", "failed", "unreachable", "skipped", "rescued", "ignored")
     )
     busbw = f"{host.busbw:.1f}" if host.busbw is not None else "-"
-    steps = "".join(_step(s) for s in host.steps) or '<p class="muted">No steps.</p>'
     status = host.status.value
+    why = host_reason(host) or ""
     return (
         f'<tr class="host-row" id="{esc(anchor)}"><td><strong>{esc(host.name)}</strong></td>'
-        f'<td class="status {esc(status)}">{esc(status)}</td>{counts}'
-        f"<td>{esc(host.domains.get('leaf', '-'))}</td><td>{esc(host.domains.get('rack', '-'))}"
-        f"</td><td class=num>{busbw}</td></tr>"
-        f'<tr class="evidence"><td colspan="12"><details><summary>evidence: '
-        f"{len(host.steps)} steps</summary>{steps}</details></td></tr>"
+        f'<td class="status {esc(status)}">{esc(status)}</td><td class="why">{esc(why)}</td>'
+        f"{counts}<td>{esc(host.domains.get('leaf', '-'))}</td>"
+        f"<td>{esc(host.domains.get('rack', '-'))}</td><td class=num>{busbw}</td></tr>"
+        f'<tr class="evidence"><td colspan="13"><details><summary>evidence: '
+        f"{len(host.steps)} steps</summary>{_steps(host.steps, texts)}</details></td></tr>"
     )
 
 
-def _step(step: StepRecord) -> str:
+def _steps(steps: tuple[StepRecord, ...], texts: _Texts) -> str:
+    if not steps:
+        return '<p class="muted">No steps.</p>'
+    shown = "".join(_step(s, texts) for s in steps if s.status != "skipped")
+    skipped = [s.step for s in steps if s.status == "skipped"]
+    if skipped:
+        shown += f'<p class="muted">skipped: {esc(", ".join(skipped))}</p>'
+    return shown
+
+
+def _step(step: StepRecord, texts: _Texts) -> str:
+    if step.status not in OUTPUT_SHOWN_FOR and not _unusual(step):
+        return _passing_step(step, texts)
     message = f"<div>{esc(step.message)}</div>" if step.message else ""
-    commands = "".join(_command(c) for c in step.commands)
     retries = f", {step.attempts} attempts" if step.attempts > 1 else ""
     return (
         f'<div class="step {esc(step.status)}"><strong>{esc(step.step)}</strong> '
         f'<span class="status {esc(step.status)}">{esc(step.status)}</span> '
-        f'<span class="muted">{esc(step.play)} · {step.duration:.2f}s{retries}</span>'
-        f"{message}{commands}</div>"
+        f'<span class="muted">{step.duration:.2f}s{retries}</span>'
+        f"{message}{_step_commands(step, texts)}</div>"
     )
 
 
-def _command(command: CommandRecord) -> str:
+def _unusual(step: StepRecord) -> bool:
+    return any(c.rc != 0 or c.timed_out or c.planned_only for c in step.commands)
+
+
+def _passing_step(step: StepRecord, texts: _Texts) -> str:
+    """One line: a passing step's commands all exited 0; their output is in the JSON report."""
+    message = f" · {esc(step.message)}" if step.message else ""
+    links = " ".join(texts.ref(c.command, "", short=True) for c in step.commands)
+    return (
+        f'<p class="pass {esc(step.status)}"><b>{esc(step.step)}</b> {esc(step.status)} '
+        f"{step.duration:.2f}s{message} {links}</p>"
+    )
+
+
+def _step_commands(step: StepRecord, texts: _Texts) -> str:
+    """A failing step's commands with their verdicts, and the output of those that tell why:
+    one that failed or timed out, and the last (a step's verdict comes from its last command;
+    the checks before it passed)."""
+    last = len(step.commands) - 1
+    return "".join(
+        _command(c, texts, index == last or c.rc != 0 or c.timed_out)
+        for index, c in enumerate(step.commands)
+    )
+
+
+def _command(command: CommandRecord, texts: _Texts, with_output: bool) -> str:
     if command.planned_only:
         verdict = "would run (check mode)"
     elif command.timed_out:
         verdict = "timed out and was killed"
     else:
         verdict = f"rc={command.rc}, {command.duration:.2f}s"
-    out = f"<div><code>$ {esc(command.command)}</code> <span class=muted>{esc(verdict)}</span>"
+    out = f"<div>{texts.ref(command.command, '')} <span class=muted>{esc(verdict)}</span>"
     for label, text in (("stdout", command.stdout), ("stderr", command.stderr)):
-        if text.strip():
-            out += f'<div class="muted">{label}</div><pre>{esc(text)}</pre>'
+        if with_output and text.strip():
+            shown = excerpt(text, HTML_OUTPUT_CHARS)
+            out += f'<div class="muted">{label}</div>{texts.ref(shown, label)}'
     return out + "</div>"
 
 

@@ -151,6 +151,7 @@ def _action(action: ActionRecord) -> dict[str, Any]:
         "action": action.action,
         "failed": action.failed,
         "planned": action.planned,
+        "outcome": action.outcome,
         "commands": list(action.commands),
         "at": iso_time(action.at),
     }

@@ -95,6 +95,21 @@ class ActionRecord:
     planned: bool
     commands: tuple[str, ...] = ()
     at: float | None = None
+    verification_failed: bool = False
+    """The action ran without error, then the step's `verify` said the fix did not take."""
+
+    @property
+    def outcome(self) -> str:
+        """In an operator's words: done, failed, failed verification, planned (check mode)."""
+        if self.planned:
+            return "planned (check mode)"
+        if self.failed:
+            return "failed"
+        return "failed verification" if self.verification_failed else "done"
+
+    @property
+    def bad(self) -> bool:
+        return self.failed or self.verification_failed
 
 
 @dataclass(frozen=True, slots=True)

@@ -188,8 +188,11 @@ def _short(text: str, limit: int) -> str:
 # -- busbw chart -----------------------------------------------------------------------------
 
 
-def busbw_chart(busbw: Mapping[str, float], slow: set[str]) -> str:
-    """Horizontal bars, slowest first, with the fleet median dashed; stragglers in red."""
+def busbw_chart(
+    busbw: Mapping[str, float], slow: set[str], suspect: frozenset[str] | set[str] = frozenset()
+) -> str:
+    """Horizontal bars, slowest first, with the fleet median dashed; stragglers in red, hosts
+    under a suspect switch (`suspect`) in orange."""
     ordered = sorted(busbw.items(), key=lambda item: (item[1], natural_key(item[0])))
     shown = ordered[:MAX_BARS]
     top = max((v for _, v in ordered), default=0.0) or 1.0
@@ -203,7 +206,7 @@ def busbw_chart(busbw: Mapping[str, float], slow: set[str]) -> str:
     ]
     for index, (host, value) in enumerate(shown):
         y = 10 + index * row
-        css = "bar slow" if host in slow else "bar"
+        css = "bar slow" if host in slow else ("bar suspect" if host in suspect else "bar")
         parts.append(
             f'<g class="{css}"><title>{esc(host)}: {value:.1f} GB/s</title>'
             f'<text x="{label_w - 6}" y="{y + 11}" text-anchor="end">{esc(_short(host, 22))}</text>'
@@ -225,7 +228,8 @@ def busbw_chart(busbw: Mapping[str, float], slow: set[str]) -> str:
 
 def timeline_chart(report: Report) -> str:
     """One row per host, one bar per step from its start to its finish, coloured by status."""
-    steps = [s for s in report.timeline if s.finished is not None]
+    # A skipped step took no time: a bar for it would be a sliver carrying only bytes.
+    steps = [s for s in report.timeline if s.finished is not None and s.status != "skipped"]
     if not steps:
         return '<p class="muted">No step timings were recorded.</p>'
     origin = report.started if report.started is not None else min(s.started or 0 for s in steps)
@@ -258,8 +262,8 @@ def _segment(
     y = 8 + rows[step.host] * 14
     colour = STEP_COLOURS.get(step.status, "#607d8b")
     return (
-        f'<rect class="seg" x="{left + start * scale:.1f}" y="{y}" width="{width:.1f}" '
-        f'height="11" fill="{colour}"><title>{esc(step.host)}: {esc(step.step)} '
+        f'<rect x="{left + start * scale:.0f}" y="{y}" width="{width:.1f}" height="11" '
+        f'fill="{colour}"><title>{esc(step.host)}: {esc(step.step)} '
         f"({esc(step.status)}, {step.duration:.2f}s)</title></rect>"
     )
 

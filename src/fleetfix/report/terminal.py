@@ -15,7 +15,7 @@ from rich.console import Console, ConsoleOptions, Group, RenderableType
 from rich.text import Text
 from rich.tree import Tree
 
-from fleetfix.report.model import HostStatus, LeafNode, Report
+from fleetfix.report.model import ActionRecord, HostStatus, LeafNode, Report
 from fleetfix.topology.findings import Finding
 
 STATUS_STYLES: Mapping[HostStatus, str] = {
@@ -59,9 +59,7 @@ def sections(report: Report) -> list[RenderableType]:
     if report.actions:
         blocks.append(Text(""))
         blocks.append(Text("ACTIONS TAKEN", style="bold"))
-        blocks.extend(
-            _action_line(a.host, a.action or a.step, a.planned, a.failed) for a in report.actions
-        )
+        blocks.extend(_action_line(a) for a in report.actions)
     return blocks
 
 
@@ -134,12 +132,10 @@ def _finding(finding: Finding) -> Text:
     return text
 
 
-def _action_line(host: str, action: str, planned: bool, failed: bool) -> Text:
-    if planned:
-        verdict, style = "planned (check mode)", "yellow"
-    else:
-        verdict, style = ("failed", "red") if failed else ("done", "green")
-    return Text.assemble("  ", (host, "bold"), f"  {action}  ", (verdict, style))
+def _action_line(action: ActionRecord) -> Text:
+    style = "yellow" if action.planned else ("red" if action.bad else "green")
+    name = action.action or action.step
+    return Text.assemble("  ", (action.host, "bold"), f"  {name}  ", (action.outcome, style))
 
 
 __all__ = ["STATUS_STYLES", "TerminalReport", "render_terminal", "sections", "topology_tree"]

@@ -16,6 +16,7 @@ from fleetfix.topology.findings import FindingCategory
 from fleetfix.topology.graph import NO_LEAF, NO_SPINE, Topology
 from tests.unit.report.conftest import collect
 from tests.unit.report.fleetrun import (
+    NOISE_FAILURE,
     PLAY,
     PLAYBOOK,
     SECRET,
@@ -103,12 +104,13 @@ def test_busbw_findings_and_actions(report: Report) -> None:
     assert report.busbw["gpu017"] == 13.0
     assert UNREACHABLE not in report.busbw
     categories = [f.category for f in report.findings]
-    assert categories == [FindingCategory.CORRELATED_FAILURE, FindingCategory.STRAGGLER]
-    correlated, straggler = report.findings
+    assert categories == [FindingCategory.CORRELATED_FAILURE] + [FindingCategory.STRAGGLER] * 2
+    correlated, *stragglers = report.findings
     assert (correlated.kind, correlated.domain) == ("leaf", "leaf-03")
     assert correlated.message.startswith("7 of 9 failures sit under leaf leaf-03 (7 of 8 nodes")
-    # Failed hosts are already flagged: only passing hosts are judged as stragglers.
-    assert straggler.domain == STRAGGLER
+    # The bad leaf's nodes are explained by it and not judged; a node that failed on its own
+    # (gpu002, below the floor) is a straggler as much as the slow one that passed.
+    assert {f.domain for f in stragglers} == {NOISE_FAILURE, STRAGGLER}
     (action,) = report.actions
     assert (action.host, action.action, action.planned, action.failed) == (
         STRAGGLER,
@@ -146,7 +148,9 @@ def test_explicit_findings_and_no_topology() -> None:
     assert bare.tree[0].name == NO_SPINE
     assert bare.tree[0].leaves[0].name == NO_LEAF
     assert len(bare.tree[0].leaves[0].hosts) == 32
-    assert [f.category for f in bare.findings] == [FindingCategory.STRAGGLER]
+    # No topology, no correlation: every slow node is judged alone, the bad leaf's included.
+    assert {f.category for f in bare.findings} == {FindingCategory.STRAGGLER}
+    assert {f.domain for f in bare.findings} >= {NOISE_FAILURE, STRAGGLER, "gpu017"}
     assert bare.run_id == "run-20240501-030000"
     quiet = collector.model(Topology.from_hosts(host_vars()), findings=())
     assert quiet.findings == ()
