@@ -43,7 +43,7 @@ class BatchRun:
         return [s for s in self.states() if s.active]
 
     def announce(self, step: Step, *, handler: bool = False) -> None:
-        key: Hashable = (step.position, step.name, handler) if step.position else id(step)
+        key: Hashable = (step.key, step.name, handler) if step.position else id(step)
         if key not in self.announced:
             self.announced.add(key)
             self.ctx.bus.emit(TaskStarted(name=step.name, position=step.position, handler=handler))
@@ -99,8 +99,10 @@ def _play_vars(
 
 
 def _vars_files(ctx: RunContext, play: Play, playbook_dir: str) -> dict[str, Any]:
+    """vars_files are relative to the play's own file (an imported playbook's, as Ansible)."""
     paths = [str(ctx.templar.render(p, ctx.options.extra_vars)) for p in play.vars_files]
-    return load_vars_files(paths, Path(playbook_dir)) if paths else {}
+    base = Path(play.position.file).resolve().parent if play.position.line else Path(playbook_dir)
+    return load_vars_files(paths, base) if paths else {}
 
 
 async def _run_batch(run: BatchRun) -> None:

@@ -167,9 +167,8 @@ _CONNECTION = "connection settings come from the inventory and the command line 
 UNSUPPORTED_PLAY_KEYWORDS: Mapping[str, str] = MappingProxyType(
     {
         "roles": _ROLES,
-        "import_playbook": _INCLUDES,
         "include": _INCLUDES,
-        "import_tasks": _INCLUDES,
+        "import_tasks": "import_tasks goes in a list of steps (tasks:, pre_tasks:, ...)",
         "connection": _CONNECTION,
         "remote_user": _CONNECTION,
         "port": _CONNECTION,
@@ -207,8 +206,7 @@ UNSUPPORTED_STEP_KEYWORDS: Mapping[str, str] = MappingProxyType(
         "port": _CONNECTION,
         "become_method": "fleetfix becomes root with sudo",
         "become_flags": "fleetfix becomes root with sudo",
-        "include_tasks": _INCLUDES,
-        "import_tasks": _INCLUDES,
+        "include_tasks": "include_tasks is not supported yet: use import_tasks (read at load)",
         "include_role": _ROLES,
         "import_role": _ROLES,
         "include_vars": "use vars_files on the play",

@@ -24,7 +24,7 @@ from fleetfix.playbook.conditions import Templar, is_template
 from fleetfix.playbook.extravars import vars_problems
 from fleetfix.playbook.model import Play, Playbook, Step
 from fleetfix.playbook.steps import Role, StepReader, ValueReader
-from fleetfix.playbook.yamlpos import Node, load_yaml
+from fleetfix.playbook.yamlpos import Entry, Node, load_yaml
 
 __all__ = ["StepCatalog", "load_playbook", "validate_playbook"]
 
@@ -57,11 +57,34 @@ def validate_playbook(
     return _PlaybookLoader(path, catalog, templar or Templar()).load()[1]
 
 
+_IMPORT_PLAYBOOK = (
+    "import_playbook",
+    "ansible.builtin.import_playbook",
+    "ansible.legacy.import_playbook",
+)
+
+
+def _playbook_import(node: Node) -> Entry | None:
+    for key in _IMPORT_PLAYBOOK:
+        entry = node.entry(key)
+        if entry is not None:
+            return entry
+    return None
+
+
 class _PlaybookLoader:
     """One load of one playbook: walks the YAML, collects problems, builds the model."""
 
-    def __init__(self, path: str | Path, catalog: StepCatalog, templar: Templar) -> None:
+    def __init__(
+        self,
+        path: str | Path,
+        catalog: StepCatalog,
+        templar: Templar,
+        importing: tuple[Path, ...] = (),
+    ) -> None:
         self._path = path
+        self._importing = (*importing, Path(os.path.realpath(path)))
+        self._templar = templar
         self._file = str(path)
         self._base_dir = Path(path).parent
         self._catalog = catalog
@@ -71,7 +94,7 @@ class _PlaybookLoader:
 
     # ------------------------------------------------------------------ playbook and plays
 
-    def load(self) -> tuple[Playbook, list[PlaybookError]]:
+    def load(self, *, top: bool = True) -> tuple[Playbook, list[PlaybookError]]:
         plays: list[Play] = []
         try:
             document = load_yaml(self._path)
@@ -87,9 +110,67 @@ class _PlaybookLoader:
             hint = "start each play with '- ', e.g. '- hosts: gpu'" if root.is_mapping else None
             self._errors.append(root.error("a playbook must be a list of plays", hint=hint))
         else:
-            plays = [play for item in root.items if (play := self._play(item)) is not None]
-        self._check_adjacent_vars()
+            for item in root.items:
+                if item.is_mapping and _playbook_import(item) is not None:
+                    plays.extend(self._import_playbook(item))
+                elif (play := self._play(item)) is not None:
+                    plays.append(play)
+        if top:
+            self._check_adjacent_vars()
         return Playbook(self._file, tuple(plays)), self._sorted_errors()
+
+    def _import_playbook(self, node: Node) -> list[Play]:
+        """The plays of an imported playbook, read now in place (Ansible's static import)."""
+        entry = _playbook_import(node)
+        assert entry is not None
+        for other in node.entries:
+            if other is not entry and other.key.value != "name":
+                self._report(
+                    other.key.error(
+                        f"{shown(other.key.value)} is not supported on import_playbook",
+                        hint="put it on the imported playbook's plays",
+                    )
+                )
+                return []
+        name = entry.value.value
+        if not isinstance(name, str) or not name.strip() or is_template(name):
+            self._report(
+                entry.value.error(
+                    f"import_playbook needs a file name (not a template), not {shown(name)}"
+                )
+            )
+            return []
+        path = Path(os.path.normpath(self._base_dir / os.path.expanduser(name)))
+        if not path.is_file():
+            self._report(
+                entry.value.error(
+                    f"import_playbook file not found: {name}", hint=f"looked for {path}"
+                )
+            )
+            return []
+        if Path(os.path.realpath(path)) in self._importing:
+            self._report(entry.value.error(f"import_playbook cycle: {path.name} imports itself"))
+            return []
+        nested = _PlaybookLoader(path, self._catalog, self._templar, self._importing)
+        playbook, errors = nested.load(top=False)
+        self._errors.extend(errors)
+        self._refuse_nested_vars_dirs(entry.value, path.parent)
+        return list(playbook.plays)
+
+    def _refuse_nested_vars_dirs(self, node: Node, directory: Path) -> None:
+        """Only the top playbook's group_vars/ and host_vars/ are read: refuse others rather
+        than run without them (Ansible would read them for the imported plays)."""
+        if os.path.realpath(directory) == os.path.realpath(self._base_dir):
+            return
+        for kind in ("group_vars", "host_vars"):
+            if (directory / kind).is_dir():
+                self._report(
+                    node.error(
+                        f"{kind}/ next to an imported playbook in another directory is not read "
+                        f"by fleetfix: {directory / kind}",
+                        hint="move the files next to the playbook you run",
+                    )
+                )
 
     def _check_adjacent_vars(self) -> None:
         """group_vars/ and host_vars/ next to the playbook are read at run time for the hosts
@@ -129,7 +210,8 @@ class _PlaybookLoader:
             self._report(
                 node.error("play has no hosts:", hint="add hosts: <pattern>, e.g. hosts: gpu")
             )
-        steps = StepReader(self._catalog, self._values)  # this play's steps and notify: topics
+        # this play's steps and notify: topics
+        steps = StepReader(self._catalog, self._values, self._base_dir)
         handler_topics: set[str] = set()
         fields: dict[str, Any] = {}
         for entry in node.entries:

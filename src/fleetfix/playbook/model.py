@@ -93,12 +93,15 @@ class Step:
     loop_flatten: bool = False  # with_items flattens nested lists one level
     loop_control: LoopControl = LoopControl()
     item_key: str = ""  # set by the engine on the copy of a step that runs one loop item
+    via: str = ""  # the import_tasks it came through: "site.yml:9:7>" (outermost first)
 
     @property
     def key(self) -> str:
-        """Where the step stands (file:line:col), plus its loop item: the journal's key for a
-        host-step, stable across runs, so a resumed run finds each item's verdict and intent."""
-        return f"{self.position}[{self.item_key}]" if self.item_key else str(self.position)
+        """Where the step stands (file:line:col, after the imports it came through), plus its
+        loop item: the journal's key for a host-step, stable across runs, so a resumed run
+        finds each item's verdict and intent; a file imported twice has two sets of keys."""
+        place = f"{self.via}{self.position}"
+        return f"{place}[{self.item_key}]" if self.item_key else place
 
 
 @dataclass(frozen=True, slots=True)

@@ -9,9 +9,12 @@ share with plays: the keyword values that may hold Jinja2, compiled now with the
 from __future__ import annotations
 
 import enum
+import os
 import re
 import shlex
 from collections.abc import Callable, Iterable, Mapping
+from dataclasses import replace
+from pathlib import Path
 from typing import Any
 
 from fleetfix.errors import ConditionError, PlaybookError
@@ -20,7 +23,7 @@ from fleetfix.playbook.catalog import StepCatalog, shown, suggest
 from fleetfix.playbook.conditions import Templar, is_template
 from fleetfix.playbook.extravars import parse_kv, vars_problems
 from fleetfix.playbook.model import LoopControl, Step, StepKind
-from fleetfix.playbook.yamlpos import Entry, Node, NodeKind
+from fleetfix.playbook.yamlpos import Entry, Node, NodeKind, load_yaml
 
 __all__ = ["Role", "StepReader", "ValueReader"]
 
@@ -137,9 +140,13 @@ class StepReader:
     """Reads the step lists of one play; `notified` collects its notify: topics for the play
     to check against its handlers."""
 
-    def __init__(self, catalog: StepCatalog, values: ValueReader) -> None:
+    def __init__(
+        self, catalog: StepCatalog, values: ValueReader, base_dir: Path | None = None
+    ) -> None:
         self._catalog = catalog
         self._values = values
+        self._base_dir = base_dir or Path.cwd()
+        self._importing: list[Path] = []  # import_tasks files being read (a cycle is an error)
         self.notified: list[tuple[str, Node]] = []  # (topic, where it was written)
         self._step_converters = self._step_table()
         self._kind_parsers = self._kind_table()
@@ -154,8 +161,120 @@ class StepReader:
         if not node.is_sequence:
             self._report(node.error(f"{what} must be a list of steps, not {shown(node.value)}"))
             return ()
-        steps = (self._step(item, role) for item in node.items)
-        return tuple(step for step in steps if step is not None)
+        steps: list[Step] = []
+        for item in node.items:
+            if item.is_mapping and _import_entry(item) is not None:
+                steps.extend(self._import_tasks(item, role))
+            elif (step := self._step(item, role)) is not None:
+                steps.append(step)
+        return tuple(steps)
+
+    # ------------------------------------------------------------------ import_tasks
+
+    def _import_tasks(self, node: Node, role: Role) -> tuple[Step, ...]:
+        """The steps of an imported file, read now (Ansible's static import), each keeping its
+        own file:line:col; the import's `when`, `tags` and `vars` apply to every one of them."""
+        entry = _import_entry(node)
+        assert entry is not None
+        if role is not Role.TASK:
+            self._report(entry.key.error(f"import_tasks: is not valid in {role.value} steps"))
+            return ()
+        inherited = self._import_keywords(node, entry)
+        path = self._import_path(entry.value)
+        if path is None or inherited is None:
+            return ()
+        if path in self._importing:
+            self._report(
+                entry.value.error(
+                    f"import_tasks cycle: {path.name} imports itself (directly or through another)"
+                )
+            )
+            return ()
+        try:
+            document = load_yaml(path)
+        except PlaybookError as exc:
+            self._report(exc if exc.position is not None else entry.value.error(str(exc)))
+            return ()
+        for problem in document.problems:
+            self._report(problem)
+        if document.root is None:
+            return ()
+        self._importing.append(path)
+        try:
+            steps = self.step_list(document.root, role, f"tasks in {path.name}")
+        finally:
+            self._importing.pop()
+        when, tags, variables = inherited
+        return tuple(
+            replace(
+                step,
+                when=when + step.when,
+                tags=step.tags | tags,
+                vars={**variables, **step.vars},
+                via=f"{entry.key.position}>{step.via}",
+            )
+            for step in steps
+        )
+
+    def _import_keywords(
+        self, node: Node, entry: Entry
+    ) -> tuple[tuple[str, ...], frozenset[str], dict[str, Any]] | None:
+        when: tuple[str, ...] = ()
+        tags: frozenset[str] = frozenset()
+        variables: dict[str, Any] = {}
+        ok = True
+        for other in node.entries:
+            key = other.key.value
+            try:
+                if other is entry or key == "name":
+                    continue
+                if key == "when":
+                    when = self._values.conditions(other.value, "when", allow_empty=True)
+                elif key == "tags":
+                    tags = frozenset(kw.to_names(other.value, "tags", split_commas=True))
+                elif key == "vars":
+                    variables = self._values.vars(other.value, "vars")
+                else:
+                    ok = False
+                    self._report(
+                        other.key.error(
+                            f"{shown(key)} is not supported on import_tasks",
+                            hint="import_tasks takes name, when, tags and vars; "
+                            "put other keywords on the imported steps",
+                        )
+                    )
+            except PlaybookError as exc:
+                ok = False
+                self._report(exc)
+        return (when, tags, variables) if ok else None
+
+    def _import_path(self, node: Node) -> Path | None:
+        """The imported file: next to the importing file, else next to the playbook."""
+        name = node.value
+        if not isinstance(name, str) or not name.strip():
+            self._report(node.error(f"import_tasks needs a file name, not {shown(name)}"))
+            return None
+        if is_template(name):
+            self._report(
+                node.error(
+                    "import_tasks reads its file when the playbook loads: the name cannot be "
+                    "templated",
+                    hint="write the file name, or use include_tasks for a file chosen per host",
+                )
+            )
+            return None
+        here = Path(node.position.file).parent
+        for base in (here, self._base_dir):
+            candidate = Path(os.path.normpath(base / os.path.expanduser(name)))
+            if candidate.is_file():
+                return candidate
+        self._report(
+            node.error(
+                f"import_tasks file not found: {name}",
+                hint=f"looked in {here} and {self._base_dir}",
+            )
+        )
+        return None
 
     def _step(self, node: Node, role: Role) -> Step | None:
         if not node.is_mapping:
@@ -564,6 +683,16 @@ class StepReader:
 
 
 # ---------------------------------------------------------------------- helpers without state
+
+_IMPORT_TASKS = ("import_tasks", "ansible.builtin.import_tasks", "ansible.legacy.import_tasks")
+
+
+def _import_entry(node: Node) -> Entry | None:
+    for key in _IMPORT_TASKS:
+        entry = node.entry(key)
+        if entry is not None:
+            return entry
+    return None
 
 
 def _misplaced(key: str, kind: StepKind, role: Role) -> str | None:

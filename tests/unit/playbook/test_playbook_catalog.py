@@ -28,6 +28,7 @@ def test_step_keywords_are_the_step_fields_minus_kind_parts() -> None:
             "always",
             "loop_flatten",  # set by with_items
             "item_key",  # set by the engine on a loop item's copy
+            "via",  # set by import_tasks
         }
         | {"with_items", "with_list"}  # read into loop
         == catalog.STEP_KEYWORDS
