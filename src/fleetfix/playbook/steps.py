@@ -9,21 +9,21 @@ share with plays: the keyword values that may hold Jinja2, compiled now with the
 from __future__ import annotations
 
 import enum
-import os
 import re
 import shlex
 from collections.abc import Callable, Iterable, Mapping
-from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 from fleetfix.errors import ConditionError, PlaybookError
 from fleetfix.playbook import catalog as kw
+from fleetfix.playbook import loops
 from fleetfix.playbook.catalog import StepCatalog, shown, suggest
 from fleetfix.playbook.conditions import Templar, is_template
 from fleetfix.playbook.extravars import parse_kv, vars_problems
-from fleetfix.playbook.model import LoopControl, Step, StepKind
-from fleetfix.playbook.yamlpos import Entry, Node, NodeKind, load_yaml
+from fleetfix.playbook.imports import TaskImports, import_entry
+from fleetfix.playbook.model import Step, StepKind
+from fleetfix.playbook.yamlpos import Entry, Node, NodeKind
 
 __all__ = ["Role", "StepReader", "ValueReader"]
 
@@ -145,8 +145,7 @@ class StepReader:
     ) -> None:
         self._catalog = catalog
         self._values = values
-        self._base_dir = base_dir or Path.cwd()
-        self._importing: list[Path] = []  # import_tasks files being read (a cycle is an error)
+        self._imports = TaskImports(values, base_dir or Path.cwd())
         self.notified: list[tuple[str, Node]] = []  # (topic, where it was written)
         self._step_converters = self._step_table()
         self._kind_parsers = self._kind_table()
@@ -163,118 +162,17 @@ class StepReader:
             return ()
         steps: list[Step] = []
         for item in node.items:
-            if item.is_mapping and _import_entry(item) is not None:
-                steps.extend(self._import_tasks(item, role))
+            entry = import_entry(item)
+            if entry is not None and role is not Role.TASK:
+                self._report(entry.key.error(f"import_tasks: is not valid in {role.value} steps"))
+            elif entry is not None:
+                steps.extend(self._imports.read(item, entry, self._imported_list))
             elif (step := self._step(item, role)) is not None:
                 steps.append(step)
         return tuple(steps)
 
-    # ------------------------------------------------------------------ import_tasks
-
-    def _import_tasks(self, node: Node, role: Role) -> tuple[Step, ...]:
-        """The steps of an imported file, read now (Ansible's static import), each keeping its
-        own file:line:col; the import's `when`, `tags` and `vars` apply to every one of them."""
-        entry = _import_entry(node)
-        assert entry is not None
-        if role is not Role.TASK:
-            self._report(entry.key.error(f"import_tasks: is not valid in {role.value} steps"))
-            return ()
-        inherited = self._import_keywords(node, entry)
-        path = self._import_path(entry.value)
-        if path is None or inherited is None:
-            return ()
-        if path in self._importing:
-            self._report(
-                entry.value.error(
-                    f"import_tasks cycle: {path.name} imports itself (directly or through another)"
-                )
-            )
-            return ()
-        try:
-            document = load_yaml(path)
-        except PlaybookError as exc:
-            self._report(exc if exc.position is not None else entry.value.error(str(exc)))
-            return ()
-        for problem in document.problems:
-            self._report(problem)
-        if document.root is None:
-            return ()
-        self._importing.append(path)
-        try:
-            steps = self.step_list(document.root, role, f"tasks in {path.name}")
-        finally:
-            self._importing.pop()
-        when, tags, variables = inherited
-        return tuple(
-            replace(
-                step,
-                when=when + step.when,
-                tags=step.tags | tags,
-                vars={**variables, **step.vars},
-                via=f"{entry.key.position}>{step.via}",
-            )
-            for step in steps
-        )
-
-    def _import_keywords(
-        self, node: Node, entry: Entry
-    ) -> tuple[tuple[str, ...], frozenset[str], dict[str, Any]] | None:
-        when: tuple[str, ...] = ()
-        tags: frozenset[str] = frozenset()
-        variables: dict[str, Any] = {}
-        ok = True
-        for other in node.entries:
-            key = other.key.value
-            try:
-                if other is entry or key == "name":
-                    continue
-                if key == "when":
-                    when = self._values.conditions(other.value, "when", allow_empty=True)
-                elif key == "tags":
-                    tags = frozenset(kw.to_names(other.value, "tags", split_commas=True))
-                elif key == "vars":
-                    variables = self._values.vars(other.value, "vars")
-                else:
-                    ok = False
-                    self._report(
-                        other.key.error(
-                            f"{shown(key)} is not supported on import_tasks",
-                            hint="import_tasks takes name, when, tags and vars; "
-                            "put other keywords on the imported steps",
-                        )
-                    )
-            except PlaybookError as exc:
-                ok = False
-                self._report(exc)
-        return (when, tags, variables) if ok else None
-
-    def _import_path(self, node: Node) -> Path | None:
-        """The imported file: next to the importing file, else next to the playbook."""
-        name = node.value
-        if not isinstance(name, str) or not name.strip():
-            self._report(node.error(f"import_tasks needs a file name, not {shown(name)}"))
-            return None
-        if is_template(name):
-            self._report(
-                node.error(
-                    "import_tasks reads its file when the playbook loads: the name cannot be "
-                    "templated",
-                    hint="write the file name, or use include_tasks for a file chosen per host",
-                )
-            )
-            return None
-        here = Path(node.position.file).parent
-        for base in (here, self._base_dir):
-            candidate = Path(os.path.normpath(base / os.path.expanduser(name)))
-            if candidate.is_file():
-                return candidate
-        self._report(
-            node.error(
-                f"import_tasks file not found: {name}",
-                hint=f"looked in {here} and {self._base_dir}",
-            )
-        )
-        return None
+    def _imported_list(self, node: Node, what: str) -> tuple[Step, ...]:
+        return self.step_list(node, Role.TASK, what)
 
     def _step(self, node: Node, role: Role) -> Step | None:
         if not node.is_mapping:
@@ -398,7 +296,7 @@ class StepReader:
                 self._report(entry.key.error(problem))
                 continue
             self._values.convert_into(fields, entry, self._step_value)
-        self._one_loop(node, fields)
+        loops.one_loop(self._values, node, fields)
         escalate = node.entry("escalate")
         if escalate is not None and "escalate" in fields and node.get("verify") is None:
             self._report(
@@ -433,75 +331,15 @@ class StepReader:
             "expect_unreachable": lambda n: kw.to_duration(n, "expect_unreachable"),
             "cooldown": lambda n: kw.to_duration(n, "cooldown"),
             "max_attempts": lambda n: kw.to_int(n, "max_attempts", minimum=1),
-            "loop": lambda n: self._loop(n, "loop"),
-            "with_items": lambda n: self._loop(n, "with_items"),
-            "with_list": lambda n: self._loop(n, "with_list"),
-            "loop_control": self._loop_control,
+            "loop": lambda n: loops.loop_value(self._values, n, "loop"),
+            "with_items": lambda n: loops.loop_value(self._values, n, "with_items"),
+            "with_list": lambda n: loops.loop_value(self._values, n, "with_list"),
+            "loop_control": lambda n: loops.loop_control(self._values, n),
         }
 
     def _step_value(self, key: str, node: Node) -> Any:
         convert = self._step_converters.get(key)
         return convert(node) if convert is not None else kw.to_bool(node, key)
-
-    def _loop(self, node: Node, what: str) -> Any:
-        """A list (items may hold templates), or a template that renders to one per host."""
-        value = node.value
-        if node.is_sequence:
-            self._values.check_templates(node)
-            return value
-        if is_template(value):
-            self._values.check_templates(node)
-            return value
-        if what != "loop" and node.is_scalar and value is not None:
-            return [value]  # with_items: x is the one-item list [x], as in Ansible
-        hint = "write a YAML list, or a template that renders to one: '{{ names }}'"
-        if node.is_mapping:
-            hint = 'to loop over a mapping, use loop: "{{ x | dict2items }}"'
-        raise node.error(f"{what} requires a list, not {shown(value)}", hint=hint)
-
-    def _loop_control(self, node: Node) -> LoopControl:
-        if not node.is_mapping:
-            raise node.error(f"loop_control must be a mapping, not {shown(node.value)}")
-        fields: dict[str, Any] = {}
-        for entry in node.entries:
-            key, value = entry.key.value, entry.value
-            if key in ("loop_var", "index_var"):
-                if not kw.is_variable_name(value.value):
-                    raise value.error(f"{key} must be a variable name, not {shown(value.value)}")
-                fields[key] = value.value
-            elif key == "label":
-                fields[key] = self._values.template_string(value, "label")
-            elif key == "pause":
-                fields[key] = kw.to_seconds(value, "pause", allow_zero=True)
-            else:
-                hint = suggest(key, kw.LOOP_CONTROL_ARGS) if isinstance(key, str) else None
-                raise entry.key.error(
-                    f"unsupported loop_control argument {shown(key)}",
-                    hint=hint or f"fleetfix supports {', '.join(sorted(kw.LOOP_CONTROL_ARGS))}",
-                )
-        return LoopControl(**fields)
-
-    def _one_loop(self, node: Node, fields: dict[str, Any]) -> None:
-        """loop/with_items/with_list to Step.loop (and loop_flatten); at most one of them."""
-        given = [e for e in node.entries if e.key.value in kw.LOOP_KEYWORDS]
-        for extra in given[1:]:
-            self._report(
-                extra.key.error(
-                    f"a step loops once: {given[0].key.value!r} and {extra.key.value!r}",
-                    hint="keep one of them",
-                )
-            )
-        for name in kw.LOOP_KEYWORDS:
-            if name in fields:
-                value = fields.pop(name)
-                if given and name == given[0].key.value:
-                    fields["loop"] = value
-                    fields["loop_flatten"] = name == "with_items"
-        control = node.entry("loop_control")
-        if control is not None and not given:
-            self._report(
-                control.key.error("loop_control: needs loop: (or with_items:) on the step")
-            )
 
     def _notify(self, node: Node) -> tuple[str, ...]:
         topics = kw.to_names(node, "notify")
@@ -683,16 +521,6 @@ class StepReader:
 
 
 # ---------------------------------------------------------------------- helpers without state
-
-_IMPORT_TASKS = ("import_tasks", "ansible.builtin.import_tasks", "ansible.legacy.import_tasks")
-
-
-def _import_entry(node: Node) -> Entry | None:
-    for key in _IMPORT_TASKS:
-        entry = node.entry(key)
-        if entry is not None:
-            return entry
-    return None
 
 
 def _misplaced(key: str, kind: StepKind, role: Role) -> str | None:
