@@ -195,6 +195,9 @@ def with_lines(value: Mapping[str, Any]) -> dict[str, Any]:
         f"{key}_lines": value[key].splitlines() if isinstance(value.get(key), str) else []
         for key in ("stdout", "stderr")
     }
+    items = value.get("results")
+    if isinstance(items, list):  # a loop's items (a replayed one has them without lines)
+        lines["results"] = [with_lines(i) if isinstance(i, Mapping) else i for i in items]
     return {**value, **lines}
 
 

@@ -140,12 +140,17 @@ def _command_row(db: Database, params: tuple[Any, ...]) -> int | None:
 
 
 def _bounded(data: dict[str, Any]) -> dict[str, Any]:
-    """Registered data with long output cut, so a resumed run can restore it cheaply."""
+    """Registered data with long output cut, so a resumed run can restore it cheaply (a
+    loop's items too: each item's own row has its output as well)."""
     for key in ("stdout", "stderr"):
         if isinstance(data.get(key), str):
             data[key] = excerpt(data[key], REGISTERED_OUTPUT)
     data.pop("stdout_lines", None)
     data.pop("stderr_lines", None)
+    if isinstance(data.get("results"), list):
+        data["results"] = [
+            _bounded(dict(item)) if isinstance(item, dict) else item for item in data["results"]
+        ]
     return data
 
 

@@ -152,3 +152,39 @@ async def test_resume_replays_finished_items_and_runs_the_rest(
     run = await run_playbook(book, hosts=["gpu001"], resume=ResumeState(run_id="r1", steps=steps))
     assert fake.commands_on("gpu001") == ["fix c"]
     assert run.recap("gpu001")["failed"] == 0
+    # The whole step journaled: replayed with its items' registered values, lines and all.
+    fake.ran.clear()
+    lines_checked = (
+        book.rstrip()
+        + "\n            - assert:"
+        + "\n                that: fixed.results[2].stdout_lines == ['did c']\n"
+    )
+    run = await run_playbook(lines_checked, hosts=["gpu001"], resume=done)
+    assert fake.commands_on("gpu001") == []
+    assert run.recap("gpu001")["failed"] == 0
+
+
+async def test_a_handler_loops_and_until_retries_each_item(
+    run_playbook: Runner, fake: FakeTransport
+) -> None:
+    fake.host("gpu001").on(r"^probe b", lambda _c, n: Reply(stdout="up" if n >= 1 else "down"))
+    fake.host("gpu001").on(r"^probe a", Reply(stdout="up"))
+    run = await run_playbook(
+        """
+        - hosts: gpu
+          tasks:
+            - shell: change
+              notify: restart
+          handlers:
+            - name: restart
+              shell: probe {{ item }}
+              register: state
+              until: state.stdout == 'up'
+              retries: 2
+              delay: 0
+              loop: [a, b]
+        """,
+        hosts=["gpu001"],
+    )
+    assert fake.commands_on("gpu001") == ["change", "probe a", "probe b", "probe b"]
+    assert run.recap("gpu001")["failed"] == 0
