@@ -160,7 +160,7 @@ NOT_ON_BLOCK: frozenset[str] = frozenset(
 
 LOOP_HINT = "fleetfix loops with loop:, with_items: or with_list: (other lookups are not supported)"
 _ROLES = "fleetfix has no roles: put the steps in tasks"
-_INCLUDES = "includes are not supported: keep the steps in the playbook"
+_INCLUDES = "'include' is gone from Ansible: use import_playbook (plays) or import_tasks (steps)"
 _FACTS = "probes replace facts in fleetfix"
 _CONNECTION = "connection settings come from the inventory and the command line (-u, --transport)"
 
@@ -207,6 +207,7 @@ UNSUPPORTED_STEP_KEYWORDS: Mapping[str, str] = MappingProxyType(
         "become_method": "fleetfix becomes root with sudo",
         "become_flags": "fleetfix becomes root with sudo",
         "include_tasks": "include_tasks is not supported yet: use import_tasks (read at load)",
+        "include": _INCLUDES,
         "include_role": _ROLES,
         "import_role": _ROLES,
         "include_vars": "use vars_files on the play",

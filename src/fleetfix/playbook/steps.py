@@ -215,13 +215,13 @@ class StepReader:
         key = key_node.value
         if not isinstance(key, str):
             return key_node.error(f"step keywords are words, not {shown(key)}")
-        if key in kw.UNSUPPORTED_STEP_KEYWORDS:
+        short = key.removeprefix("ansible.builtin.").removeprefix("ansible.legacy.")
+        if short in kw.UNSUPPORTED_STEP_KEYWORDS:
             return key_node.error(
-                f"unsupported step keyword {key!r}", hint=kw.UNSUPPORTED_STEP_KEYWORDS[key]
+                f"unsupported step keyword {key!r}", hint=kw.UNSUPPORTED_STEP_KEYWORDS[short]
             )
         if key.startswith("with_"):
             return key_node.error(f"unsupported step keyword {key!r}", hint=kw.LOOP_HINT)
-        short = key.removeprefix("ansible.builtin.").removeprefix("ansible.legacy.")
         if short in self._catalog.actions:
             return key_node.error(
                 f"unknown step keyword {key!r}",
