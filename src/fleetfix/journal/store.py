@@ -345,11 +345,14 @@ class Journal:
         self._add(write)
         self.flush()
 
+    def _failed(self, exc: DatabaseError) -> JournalError:
+        return JournalError(f"journal {self.where}: {exc}")
+
     def _guarded(self, call: Callable[[Database], Any]) -> Any:
         try:
             return call(self._db)
         except DatabaseError as exc:
-            raise JournalError(f"journal {self.where}: {exc}") from exc
+            raise self._failed(exc) from exc
 
     # --- the fleet across runs -----------------------------------------------------------
 
@@ -450,7 +453,10 @@ class Journal:
         self.flush()
         if run_id is not None:
             self.run(run_id)  # a clear error for an unknown id
-        yield from self._guarded(lambda db: list(transfer.export_lines(db, run_id)))
+        try:  # row by row: a large history is never held whole
+            yield from transfer.export_lines(self._db, run_id)
+        except DatabaseError as exc:
+            raise self._failed(exc) from exc
 
     def migrate_to(self, target: Journal) -> transfer.Moved:
         """Copy this journal's history into `target` (runs it has are skipped). Refused while
