@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import errno
 import io
 import json
 import subprocess
@@ -232,3 +233,33 @@ async def test_a_rebooting_node_refuses_connections(tiny: Path, tmp_path: Path) 
 
         await eventually(back, what="t03 to come back")
         assert (await run(lab, "t03", "hostname")).stdout == "t03\n"
+
+
+def test_a_transient_fork_failure_is_retried(
+    tiny: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A busy machine can refuse a fork for an instant (EAGAIN): the lab still starts."""
+    real = subprocess.Popen
+    refusals: list[int] = []
+
+    def refusing_twice(*args: object, **kwargs: object) -> object:
+        if len(refusals) < 2:
+            refusals.append(1)
+            raise BlockingIOError(errno.EAGAIN, "Resource temporarily unavailable")
+        return real(*args, **kwargs)  # type: ignore[call-overload]
+
+    monkeypatch.setattr(subprocess, "Popen", refusing_twice)
+    with running_lab(str(tiny), tmp_path / "lab") as lab:
+        assert len(refusals) == 2
+        assert len(lab.truth()["nodes"]) == 3
+
+
+def test_a_lasting_spawn_failure_is_a_lab_error(
+    tiny: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    def refusing(*args: object, **kwargs: object) -> object:
+        raise PermissionError(errno.EACCES, "Permission denied", "python")
+
+    monkeypatch.setattr(subprocess, "Popen", refusing)
+    with pytest.raises(LabError, match=r"cannot start the lab server: .*Permission denied"):
+        start_lab(tiny, tmp_path / "lab", port=0)

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import errno
 import json
 import os
 import secrets
@@ -356,16 +357,31 @@ def _prepare(scenario: str | Path, state_dir: Path | None, options: LabOptions) 
     return _Launch(argv, directory, launch_id, directory / "server.log")
 
 
+_TRANSIENT_SPAWN = frozenset({errno.EAGAIN, errno.ENOMEM, errno.ETXTBSY, errno.EINTR})
+"""fork/exec failures that pass once the machine has a moment (process or memory limits
+reached for an instant by a busy CI run): the spawn is tried again before giving up."""
+SPAWN_TRIES = 5
+
+
 def _spawn(launch: _Launch) -> subprocess.Popen[bytes]:
-    with open(launch.log_path, "ab") as log:
-        return subprocess.Popen(
-            launch.argv,
-            stdin=subprocess.DEVNULL,
-            stdout=log,
-            stderr=log,
-            start_new_session=True,
-            close_fds=True,
-        )
+    """Start the lab server process; a transient fork/exec failure is retried with backoff,
+    any other (or a lasting one) is a LabError naming the errno."""
+    for attempt in range(SPAWN_TRIES):
+        try:
+            with open(launch.log_path, "ab") as log:
+                return subprocess.Popen(
+                    launch.argv,
+                    stdin=subprocess.DEVNULL,
+                    stdout=log,
+                    stderr=log,
+                    start_new_session=True,
+                    close_fds=True,
+                )
+        except OSError as exc:
+            if exc.errno not in _TRANSIENT_SPAWN or attempt == SPAWN_TRIES - 1:
+                raise LabError(f"cannot start the lab server: {exc}") from exc
+            time.sleep(0.2 * 2**attempt)
+    raise AssertionError("unreachable")
 
 
 def _ready(launch: _Launch) -> LabInfo | None:
