@@ -41,6 +41,9 @@ class Outcome:
     data: dict[str, Any] = field(default_factory=dict)
     left: tuple[str, str] | None = None
     """(kind, why) when the engine leaves the host for this run: owned, refused, deferred."""
+    registers_command: bool = True
+    """The registered value carries the last command's rc/stdout/stderr (shell, command,
+    raw); a module's is only its own return values."""
 
 
 @dataclass(slots=True)
@@ -167,7 +170,7 @@ def registered(outcome: Outcome, attempts: int, *, no_log: bool = False) -> dict
         "msg": outcome.message,
         "attempts": attempts,
     }
-    if outcome.commands:
+    if outcome.commands and outcome.registers_command:
         last = outcome.commands[-1]
         value.update(
             cmd=last.command,

@@ -10,6 +10,7 @@ from fleetfix.engine.commands import announce_planned
 from fleetfix.engine.hoststep import HostStep, Outcome, command_line
 from fleetfix.engine.remediate import run_action
 from fleetfix.events import HostLeft
+from fleetfix.modules.registry import run_module
 from fleetfix.playbook.model import StepKind
 from fleetfix.results import CommandResult
 
@@ -99,7 +100,15 @@ async def _meta(hs: HostStep) -> Outcome:
 
 
 async def _action(hs: HostStep) -> Outcome:
-    outcome = await run_action(hs, KIND_HANDLERS)
+    return _leaving(hs, await run_action(hs, KIND_HANDLERS))
+
+
+async def _module(hs: HostStep) -> Outcome:
+    # reboot runs fleetfix's reboot action: like any action it may leave the host.
+    return _leaving(hs, await run_module(hs, KIND_HANDLERS))
+
+
+def _leaving(hs: HostStep, outcome: Outcome) -> Outcome:
     if outcome.left is not None:
         leave(hs, *outcome.left)
         kind, reason = outcome.left
@@ -132,5 +141,6 @@ KIND_HANDLERS: dict[StepKind, KindHandler] = {
     StepKind.ASSERT: _assert,
     StepKind.FAIL: _fail,
     StepKind.META: _meta,
+    StepKind.MODULE: _module,
 }
 """Blocks are not here: the play runner walks block/rescue/always itself."""

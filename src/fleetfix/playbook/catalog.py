@@ -28,6 +28,8 @@ from dataclasses import dataclass
 from types import MappingProxyType
 from typing import Any
 
+from fleetfix.errors import PlaybookError
+from fleetfix.modules.specs import MODULE_ALIASES, MODULE_SPECS
 from fleetfix.playbook.model import Duration, StepKind
 from fleetfix.playbook.yamlpos import Node
 
@@ -100,7 +102,9 @@ STEP_KEYWORDS: frozenset[str] = frozenset(
 LOOP_KEYWORDS: tuple[str, ...] = ("loop", "with_items", "with_list")
 LOOP_CONTROL_ARGS: frozenset[str] = frozenset({"loop_var", "index_var", "label", "pause"})
 
-_KIND_WORDS: Mapping[str, StepKind] = {kind.value: kind for kind in StepKind}
+_KIND_WORDS: Mapping[str, StepKind] = {
+    kind.value: kind for kind in StepKind if kind is not StepKind.MODULE
+}
 # Ansible's fully qualified names for the builtins fleetfix implements (not probe/action/block).
 _FQCN_KINDS = (StepKind.SHELL, StepKind.COMMAND, StepKind.DEBUG, StepKind.SET_FACT)
 _FQCN_KINDS_MORE = (StepKind.ASSERT, StepKind.FAIL, StepKind.META)
@@ -113,10 +117,21 @@ STEP_KINDS: Mapping[str, StepKind] = MappingProxyType(
             for collection in ("builtin", "legacy")
             for kind in _FQCN_KINDS + _FQCN_KINDS_MORE
         },
+        **{
+            f"{prefix}{name}": StepKind.MODULE
+            for prefix in ("", "ansible.builtin.", "ansible.legacy.")
+            for name in (*MODULE_SPECS, *MODULE_ALIASES)
+        },
     }
 )
+"""Step key -> kind. A module's key names its module too (modules/specs.py: module_named)."""
 
 BLOCK_PARTS: frozenset[str] = frozenset({"rescue", "always"})  # only next to `block:`
+
+KIND_LIST = (
+    "probe, action, shell, command, block, debug, set_fact, assert, fail, meta,"
+    " or a module (docs/modules.md)"
+)
 
 META_ACTIONS: tuple[str, ...] = ("flush_handlers", "end_host", "end_play", "noop")
 TOPOLOGY_DOMAINS: tuple[str, ...] = ("rack", "leaf", "spine", "pod", "nvlink_domain", "rail", "pdu")
@@ -222,34 +237,20 @@ UNSUPPORTED_STEP_KEYWORDS: Mapping[str, str] = MappingProxyType(
 ANSIBLE_MODULES: frozenset[str] = frozenset(
     {
         "apt",
-        "copy",
         "cron",
         "dnf",
         "fetch",
-        "file",
         "get_url",
         "group",
-        "lineinfile",
         "modprobe",
         "mount",
         "package",
-        "pause",
         "ping",
-        "raw",
-        "reboot",
         "script",
-        "service",
         "setup",
-        "slurp",
-        "stat",
         "sysctl",
-        "systemd",
-        "systemd_service",
-        "template",
         "uri",
         "user",
-        "wait_for",
-        "wait_for_connection",
         "yum",
     }
 )
@@ -486,3 +487,35 @@ def to_argv(node: Node) -> tuple[str, ...]:
             raise item.error(f"argv words must be strings, not {shown(item.value)}")
         words.append(str(item.value))
     return tuple(words)
+
+
+def unknown_step_key(key_node: Node, catalog: StepCatalog) -> PlaybookError:
+    """Why a step key is not known, with the closest thing fleetfix has."""
+    key = key_node.value
+    if not isinstance(key, str):
+        return key_node.error(f"step keywords are words, not {shown(key)}")
+    short = key.removeprefix("ansible.builtin.").removeprefix("ansible.legacy.")
+    if short in UNSUPPORTED_STEP_KEYWORDS:
+        return key_node.error(
+            f"unsupported step keyword {key!r}", hint=UNSUPPORTED_STEP_KEYWORDS[short]
+        )
+    if key.startswith("with_"):
+        return key_node.error(f"unsupported step keyword {key!r}", hint=LOOP_HINT)
+    if short in catalog.actions:
+        return key_node.error(
+            f"unknown step keyword {key!r}",
+            hint=f"{short!r} is an action: write 'action: {short}'",
+        )
+    if short in catalog.probes:
+        return key_node.error(
+            f"unknown step keyword {key!r}",
+            hint=f"{short!r} is a probe: write 'probe: {short}'",
+        )
+    if short in ANSIBLE_MODULES or key.startswith("ansible."):
+        return key_node.error(
+            f"Ansible module {key!r} is not available in fleetfix",
+            hint=f"fleetfix runs these modules: {', '.join(sorted(MODULE_SPECS))}; a step is"
+            f" one of: {KIND_LIST}",
+        )
+    candidates = STEP_KEYWORDS | BLOCK_PARTS | set(_KIND_WORDS) | set(MODULE_SPECS)
+    return key_node.error(f"unknown step keyword {key!r}", hint=suggest(key, candidates))

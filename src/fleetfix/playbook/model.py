@@ -29,6 +29,7 @@ class StepKind(enum.StrEnum):
     ASSERT = "assert"  # fail unless every `that` condition holds
     FAIL = "fail"  # fail with msg
     META = "meta"  # flush_handlers, end_host, end_play, noop
+    MODULE = "module"  # an ansible.builtin module run natively (fleetfix/modules/)
 
 
 @dataclass(frozen=True, slots=True)

@@ -23,11 +23,11 @@ from fleetfix.playbook.conditions import Templar, is_template
 from fleetfix.playbook.extravars import parse_kv, vars_problems
 from fleetfix.playbook.imports import TaskImports, import_entry
 from fleetfix.playbook.model import Step, StepKind
+from fleetfix.playbook.module_args import module_args
 from fleetfix.playbook.yamlpos import Entry, Node, NodeKind
 
 __all__ = ["Role", "StepReader", "ValueReader"]
 
-_KIND_LIST = "probe, action, shell, command, block, debug, set_fact, assert, fail, meta"
 _UNKNOWN_JINJA_NAME = re.compile(r"unknown Jinja2 (filter|test) '([^']+)'")
 
 
@@ -186,7 +186,10 @@ class StepReader:
             return None
         kind = kw.STEP_KINDS[kind_entry.key.value]
         allowed = self._kind_allowed(kind, kind_entry, role)
-        args = self._kind_args(kind, kind_entry.value)
+        if kind is StepKind.MODULE:
+            args = self._module(kind_entry)
+        else:
+            args = self._kind_args(kind, kind_entry.value)
         fields = self._step_keywords(node, kind, role)  # checked even when args are bad
         if kind is StepKind.BLOCK:
             fields.update(self._block_parts(node))
@@ -208,37 +211,8 @@ class StepReader:
             )
             if not known:
                 unknown += 1
-                self._report(self._unknown_step_key(entry.key))
+                self._report(kw.unknown_step_key(entry.key, self._catalog))
         return unknown
-
-    def _unknown_step_key(self, key_node: Node) -> PlaybookError:
-        key = key_node.value
-        if not isinstance(key, str):
-            return key_node.error(f"step keywords are words, not {shown(key)}")
-        short = key.removeprefix("ansible.builtin.").removeprefix("ansible.legacy.")
-        if short in kw.UNSUPPORTED_STEP_KEYWORDS:
-            return key_node.error(
-                f"unsupported step keyword {key!r}", hint=kw.UNSUPPORTED_STEP_KEYWORDS[short]
-            )
-        if key.startswith("with_"):
-            return key_node.error(f"unsupported step keyword {key!r}", hint=kw.LOOP_HINT)
-        if short in self._catalog.actions:
-            return key_node.error(
-                f"unknown step keyword {key!r}",
-                hint=f"{short!r} is an action: write 'action: {short}'",
-            )
-        if short in self._catalog.probes:
-            return key_node.error(
-                f"unknown step keyword {key!r}",
-                hint=f"{short!r} is a probe: write 'probe: {short}'",
-            )
-        if short in kw.ANSIBLE_MODULES or key.startswith("ansible."):
-            return key_node.error(
-                f"Ansible module {key!r} is not available in fleetfix",
-                hint=f"a step is one of: {_KIND_LIST}",
-            )
-        candidates = kw.STEP_KEYWORDS | kw.BLOCK_PARTS | {k.value for k in StepKind}
-        return key_node.error(f"unknown step keyword {key!r}", hint=suggest(key, candidates))
 
     def _kind_entry(self, node: Node, unknown: int) -> Entry | None:
         kinds = [
@@ -255,7 +229,7 @@ class StepReader:
             return None
         if not kinds:
             if not unknown:
-                self._report(node.error("step has no kind", hint=f"give it one of: {_KIND_LIST}"))
+                self._report(node.error("step has no kind", hint=f"give it one of: {kw.KIND_LIST}"))
             return None
         return kinds[0]
 
@@ -368,6 +342,13 @@ class StepReader:
         """The kind's `args`, or None (reported) when they are wrong."""
         try:
             return self._kind_parsers[kind](node)
+        except PlaybookError as exc:
+            self._report(exc)
+            return None
+
+    def _module(self, entry: Entry) -> dict[str, Any] | None:
+        try:
+            return module_args(str(entry.key.value), entry.value, self._report)
         except PlaybookError as exc:
             self._report(exc)
             return None
@@ -594,4 +575,6 @@ def _default_name(kind: StepKind, args: Mapping[str, Any]) -> str:
         return f"{kind.value}: {' '.join(text.split())[:40]}"
     if kind is StepKind.META:
         return f"meta: {args['name']}"
+    if kind is StepKind.MODULE:
+        return str(args["as"])  # Ansible's banner: the module as written
     return kind.value

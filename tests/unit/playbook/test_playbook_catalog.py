@@ -45,7 +45,10 @@ def test_fqcn_aliases() -> None:
     assert catalog.STEP_KINDS["ansible.builtin.shell"] is StepKind.SHELL
     assert catalog.STEP_KINDS["ansible.legacy.meta"] is StepKind.META
     assert "ansible.builtin.probe" not in catalog.STEP_KINDS
-    assert {kind.value for kind in StepKind} <= set(catalog.STEP_KINDS)
+    assert {kind.value for kind in StepKind} - {"module"} <= set(catalog.STEP_KINDS)
+    assert "module" not in catalog.STEP_KINDS  # a module step is named by its module
+    assert catalog.STEP_KINDS["ansible.builtin.lineinfile"] is StepKind.MODULE
+    assert catalog.STEP_KINDS["systemd_service"] is StepKind.MODULE
 
 
 @pytest.mark.parametrize(

@@ -1,0 +1,38 @@
+"""Module name -> the coroutine that runs it on a host, and the engine's entry point."""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable, Mapping
+from types import MappingProxyType
+
+from fleetfix.engine.hoststep import HostStep, Outcome
+from fleetfix.modules import raw, reboot, waits
+from fleetfix.modules.call import KindHandlers, ModuleCall, ModuleFailed
+from fleetfix.modules.spec import ModuleArgsError, resolve
+from fleetfix.modules.specs import MODULE_SPECS
+
+ModuleRunner = Callable[[ModuleCall], Awaitable[Outcome]]
+
+IMPLEMENTATIONS: Mapping[str, ModuleRunner] = MappingProxyType(
+    {
+        "raw": raw.raw,
+        "pause": waits.pause,
+        "wait_for_connection": waits.wait_for_connection,
+        "reboot": reboot.reboot,
+    }
+)
+
+
+async def run_module(hs: HostStep, handlers: KindHandlers) -> Outcome:
+    """Resolve the step's rendered arguments against the module's spec and run it; wrong
+    arguments (known only once rendered on this host) fail this host's step, saying why."""
+    spec = MODULE_SPECS[str(hs.step.args["module"])]
+    try:
+        params = resolve(spec, hs.render(dict(hs.step.args.get("params") or {})))
+    except ModuleArgsError as exc:
+        return Outcome(failed=True, message=str(exc), registers_command=False)
+    call = ModuleCall(hs, spec, params, handlers)
+    try:
+        return await IMPLEMENTATIONS[spec.name](call)
+    except ModuleFailed as exc:
+        return call.failure(str(exc), **exc.data)
