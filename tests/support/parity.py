@@ -33,6 +33,7 @@ class Seen:
     recap: str
     exit_code: int
     output: str
+    stdout: str = ""
 
 
 def ansible_playbook(playbook: Path, *extra: str) -> Seen:
@@ -89,7 +90,7 @@ def _run(command: list[str], env: dict[str, str], cwd: Path) -> Seen:
             verdicts.extend(_task_verdict(items))
             items = []
             recap = " ".join(match.group(1).split())
-    return Seen(tuple(banners), tuple(verdicts), recap, done.returncode, output)
+    return Seen(tuple(banners), tuple(verdicts), recap, done.returncode, output, done.stdout)
 
 
 def _task_verdict(items: list[str]) -> list[str]:
@@ -114,3 +115,32 @@ def assert_same(theirs_copy: Path, ours_copy: Path, *extra: str) -> Seen:
     assert ours.recap == theirs.recap, where
     assert ours.exit_code == theirs.exit_code, where
     return ours
+
+
+_PLAY_LINE = re.compile(r"^(  play #\d+ \(.*\): .*\tTAGS: \[)(.*)\]$")
+
+
+def listed(seen: Seen, copy: Path) -> list[str]:
+    """A --list-tasks (or --list-hosts) run's standard output, line by line, with the copy's
+    directory left out of the playbook's path and each play line's tags sorted:
+    ansible-playbook prints a play's own tags in its set's order, which changes from run to
+    run. Every other line is compared as printed."""
+    return [_sorted_play_tags(line) for line in seen.stdout.replace(f"{copy}/", "").splitlines()]
+
+
+def _sorted_play_tags(line: str) -> str:
+    match = _PLAY_LINE.match(line)
+    if match is None:
+        return line
+    return f"{match.group(1)}{','.join(sorted(match.group(2).split(',')))}]"
+
+
+def assert_same_listing(theirs_copy: Path, ours_copy: Path, *extra: str) -> list[str]:
+    """Both tools' `--list-tasks` output for the playbook, which must be the same."""
+    theirs = ansible_playbook(theirs_copy, "--list-tasks", *extra)
+    ours = fleetfix(ours_copy, "--list-tasks", *extra)
+    where = f"\n--- ansible-playbook:\n{theirs.output}\n--- fleetfix:\n{ours.output}"
+    assert theirs.exit_code == 0, where
+    assert listed(ours, ours_copy.parent) == listed(theirs, theirs_copy.parent), where
+    assert ours.exit_code == 0, where
+    return listed(ours, ours_copy.parent)

@@ -33,13 +33,14 @@ from fleetfix.cli.team_options import (
 )
 from fleetfix.engine import Engine, RunOptions
 from fleetfix.engine.context import StepGate
+from fleetfix.engine.tags import PlayTags, selected
 from fleetfix.errors import InputError, UsageError
 from fleetfix.events import EventBus
 from fleetfix.inventory import Inventory, load_inventory
 from fleetfix.journal import LEASE_RENEW, Journal, JournalError, ResumeRefused, journal_target
 from fleetfix.playbook.conditions import Templar
 from fleetfix.playbook.extravars import parse_extra_vars
-from fleetfix.playbook.model import Playbook, Step, StepKind
+from fleetfix.playbook.model import Play, Playbook, Step, StepKind
 from fleetfix.probes import probe_registry
 from fleetfix.report.collect import ReportCollector
 from fleetfix.report.console import ConsoleView
@@ -174,6 +175,7 @@ def run_command(args: argparse.Namespace) -> int:
     if args.syntax_check:
         print(f"\nplaybook: {args.playbook}")
         return Outcome.OK
+    _check_tags(args, playbook)
     inventory = load_inventory(args.inventory)
     selection = _select(inventory, playbook, args.limit)
     if args.list_hosts or args.list_tasks:
@@ -205,12 +207,15 @@ def _list(
     playbook: Playbook,
     selection: dict[int, list[str]],
 ) -> None:
+    """--list-hosts and --list-tasks in ansible-playbook's layout (cli/playbook.py)."""
     print(f"\nplaybook: {args.playbook}")
     for term in inventory.range_terms(args.limit) if args.limit else ():
         print(f"  note: {term!r} in --limit is read as a host range (no group by that name)")
     for index, play in enumerate(playbook.plays):
-        tags = sorted(play.tags)
-        print(f"\n  play #{index + 1} ({play.hosts}): {play.name}\tTAGS: {tags}")
+        # The play's own tags as written: ansible-playbook prints them before rendering, in
+        # its set's order (this prints them sorted).
+        written = ",".join(sorted(play.tags))
+        print(f"\n  play #{index + 1} ({play.hosts}): {play.name}\tTAGS: [{written}]")
         if args.list_hosts:
             hosts = selection[index]
             print(f"    pattern: {[play.hosts]}")
@@ -218,9 +223,50 @@ def _list(
             for host in hosts:
                 print(f"      {host}")
         if args.list_tasks:
-            print("    tasks:")
-            for step in _all_steps(play.pre_tasks + play.tasks + play.post_tasks):
-                print(f"      {step.name}\tTAGS: {sorted(step.tags | play.tags)}")
+            lines = _listed_steps(args, play, _play_tags(args, playbook, play))
+            print("\n".join(["    tasks:", *lines]))
+
+
+def _play_tags(args: argparse.Namespace, playbook: Playbook, play: Play) -> PlayTags:
+    playbook_dir = str(Path(playbook.path).resolve().parent)
+    return PlayTags.of_play(Templar(), play, args.parsed_extra_vars, playbook_dir)
+
+
+def _listed_steps(args: argparse.Namespace, play: Play, tags: PlayTags) -> list[str]:
+    """The steps --tags/--skip-tags select, as ansible-playbook lists them: a block's own steps
+    (not its rescue or always), each with the play's tags as written and its own rendered."""
+    only, skip = _tag_option(args.tags), _tag_option(args.skip_tags)
+    lines: list[str] = []
+
+    def walk(steps: tuple[Step, ...], inherited: frozenset[str]) -> None:
+        for step in steps:
+            if step.kind is StepKind.BLOCK:
+                walk(step.block, inherited | step.tags)
+                continue
+            own = tags.of(step.tags | inherited | play.tags, step.position)
+            if selected(own, only, skip):
+                lines.append(f"      {step.name}\tTAGS: [{', '.join(sorted(own | play.tags))}]")
+
+    walk(play.pre_tasks + play.tasks + play.post_tasks, frozenset())
+    return lines
+
+
+def _check_tags(args: argparse.Namespace, playbook: Playbook) -> None:
+    """Every templated tag renders with its play's variables, or the run is refused before
+    anything runs (ansible-playbook fails the play when it reaches it)."""
+    for play in playbook.plays:
+        tags = _play_tags(args, playbook, play)
+        steps = list(play.pre_tasks + play.tasks + play.post_tasks + play.handlers)
+        while steps:
+            step = steps.pop()
+            tags.of(step.tags, step.position)
+            steps.extend(step.block + step.rescue + step.always)
+        tags.of(play.tags, play.position)
+
+
+def _tag_option(values: list[str]) -> frozenset[str]:
+    """-t/--skip-tags as given: repeatable, each comma-separated."""
+    return frozenset(t.strip() for item in values for t in item.split(",") if t.strip())
 
 
 def _all_steps(steps: tuple[Step, ...]) -> list[Step]:
@@ -358,8 +404,8 @@ def _engine_options(
         forks=args.forks,
         check=args.check,
         diff=args.diff,
-        tags=frozenset(t for item in args.tags for t in item.split(",") if t),
-        skip_tags=frozenset(t for item in args.skip_tags for t in item.split(",") if t),
+        tags=_tag_option(args.tags),
+        skip_tags=_tag_option(args.skip_tags),
         extra_vars=args.parsed_extra_vars,
         command_timeout=args.timeout,
         become=args.become,

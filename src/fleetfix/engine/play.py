@@ -12,7 +12,7 @@ from fleetfix.engine.batches import failure_exceeds, order_hosts, serial_batches
 from fleetfix.engine.context import HostState, RunContext
 from fleetfix.engine.hoststep import StepEnv
 from fleetfix.engine.steps import execute
-from fleetfix.engine.tags import selected
+from fleetfix.engine.tags import PlayTags, selected
 from fleetfix.engine.variables import PlayScope, compose
 from fleetfix.errors import FleetfixError
 from fleetfix.events import BatchStarted, PlayFinished, PlayStarted, SafetyStop, TaskStarted
@@ -28,6 +28,7 @@ class BatchRun:
     ctx: RunContext
     env: StepEnv
     hosts: list[str]
+    tags: PlayTags
     announced: set[Hashable] = field(default_factory=set)
     """Steps whose TASK banner this batch printed, by place in the playbook: a block's
     children are copied per host (_inherit), so a banner is once per step, not per copy."""
@@ -64,6 +65,7 @@ async def run_play(
     scope = PlayScope({}, tuple(hosts), (), groups, playbook_dir)
     file_vars = _vars_files(ctx, play, playbook_dir)
     play_vars = {h: _play_vars(ctx, play, ctx.host_state(h), scope, file_vars) for h in hosts}
+    tags = PlayTags.of_play(ctx.templar, play, ctx.options.extra_vars, playbook_dir, file_vars)
     ctx.safety.start_play(play.max_unavailable_per)
     batches = serial_batches(hosts, play.serial)
     capped = ctx.safety.batches(hosts, max(len(b) for b in batches) if batches else 1)
@@ -72,7 +74,7 @@ async def run_play(
     for index, batch in enumerate(batches, start=1):
         ctx.bus.emit(BatchStarted(index=index, count=len(batches), hosts=tuple(batch)))
         batch_scope = PlayScope(play_vars, tuple(hosts), tuple(batch), groups, playbook_dir)
-        run = BatchRun(ctx, StepEnv(play, batch_scope), list(batch))
+        run = BatchRun(ctx, StepEnv(play, batch_scope), list(batch), tags)
         await _run_batch(run)
         failed = {s.name for s in run.states() if s.failed or s.unreachable}
         ctx.safety.end_batch(batch, failed)
@@ -257,13 +259,15 @@ async def _run_once(run: BatchRun, step: Step, active: list[HostState]) -> None:
             state.facts[step.register] = first.facts[step.register]
 
 
-def _wanted(run: BatchRun, step: Step) -> bool:
+def _wanted(run: BatchRun, step: Step, inherited: frozenset[str] = frozenset()) -> bool:
+    """Whether --tags/--skip-tags select the step; a block is wanted when any step in it is
+    (its tags are its children's too, at any depth), as ansible-core filters blocks."""
     options = run.ctx.options
-    tags = step.tags | run.env.play.tags
+    tags = step.tags | inherited | run.env.play.tags
     if step.kind is StepKind.BLOCK:
         children = (*step.block, *step.rescue, *step.always)
-        return any(selected(tags | c.tags, options.tags, options.skip_tags) for c in children)
-    return selected(tags, options.tags, options.skip_tags)
+        return any(_wanted(run, child, tags) for child in children)
+    return selected(run.tags.of(tags, step.position), options.tags, options.skip_tags)
 
 
 def _check_gates(run: BatchRun) -> bool:

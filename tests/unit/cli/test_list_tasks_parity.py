@@ -1,0 +1,60 @@
+"""`fleetfix run --list-tasks` against `ansible-playbook --list-tasks`: the same lines for every
+parity playbook, and for the tags playbook under --tags/--skip-tags (which steps are listed,
+`never` left out unless asked for by tag, templated tags rendered, the play's tags as written)."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import pytest
+
+from tests.support.parity import assert_same_listing
+
+PARITY = Path(__file__).parents[2] / "fixtures" / "playbooks" / "parity"
+
+
+def _listing(tmp_path: Path, playbook: str, *options: str) -> list[str]:
+    theirs, ours = tmp_path / "ansible", tmp_path / "fleetfix"
+    shutil.copytree(PARITY, theirs)
+    shutil.copytree(PARITY, ours)
+    return assert_same_listing(theirs / playbook, ours / playbook, *options)
+
+
+@pytest.mark.parametrize("playbook", sorted(p.name for p in PARITY.glob("*.yml")))
+def test_list_tasks_agrees_with_ansible(tmp_path: Path, playbook: str) -> None:
+    lines = _listing(tmp_path, playbook)
+    assert any(line.startswith("      ") and "\tTAGS: [" in line for line in lines)
+
+
+@pytest.mark.parametrize(
+    "options",
+    [
+        ("--tags", "deep"),
+        ("--tags", "xid_checks"),
+        ("--tags", "never"),
+        ("--tags", "debug_only,post"),
+        ("--tags", "cleanup"),
+        ("--tags", "imported"),
+        ("--tags", "tagged"),
+        ("--tags", "untagged"),
+        ("--skip-tags", "outer"),
+        ("--skip-tags", "always", "--skip-tags", "gpu_play"),
+        ("--tags", "reset", "--skip-tags", "z_last"),
+    ],
+    ids=" ".join,
+)
+def test_tag_selection_listed_as_ansible(tmp_path: Path, options: tuple[str, ...]) -> None:
+    _listing(tmp_path, "tags.yml", *options)
+
+
+def test_listing_shows_what_ansible_shows(tmp_path: Path) -> None:
+    """The points the comparisons above rest on, spelled out: never-tagged steps and a block's
+    rescue/always are not listed, a templated tag is rendered, the task name is not."""
+    lines = _listing(tmp_path, "tags.yml")
+    assert "      templated tag {{ family }}\tTAGS: [gpu_play, reset, xid_checks]" in lines
+    assert "      deep step\tTAGS: [deep, gpu_play, outer]" in lines
+    assert not any("only when asked for" in line or "inner rescue" in line for line in lines)
+    assert not any("inner always" in line or "after everything" in line for line in lines)
+    asked = _listing(tmp_path / "never", "tags.yml", "--tags", "never")
+    assert "      only when asked for\tTAGS: [debug_only, gpu_play, never]" in asked
