@@ -15,7 +15,10 @@ async def raw(call: ModuleCall) -> Outcome:
     if call.dry:  # Ansible's raw does not support check mode: it is skipped
         return Outcome(skipped=True, message=f"check mode: would run: {command}")
     result = await call.run(command)
-    outcome = Outcome(changed=True, commands=[result])
+    # Ansible's raw registers its output as the node printed it: the trailing newline stays.
+    outcome = Outcome(
+        changed=True, commands=[result], data={"stdout": result.stdout, "stderr": result.stderr}
+    )
     if result.timed_out:
         outcome.failed, outcome.message = True, "command timed out and was killed"
     elif result.rc != 0:
