@@ -97,7 +97,9 @@ def problems(
                 _coerce(spec, canonical, value)
             except ModuleArgsError as exc:
                 found.append((written, str(exc)))
-    found.extend((None, p) for p in _rules(spec, set(seen), lambda name: given.get(seen[name])))
+    if not found or all(problem.startswith("argument ") for _, problem in found):
+        # As Ansible: a misspelt or refused parameter is the problem, not what it leaves out.
+        found.extend((None, p) for p in _rules(spec, set(seen), lambda name: given.get(seen[name])))
     return found
 
 
