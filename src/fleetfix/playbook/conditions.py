@@ -24,6 +24,7 @@ from jinja2.environment import TemplateExpression
 from jinja2.sandbox import ImmutableSandboxedEnvironment
 
 from fleetfix.errors import ConditionError
+from fleetfix.playbook import lookups
 from fleetfix.playbook.filters import FILTERS, TESTS
 from fleetfix.playbook.yamlpos import UnsafeText
 
@@ -50,6 +51,7 @@ def _new_environment() -> ImmutableSandboxedEnvironment:
     )
     env.filters.update(FILTERS)
     env.tests.update(TESTS)
+    env.globals.update(lookups.GLOBALS)
     return env
 
 
@@ -174,6 +176,7 @@ class Templar:
             except jinja2.TemplateSyntaxError as exc:
                 message = _syntax_message(exc, expression, condition=True)
                 raise ConditionError(message, expression) from exc
+            self._check_lookups("{{ " + source + " }}", expression)
             self._expressions[expression] = compiled
         return compiled
 
@@ -189,8 +192,19 @@ class Templar:
                 )
             except jinja2.TemplateSyntaxError as exc:
                 raise ConditionError(_syntax_message(exc, text), text) from exc
+            self._check_lookups(text, text)
             self._templates[text] = compiled
         return compiled
+
+    def _check_lookups(self, template: str, source: str) -> None:
+        """A lookup plugin fleetfix does not have is refused when the template compiles (at
+        load), not on the first host that renders it."""
+        for name in lookups.unsupported(self._env.parse(template)):
+            raise ConditionError(
+                f"lookup plugin {name!r} is not supported by fleetfix"
+                f" (it has: {', '.join(lookups.SUPPORTED)})",
+                source,
+            )
 
     def _render_text(self, text: str, variables: Mapping[str, Any]) -> Any:
         compiled = self._template(text)
@@ -278,6 +292,8 @@ def _syntax_message(
 def _runtime_message(exc: Exception) -> str:
     if isinstance(exc, jinja2.exceptions.SecurityError):
         return f"refused by the sandbox: {exc}"
+    if isinstance(exc, lookups.LookupFailed):
+        return str(exc)
     if isinstance(exc, jinja2.UndefinedError):
         return str(exc)  # "'gpu_count' is undefined"
     return f"{type(exc).__name__}: {exc}"
