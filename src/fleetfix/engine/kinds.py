@@ -74,14 +74,16 @@ async def _set_fact(hs: HostStep) -> Outcome:
 
 
 async def _assert(hs: HostStep) -> Outcome:
+    """Ansible's assert: the first condition that does not hold fails the step, and the result
+    names it (`assertion`, `evaluated_to: false`); msg is fail_msg (or msg), else "Assertion
+    failed". A pass registers success_msg; `quiet` changes only what Ansible prints."""
     that = hs.step.args.get("that", ())
     conditions = (that,) if isinstance(that, str) else tuple(str(c) for c in that)
     for condition in conditions:
         if not hs.evaluate((condition,)):
             message = hs.step.args.get("fail_msg") or hs.step.args.get("msg") or "Assertion failed"
-            return Outcome(
-                failed=True, message=str(hs.render(message)), data={"assertion": condition}
-            )
+            data = {"assertion": condition, "evaluated_to": False}
+            return Outcome(failed=True, message=str(hs.render(message)), data=data)
     success = hs.step.args.get("success_msg", "All assertions passed")
     return Outcome(message=str(hs.render(success)))
 
