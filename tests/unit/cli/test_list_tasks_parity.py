@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.support.parity import assert_same_listing
+from tests.support.parity import ansible_playbook, assert_same_listing, fleetfix
 
 PARITY = Path(__file__).parents[2] / "fixtures" / "playbooks" / "parity"
 
@@ -58,3 +58,37 @@ def test_listing_shows_what_ansible_shows(tmp_path: Path) -> None:
     assert not any("inner always" in line or "after everything" in line for line in lines)
     asked = _listing(tmp_path / "never", "tags.yml", "--tags", "never")
     assert "      only when asked for\tTAGS: [debug_only, gpu_play, never]" in asked
+
+
+BAD_TAG_PLAYBOOK = """\
+- hosts: localhost
+  gather_facts: false
+  tasks:
+    - name: first play's step
+      shell: touch {{ playbook_dir }}/first-play-ran
+- hosts: localhost
+  gather_facts: false
+  tasks:
+    - name: a tag nobody can render
+      debug:
+        msg: never
+      tags: ["{{ no_such_variable }}"]
+"""
+
+
+def test_a_tag_that_cannot_render_is_refused_before_anything_runs(tmp_path: Path) -> None:
+    """A deliberate difference (docs/decisions.md): ansible-playbook runs the first play and
+    fails at the second; fleetfix refuses the run with the tag's place before any step runs."""
+    for tool in ("ansible", "fleetfix"):
+        (tmp_path / tool).mkdir()
+        (tmp_path / tool / "bad_tag.yml").write_text(BAD_TAG_PLAYBOOK)
+    theirs = ansible_playbook(tmp_path / "ansible" / "bad_tag.yml")
+    assert theirs.exit_code != 0
+    assert (tmp_path / "ansible" / "first-play-ran").exists(), theirs.output
+    ours = fleetfix(tmp_path / "fleetfix" / "bad_tag.yml")
+    assert ours.exit_code == 1, ours.output
+    assert "bad_tag.yml:9:7: tag '{{ no_such_variable }}' cannot be rendered" in ours.output
+    assert not (tmp_path / "fleetfix" / "first-play-ran").exists()
+    listing = fleetfix(tmp_path / "fleetfix" / "bad_tag.yml", "--list-tasks")
+    assert listing.exit_code == 1
+    assert "cannot be rendered" in listing.output
