@@ -46,11 +46,15 @@ class BatchStarted(Event):
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class TaskStarted(Event):
-    """A step begins across the current batch (the TASK [...] banner)."""
+    """A step begins across the current batch (the TASK [...] banner; none for a block, as in
+    Ansible). `key` is the step's: a host's result for another step than the last announced
+    one (hosts walk blocks on their own) is shown under its own banner again."""
 
     name: str
     position: SourcePosition
     handler: bool = False
+    key: str = ""
+    block: bool = False
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

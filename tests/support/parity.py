@@ -2,7 +2,8 @@
 
 Both run `-i localhost, -c local` (fleetfix: `--transport local`); what is compared is what an
 operator reads: the TASK banners in order, each host line's verdict word (`ok`, `changed`,
-`fatal`, `skipping`; with loops one per item), the PLAY RECAP line and the exit code.
+`fatal`, `skipping`, `...ignoring`; a loop's lines one per item, with the item's label), the
+PLAY RECAP line and the exit code.
 Registered values are compared by the playbook itself: its `assert` steps state Ansible's
 values, and a failed assertion shows in the recap of whichever tool disagrees.
 """
@@ -72,36 +73,19 @@ def _run(command: list[str], env: dict[str, str], cwd: Path) -> Seen:
     output = done.stdout + done.stderr
     banners: list[str] = []
     verdicts: list[str] = []
-    items: list[str] = []
     recap = ""
-    for line in output.splitlines():
+    for line in done.stdout.splitlines():
         if match := _BANNER.match(line):
-            verdicts.extend(_task_verdict(items))
-            items = []
             banners.append(f"{match.group(1)} [{match.group(2)}]")
         elif match := _VERDICT.match(line):
             word = "fatal" if match.group(1) == "failed" else match.group(1)
             label = match.group(2) if match.group(2) is not None else match.group(3)
-            if label is None:
-                items, verdicts = [], [*verdicts, word]  # the step's own line wins
-            else:
-                items.append(word)
+            verdicts.append(word if label is None else f"{word} (item={label})")
+        elif line == "...ignoring":
+            verdicts.append("ignoring")
         elif match := _RECAP.match(line):
-            verdicts.extend(_task_verdict(items))
-            items = []
             recap = " ".join(match.group(1).split())
     return Seen(tuple(banners), tuple(verdicts), recap, done.returncode, output, done.stdout)
-
-
-def _task_verdict(items: list[str]) -> list[str]:
-    """A looped task's verdict from ansible-playbook's per-item lines (fleetfix's console
-    prints the step's combined line; per-item lines are the console's to add)."""
-    if not items:
-        return []
-    for word in ("fatal", "changed", "ok"):
-        if word in items:
-            return [word]
-    return ["skipping"]
 
 
 def assert_same(theirs_copy: Path, ours_copy: Path, *extra: str) -> Seen:

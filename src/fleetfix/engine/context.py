@@ -10,9 +10,10 @@ from typing import Any, Protocol
 from fleetfix.actions.base import Action
 from fleetfix.engine.safety import Safety
 from fleetfix.events import EventBus
+from fleetfix.playbook.model import Step
 from fleetfix.plugins import Registry
 from fleetfix.probes.base import Probe
-from fleetfix.results import HostStats, ResumeState, RunResult
+from fleetfix.results import HostStats, ResumeState, RunResult, StepResult
 from fleetfix.transport.base import DEFAULT_COMMAND_TIMEOUT, Connection, ConnectionSpec, Transport
 from fleetfix.transport.pool import ConnectionPool
 
@@ -116,6 +117,7 @@ class HostState:
     probe_data: dict[str, Any] = field(default_factory=dict)  # latest facts per probe, as data
     probe_failures: dict[str, str] = field(default_factory=dict)  # probe -> why it last failed
     gpus_seen: int | None = None  # the most GPUs any probe showed in this run
+    last_failure: tuple[Step, StepResult] | None = None  # for a rescue's ansible_failed_*
 
     @property
     def active(self) -> bool:

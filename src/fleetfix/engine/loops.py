@@ -93,7 +93,7 @@ def _item_step(step: Step, index: int, item: Any) -> Step:
 def _label(hs: HostStep, item_vars: Mapping[str, Any], item: Any) -> str:
     label = hs.step.loop_control.label
     if label is None:
-        return item if isinstance(item, str) else json.dumps(item, default=str)
+        return str(item)  # as Ansible shows it: {'name': 'gpu001'}, ['a', 'b'], 3
     try:
         return str(hs.ctx.templar.render(label, {**hs.variables, **item_vars}))
     except Exception:  # a label is for display only: show the template rather than fail

@@ -10,15 +10,16 @@ from typing import Any
 
 from fleetfix.engine.batches import failure_exceeds, order_hosts, serial_batches
 from fleetfix.engine.context import HostState, RunContext
-from fleetfix.engine.hoststep import StepEnv
+from fleetfix.engine.hoststep import StepEnv, with_lines
 from fleetfix.engine.steps import execute
 from fleetfix.engine.tags import PlayTags, selected
 from fleetfix.engine.variables import PlayScope, compose
 from fleetfix.errors import FleetfixError
 from fleetfix.events import BatchStarted, PlayFinished, PlayStarted, SafetyStop, TaskStarted
+from fleetfix.playbook.conditions import is_template
 from fleetfix.playbook.extravars import load_vars_files
 from fleetfix.playbook.model import Play, Step, StepKind
-from fleetfix.results import Status, StepResult
+from fleetfix.results import StepResult
 
 
 @dataclass(slots=True)
@@ -47,7 +48,26 @@ class BatchRun:
         key: Hashable = (step.key, step.name, handler) if step.position else id(step)
         if key not in self.announced:
             self.announced.add(key)
-            self.ctx.bus.emit(TaskStarted(name=step.name, position=step.position, handler=handler))
+            started = TaskStarted(
+                name=self.shown_name(step),
+                position=step.position,
+                handler=handler,
+                key=step.key,
+                block=step.kind is StepKind.BLOCK,
+            )
+            self.ctx.bus.emit(started)
+
+    def shown_name(self, step: Step) -> str:
+        """The step's name for its banner: rendered with the first active host's variables,
+        as ansible-core's linear strategy does; as written when that cannot be done."""
+        active = self.active()
+        if not is_template(step.name) or not active:
+            return step.name
+        try:
+            variables = compose(self.ctx, active[0], self.env.scope)
+            return str(self.ctx.templar.render(step.name, variables))
+        except Exception:  # a name is for display: an undefined variable must not fail the step
+            return step.name
 
 
 async def run_play(
@@ -192,20 +212,19 @@ async def _host_step(
 
 
 async def _block(run: BatchRun, state: HostState, block: Step, env: StepEnv) -> None:
-    """block/rescue/always with Ansible's semantics; a rescued failure counts as rescued."""
+    """block/rescue/always with Ansible's semantics; a failure a rescue caught counts as rescued.
+    The block's `when` is each of its steps' (evaluated before theirs, step by step)."""
     env = env.with_vars(block.vars)
     inherited = _inherit(block)
-    if block.when and not await _block_condition(run, state, block, env):
-        return
     failures_before = run.ctx.stats(state.name).failed
     await _host_steps(run, state, inherited(block.block), env)
     if state.failed and block.rescue:
         stats = run.ctx.stats(state.name)
         stats.failed = failures_before
+        stats.rescued += 1  # Ansible counts a failure a rescue caught, whatever the rescue does
         state.failed = False
+        _expose_failure(state)
         await _host_steps(run, state, inherited(block.rescue), env)
-        if not state.failed:
-            stats.rescued += 1
     if block.always:
         was_failed = state.failed
         state.failed = False
@@ -213,15 +232,51 @@ async def _block(run: BatchRun, state: HostState, block: Step, env: StepEnv) -> 
         state.failed = state.failed or was_failed
 
 
-async def _block_condition(run: BatchRun, state: HostState, block: Step, env: StepEnv) -> bool:
-    """A block's `when` gates all its steps; evaluated once, reported as one skip."""
-    probe = replace(block, kind=StepKind.DEBUG, args={"msg": ""}, register=None, notify=())
-    result = await execute(run.ctx, env, state, probe)
-    return result.status is not Status.SKIPPED
+def _expose_failure(state: HostState) -> None:
+    """What a rescue sees, as in Ansible: `ansible_failed_task` (the failed step's keywords) and
+    `ansible_failed_result` (its registered value). Host facts, so they stay defined for the
+    rest of the run, as ansible-core's non-persistent facts do; values, never templates."""
+    if state.last_failure is None:
+        return
+    step, result = state.last_failure
+    state.facts["ansible_failed_task"] = failed_task(step)
+    state.facts["ansible_failed_result"] = with_lines(result.data)
+
+
+def failed_task(step: Step) -> dict[str, Any]:
+    """A step as `ansible_failed_task` shows it: Ansible's keyword names, the values fleetfix
+    read (`action` is the module as written for an Ansible module, else the step kind)."""
+    action = str(step.args.get("as", step.kind.value))
+    return {
+        "name": step.name,
+        "action": action,
+        "args": dict(step.args.get("params", step.args)) if "as" in step.args else dict(step.args),
+        "tags": sorted(step.tags),
+        "when": list(step.when),
+        "register": step.register,
+        "ignore_errors": step.ignore_errors,
+        "ignore_unreachable": step.ignore_unreachable,
+        "loop": step.loop,
+        "until": list(step.until),
+        "retries": step.retries,
+        "delay": step.delay,
+        "changed_when": list(step.changed_when or ()),
+        "failed_when": list(step.failed_when or ()),
+        "become": step.become,
+        "become_user": step.become_user,
+        "environment": [dict(step.environment)],
+        "no_log": step.no_log,
+        "notify": list(step.notify) or None,
+        "run_once": step.run_once,
+        "delegate_to": step.delegate_to,
+        "check_mode": step.check_mode,
+        "timeout": step.timeout or 0,
+        "vars": dict(step.vars),
+    }
 
 
 def _inherit(block: Step) -> Any:
-    """Children of a block inherit its tags, become and environment, like Ansible."""
+    """Children of a block inherit its tags, when, become and environment, like Ansible."""
 
     def apply(steps: Sequence[Step]) -> list[Step]:
         out = []
@@ -230,6 +285,7 @@ def _inherit(block: Step) -> Any:
                 replace(
                     child,
                     tags=child.tags | block.tags,
+                    when=block.when + child.when,
                     become=child.become if child.become is not None else block.become,
                     environment={**block.environment, **child.environment},
                     ignore_errors=child.ignore_errors or block.ignore_errors,

@@ -270,6 +270,7 @@ def _record(
     result = replace(result, duration=time.monotonic() - started)
     if result.status is Status.FAILED:
         state.failed = True
+        state.last_failure = (step, result)
     if step.register is not None:
         state.facts[step.register] = with_lines(result.data)
     if result.changed and step.notify:

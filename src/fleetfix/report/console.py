@@ -19,6 +19,7 @@ from fleetfix.events import (
     HostLeft,
     HostOutOfService,
     HostStepFinished,
+    LoopItemFinished,
     OwnershipOverridden,
     PlayStarted,
     RunFinished,
@@ -78,6 +79,45 @@ def host_line(result: StepResult, verbosity: int) -> str:
     return line
 
 
+def item_line(result: StepResult, label: str, verbosity: int) -> str:
+    """One loop item's line as Ansible prints it: `changed: [gpu001] => (item=0)`,
+    `failed: [gpu001] (item=2) => {...}`, `skipping: [gpu001] => (item=1) `."""
+    host, item = result.host, f"(item={label})"
+    if result.status in (Status.FAILED, Status.IGNORED):
+        return f"failed: [{host}] {item} => {_details(result, verbosity)}"
+    if result.status is Status.UNREACHABLE:
+        return f"fatal: [{host}]: UNREACHABLE! => {item} => {_details(result, verbosity)}"
+    if result.status is Status.SKIPPED:
+        return f"skipping: [{host}] => {item} "
+    word = "changed" if result.status is Status.CHANGED else "ok"
+    line = f"{word}: [{host}] => {item}"
+    if _censored(result):
+        return line + (f" => {_details(result, verbosity)}" if verbosity > 0 else "")
+    if result.message and (verbosity > 0 or _always_show(result)):
+        line += f" => {result.message.rstrip()}"
+    return line
+
+
+def looped_line(result: StepResult, verbosity: int) -> str | None:
+    """A looped step's own line once its items were printed, as Ansible prints it: none when
+    it went well or failed (its items said it), `skipping` when every item was skipped,
+    `...ignoring` for an ignored failure; the usual line when the loop itself failed."""
+    if result.status in (Status.OK, Status.CHANGED):
+        return None
+    if result.status is Status.SKIPPED:
+        return f"skipping: [{result.host}]"
+    if result.status is Status.FAILED:
+        return None
+    if result.status is Status.IGNORED:
+        return "...ignoring"
+    return host_line(result, verbosity)
+
+
+def _step_key(key: str) -> str:
+    """A loop item's key without its item part: the key of the step it belongs to."""
+    return key[: key.rindex("[")] if key.endswith("]") and "[" in key else key
+
+
 def _always_show(result: StepResult) -> bool:
     """Messages an operator needs without -v: debug output and check-mode decisions."""
     text = result.message
@@ -97,7 +137,9 @@ def _details(result: StepResult, verbosity: int) -> str:
         value = result.data.get(key)
         if value not in (None, "", False):
             data[key] = _trim(value) if verbosity < 2 else value
-    return json.dumps(data, default=str)
+    if "assertion" in result.data:  # which assertion failed, as Ansible shows it
+        data.update(assertion=result.data["assertion"], evaluated_to=False)
+    return json.dumps(data, default=str, sort_keys=True)
 
 
 def _trim(value: Any, limit: int = 400) -> Any:
@@ -124,6 +166,9 @@ class ConsoleView:
         self._progress: Progress | None = None
         self._task_id: Any = None
         self._batch_size = 0
+        self._titles: dict[str, str] = {}  # step key -> its banner's title
+        self._shown_key = ""  # the step whose banner was printed last
+        self._itemized: set[tuple[str, str]] = set()  # (host, step key) whose items printed
         self._handlers = self._make_handlers()
 
     def __call__(self, event: Event) -> None:
@@ -138,6 +183,7 @@ class ConsoleView:
             BatchStarted: self._batch,
             TaskStarted: self._task,
             HostStepFinished: lambda e: self._host(e.result),
+            LoopItemFinished: self._item,
             CommandRan: self._command,
             StepRetry: self._retry,
             SafetyStop: lambda e: self._say(f"\nSAFETY STOP: {e.reason}", "bold red"),
@@ -199,8 +245,13 @@ class ConsoleView:
             self.console.file.flush()
 
     def _task(self, event: TaskStarted) -> None:
+        if event.block:
+            return  # Ansible prints no banner for a block, only for the steps in it
         kind = "RUNNING HANDLER" if event.handler else "TASK"
-        self._say("\n" + banner(f"{kind} [{event.name}]"), "bold")
+        title = f"{kind} [{event.name}]"
+        self._titles[event.key] = title
+        self._shown_key = event.key
+        self._say("\n" + banner(title), "bold")
         if self.live:
             self._stop_progress()
             self._progress = Progress(
@@ -215,9 +266,29 @@ class ConsoleView:
             self._progress.start()
 
     def _host(self, result: StepResult) -> None:
-        self._say(host_line(result, self.verbosity), STYLES.get(result.status))
+        self._under_banner(result.key)
+        line: str | None = host_line(result, self.verbosity)
+        if (result.host, result.key) in self._itemized:
+            self._itemized.discard((result.host, result.key))
+            line = looped_line(result, self.verbosity)
+        if line is not None:
+            self._say(line, STYLES.get(result.status))
         if self._progress is not None:
             self._progress.advance(self._task_id)
+
+    def _item(self, event: LoopItemFinished) -> None:
+        result = event.result
+        step_key = _step_key(result.key)
+        self._under_banner(step_key)
+        self._itemized.add((result.host, step_key))
+        self._say(item_line(result, event.label, self.verbosity), STYLES.get(result.status))
+
+    def _under_banner(self, key: str) -> None:
+        """Show a result under its own step's banner, as Ansible's default callback does: hosts
+        walk blocks on their own, so a result may come after another step's banner."""
+        if key != self._shown_key and key in self._titles:
+            self._shown_key = key
+            self._say("\n" + banner(self._titles[key]), "bold")
 
     def _command(self, event: CommandRan) -> None:
         if event.planned_only:
@@ -250,4 +321,4 @@ class ConsoleView:
         self._say("")
 
 
-__all__ = ["ConsoleView", "banner", "host_line", "recap_line", "recap_lines"]
+__all__ = ["ConsoleView", "banner", "host_line", "item_line", "recap_line", "recap_lines"]
