@@ -10,6 +10,8 @@ before sending and waits for a new boot id.
 
 from __future__ import annotations
 
+from types import MappingProxyType
+
 from fleetfix.actions.base import Action, ActionContext, ActionPlan, PlannedCommand
 from fleetfix.actions.gates import (
     busy_reason,
@@ -27,6 +29,11 @@ from fleetfix.probes.gpu_processes import GpuProcessesFacts
 from fleetfix.probes.slurm_node import SlurmNodeFacts
 
 SERVICE_VERBS = ("restarted", "started", "stopped", "reloaded")
+STATE_VERBS = MappingProxyType(
+    {"restarted": "restart", "started": "start", "stopped": "stop", "reloaded": "reload"}
+)
+MANAGER_VERBS = ("daemon-reload", "daemon-reexec")
+SYSTEMCTL_OPTIONS = (("no_block", "--no-block"), ("force", "--force"))
 SIGNALS = ("TERM", "KILL", "INT", "SIGTERM", "SIGKILL", "SIGINT")
 
 
@@ -88,15 +95,35 @@ def _plan_slurm_reboot(ctx: ActionContext) -> ActionPlan:
 
 
 def _plan_service(ctx: ActionContext) -> ActionPlan:
-    unit = ctx.params.get("name")
-    if not unit:
+    """systemctl commands in Ansible's order: daemon-reload, daemon-reexec, mask or unmask,
+    enable or disable, then the state verb. Each is run as asked (the `systemd` module asks
+    only for what would change); with none of them asked for, the unit is restarted."""
+    params = ctx.params
+    unit = params.get("name")
+    state = params.get("state")
+    unit_changes = [key for key in ("masked", "enabled") if params.get(key) is not None]
+    managers = [verb for verb in MANAGER_VERBS if flag(params, verb.replace("-", "_"))]
+    if state is None and not unit_changes and not managers:
+        state = "restarted"
+    if not unit and (state is not None or unit_changes):
         return ActionPlan(refused="service: 'name' (the systemd unit) is required")
-    state = str(ctx.params.get("state", "restarted"))
-    if state not in SERVICE_VERBS:
+    if state is not None and str(state) not in SERVICE_VERBS:
         return ActionPlan(refused=f"service: state must be one of {', '.join(SERVICE_VERBS)}")
-    verb = {"restarted": "restart", "started": "start", "stopped": "stop", "reloaded": "reload"}
-    command = f"systemctl {verb[state]} {quote_all([unit])}"
-    return ActionPlan(commands=(PlannedCommand(command, f"{verb[state]} {unit}"),))
+    systemctl = " ".join(
+        ["systemctl", *(option for key, option in SYSTEMCTL_OPTIONS if flag(params, key))]
+    )
+    commands = [PlannedCommand(f"{systemctl} {verb}", verb) for verb in managers]
+    for key, (yes, no) in (("masked", ("mask", "unmask")), ("enabled", ("enable", "disable"))):
+        if key in unit_changes:
+            verb = yes if flag(params, key) else no
+            commands.append(_unit_command(systemctl, verb, str(unit)))
+    if state is not None:
+        commands.append(_unit_command(systemctl, STATE_VERBS[str(state)], str(unit)))
+    return ActionPlan(commands=tuple(commands))
+
+
+def _unit_command(systemctl: str, verb: str, unit: str) -> PlannedCommand:
+    return PlannedCommand(f"{systemctl} {verb} {quote_all([unit])}", f"{verb} {unit}")
 
 
 def _plan_kill(ctx: ActionContext) -> ActionPlan:
@@ -154,9 +181,18 @@ ACTIONS = (
     Action(
         name="service",
         validate=params_checker({"state": choice(*SERVICE_VERBS)}),
-        summary="restart, start, stop or reload a systemd unit",
+        summary="restart, start, stop or reload a systemd unit; mask, enable, daemon-reload",
         plan=_plan_service,
-        params={"name": "systemd unit", "state": "restarted (default), started, stopped, reloaded"},
+        params={
+            "name": "systemd unit",
+            "state": "restarted (default when nothing else is asked), started, stopped, reloaded",
+            "enabled": "true: systemctl enable; false: disable",
+            "masked": "true: systemctl mask; false: unmask",
+            "daemon_reload": "systemctl daemon-reload first",
+            "daemon_reexec": "systemctl daemon-reexec first",
+            "no_block": "systemctl --no-block",
+            "force": "systemctl --force",
+        },
     ),
     Action(
         name="kill_gpu_processes",

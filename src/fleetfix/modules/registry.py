@@ -6,7 +6,7 @@ from collections.abc import Awaitable, Callable, Mapping
 from types import MappingProxyType
 
 from fleetfix.engine.hoststep import HostStep, Outcome
-from fleetfix.modules import raw, reboot, waits
+from fleetfix.modules import raw, reboot, services, waits
 from fleetfix.modules.call import KindHandlers, ModuleCall, ModuleFailed
 from fleetfix.modules.spec import ModuleArgsError, resolve
 from fleetfix.modules.specs import MODULE_SPECS
@@ -19,6 +19,8 @@ IMPLEMENTATIONS: Mapping[str, ModuleRunner] = MappingProxyType(
         "pause": waits.pause,
         "wait_for_connection": waits.wait_for_connection,
         "reboot": reboot.reboot,
+        "systemd": services.systemd,
+        "service": services.service,
     }
 )
 

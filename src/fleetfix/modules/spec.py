@@ -49,6 +49,8 @@ class ModuleSpec:
     required_one_of: tuple[tuple[str, ...], ...] = ()
     required_if: tuple[tuple[str, Any, tuple[str, ...]], ...] = ()
     """(param, value, needed): when param == value, every name in needed must be given."""
+    required_by: tuple[tuple[str, tuple[str, ...]], ...] = ()
+    """(param, needed): when param is given, every name in needed must be given too."""
     refused: Mapping[str, str] = field(default_factory=dict)
     """Ansible parameters fleetfix deliberately does not take, with the reason."""
 
@@ -144,6 +146,10 @@ def _rules(spec: ModuleSpec, given: set[str], value_of: Callable[[str], Any]) ->
                 found.append(
                     f"{name} is {value} but all of the following are missing: {', '.join(lacking)}"
                 )
+    for name, needed in spec.required_by:
+        lacking = [n for n in needed if n not in given] if name in given else []
+        if lacking:
+            found.append(f"missing parameter(s) required by '{name}': {', '.join(lacking)}")
     return found
 
 

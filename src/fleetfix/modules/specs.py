@@ -252,6 +252,11 @@ MODULE_SPECS: Mapping[str, ModuleSpec] = MappingProxyType(
                         "no_block": Param("bool", default=False),
                         "force": Param("bool"),
                     },
+                    required_by=(
+                        ("state", ("name",)),
+                        ("enabled", ("name",)),
+                        ("masked", ("name",)),
+                    ),
                 )
             ),
             _spec(
