@@ -110,6 +110,6 @@ def unsupported(tree: nodes.Template) -> Iterator[str]:
         if not (isinstance(callee, nodes.Name) and callee.name in CALLS and call.args):
             continue
         first = call.args[0]
-        named = isinstance(first, nodes.Const) and isinstance(first.value, str)
-        if named and first.value not in SUPPORTED:
-            yield str(first.value)
+        name = first.value if isinstance(first, nodes.Const) else None
+        if isinstance(name, str) and name not in SUPPORTED:
+            yield name
