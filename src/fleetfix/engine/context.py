@@ -52,6 +52,17 @@ class Templating(Protocol):
 
     def render(self, value: Any, variables: Mapping[str, Any]) -> Any: ...
 
+    def render_file(
+        self,
+        text: str,
+        variables: Mapping[str, Any],
+        *,
+        name: str,
+        trim_blocks: bool = True,
+        lstrip_blocks: bool = False,
+        newline_sequence: str = "\n",
+    ) -> str: ...
+
     def resolve(
         self, definitions: Mapping[str, Any], variables: Mapping[str, Any]
     ) -> dict[str, Any]: ...

@@ -6,7 +6,7 @@ from collections.abc import Awaitable, Callable, Mapping
 from types import MappingProxyType
 
 from fleetfix.engine.hoststep import HostStep, Outcome
-from fleetfix.modules import raw, reboot, services, waits
+from fleetfix.modules import copy, files, lineinfile, raw, reboot, services, waits
 from fleetfix.modules.call import KindHandlers, ModuleCall, ModuleFailed
 from fleetfix.modules.spec import ModuleArgsError, resolve
 from fleetfix.modules.specs import MODULE_SPECS
@@ -18,9 +18,16 @@ IMPLEMENTATIONS: Mapping[str, ModuleRunner] = MappingProxyType(
         "raw": raw.raw,
         "pause": waits.pause,
         "wait_for_connection": waits.wait_for_connection,
+        "wait_for": waits.wait_for,
         "reboot": reboot.reboot,
         "systemd": services.systemd,
         "service": services.service,
+        "stat": files.stat,
+        "slurp": files.slurp,
+        "file": files.file,
+        "copy": copy.copy,
+        "template": copy.template,
+        "lineinfile": lineinfile.lineinfile,
     }
 )
 

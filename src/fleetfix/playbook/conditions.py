@@ -123,6 +123,34 @@ class Templar:
             return tuple(self.render(item, variables) for item in value)
         return value
 
+    def render_file(
+        self,
+        text: str,
+        variables: Mapping[str, Any],
+        *,
+        name: str,
+        trim_blocks: bool = True,
+        lstrip_blocks: bool = False,
+        newline_sequence: str = "\n",
+    ) -> str:
+        """Render a template file's text (the template module), with Ansible's options for
+        it: trim_blocks on by default, unlike a playbook string. Not cached: files change.
+
+        Raises:
+            ConditionError: the template failed for these variables (`name` says which).
+        """
+        env = self._env.overlay(
+            trim_blocks=trim_blocks,
+            lstrip_blocks=lstrip_blocks,
+            newline_sequence=newline_sequence,  # type: ignore[arg-type]
+        )
+        try:
+            return str(env.from_string(text).render(variables))
+        except jinja2.TemplateSyntaxError as exc:
+            raise ConditionError(_syntax_message(exc, text), name) from exc
+        except Exception as exc:
+            raise ConditionError(_runtime_message(exc), name) from exc
+
     def resolve(
         self, definitions: Mapping[str, Any], variables: Mapping[str, Any]
     ) -> dict[str, Any]:
