@@ -5,9 +5,10 @@ The file is the first of `$ANSIBLE_CONFIG` (a directory means its ansible.cfg), 
 and is readable; the others are not merged in. An environment variable beats the file; the
 command line beats both (the CLI applies that, fleetfix.cli.ansible_options). Settings read:
 
-    [defaults] forks, inventory, remote_user, private_key_file, timeout, host_key_checking
+    [defaults] forks, inventory, remote_user, private_key_file, timeout, host_key_checking,
+               roles_path
     ANSIBLE_FORKS, ANSIBLE_INVENTORY, ANSIBLE_REMOTE_USER, ANSIBLE_PRIVATE_KEY_FILE,
-    ANSIBLE_TIMEOUT, ANSIBLE_HOST_KEY_CHECKING
+    ANSIBLE_TIMEOUT, ANSIBLE_HOST_KEY_CHECKING, ANSIBLE_ROLES_PATH
 
 Other keys are ignored, as Ansible ignores keys it does not know; `[ssh_connection]` keys are
 noted, never applied (fleetfix's SSH client is not OpenSSH). A bad value of a known key is an
@@ -107,6 +108,11 @@ def _path_list(text: str, base: Path) -> tuple[str, ...]:
     return tuple(_path(part.strip(), base) for part in text.split(",") if part.strip())
 
 
+def _path_spec(text: str, base: Path) -> tuple[str, ...]:
+    """Ansible's pathspec: paths separated by colons (roles_path)."""
+    return tuple(_path(part.strip(), base) for part in text.split(os.pathsep) if part.strip())
+
+
 def _unquote(text: str) -> str:
     quoted = len(text) >= 2 and text[0] == text[-1] and text[0] in "\"'"
     return text[1:-1] if quoted else text
@@ -119,6 +125,7 @@ SPECS: tuple[_Spec, ...] = (
     _Spec("private_key_file", "ANSIBLE_PRIVATE_KEY_FILE", _path),
     _Spec("timeout", "ANSIBLE_TIMEOUT", _integer),
     _Spec("host_key_checking", "ANSIBLE_HOST_KEY_CHECKING", _boolean),
+    _Spec("roles_path", "ANSIBLE_ROLES_PATH", _path_spec),
 )
 
 

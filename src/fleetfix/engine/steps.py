@@ -140,11 +140,22 @@ def _variables(
     """The host's variables with block and step `vars` rendered (they may refer to each other
     and to the loop item), the loop item's own variables on top of everything, as in Ansible."""
     base = {**compose(ctx, state, env.scope), **item_vars}
+    defaults = _role_defaults(ctx, step, base)
+    base = {**defaults, **base}
     local = {**env.inherited_vars, **step.vars}
     if not local:
         return base
     resolved = ctx.templar.resolve(local, base)
-    return {**compose(ctx, state, env.scope, resolved), **item_vars}
+    return {**defaults, **compose(ctx, state, env.scope, resolved), **item_vars}
+
+
+def _role_defaults(ctx: RunContext, step: Step, base: Mapping[str, Any]) -> dict[str, Any]:
+    """A role's defaults/main.yml: below every other variable (Ansible's lowest precedence), so
+    only those nothing else sets, rendered against the rest (they may refer to each other)."""
+    if step.role is None or not step.role.defaults:
+        return {}
+    unset = {name: value for name, value in step.role.defaults.items() if name not in base}
+    return ctx.templar.resolve(unset, base)
 
 
 async def _attempts(hs: HostStep) -> tuple[Outcome, int]:

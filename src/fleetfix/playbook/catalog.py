@@ -59,6 +59,7 @@ PLAY_KEYWORDS: frozenset[str] = frozenset(
         "tags",
         "pre_tasks",
         "tasks",
+        "roles",
         "post_tasks",
         "handlers",
         "max_unavailable_per",
@@ -174,14 +175,13 @@ NOT_ON_BLOCK: frozenset[str] = frozenset(
 )
 
 LOOP_HINT = "fleetfix loops with loop:, with_items: or with_list: (other lookups are not supported)"
-_ROLES = "fleetfix has no roles: put the steps in tasks"
+_ROLES = "include_role is not supported yet: use import_role (read at load) or roles:"
 _INCLUDES = "'include' is gone from Ansible: use import_playbook (plays) or import_tasks (steps)"
 _FACTS = "probes replace facts in fleetfix"
 _CONNECTION = "connection settings come from the inventory and the command line (-u, --transport)"
 
 UNSUPPORTED_PLAY_KEYWORDS: Mapping[str, str] = MappingProxyType(
     {
-        "roles": _ROLES,
         "include": _INCLUDES,
         "import_tasks": "import_tasks goes in a list of steps (tasks:, pre_tasks:, ...)",
         "connection": _CONNECTION,
@@ -224,7 +224,6 @@ UNSUPPORTED_STEP_KEYWORDS: Mapping[str, str] = MappingProxyType(
         "include_tasks": "include_tasks is not supported yet: use import_tasks (read at load)",
         "include": _INCLUDES,
         "include_role": _ROLES,
-        "import_role": _ROLES,
         "include_vars": "use vars_files on the play",
         "module_defaults": "module defaults are not supported",
         "collections": "collections are not supported",

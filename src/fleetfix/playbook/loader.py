@@ -29,6 +29,7 @@ from fleetfix.playbook.yamlpos import Entry, Node, load_yaml
 __all__ = ["StepCatalog", "load_playbook", "validate_playbook"]
 
 _STEP_LISTS = ("handlers", "pre_tasks", "tasks", "post_tasks")  # handlers first: notify checks
+_NOT_FIELDS = frozenset({*_STEP_LISTS, "roles"})  # read into steps, not Play fields
 
 
 def load_playbook(
@@ -215,8 +216,10 @@ class _PlaybookLoader:
         handler_topics: set[str] = set()
         fields: dict[str, Any] = {}
         for entry in node.entries:
-            if entry.key.value in kw.PLAY_KEYWORDS and entry.key.value not in _STEP_LISTS:
+            if entry.key.value in kw.PLAY_KEYWORDS and entry.key.value not in _NOT_FIELDS:
                 self._values.convert_into(fields, entry, self._play_value)
+        roles_node = node.get("roles")  # before the step lists: import_role's come after
+        role_steps = steps.roles.play_roles(roles_node) if roles_node is not None else ()
         for name in _STEP_LISTS:
             steps_node = node.get(name)
             if steps_node is not None:
@@ -224,6 +227,11 @@ class _PlaybookLoader:
                 fields[name] = steps.step_list(steps_node, role, name)
                 if name == "handlers":
                     handler_topics = self._handler_topics(steps_node, fields[name])
+        if role_steps:  # roles run after pre_tasks, before tasks (Ansible's order)
+            fields["tasks"] = (*role_steps, *fields.get("tasks", ()))
+        if steps.roles.handlers:  # the roles' handlers (roles: and import_role) come first
+            fields["handlers"] = (*steps.roles.handlers, *fields.get("handlers", ()))
+            handler_topics |= {t for h in steps.roles.handlers for t in (h.name, *h.listen)}
         self._check_notified(steps.notified, handler_topics)
         if "hosts" not in fields:  # reported above; the rest of the play was still checked
             return None

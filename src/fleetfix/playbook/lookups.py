@@ -1,9 +1,10 @@
 """Ansible's common lookups in templates and conditions: `lookup('env', 'HOME')`,
 `lookup('file', 'motd.txt')`, `lookup('vars', 'name')`, and `query`/`q` (always a list).
 
-They run on the controller, as in Ansible. `file` reads a path relative to the playbook's
-`files/` directory, then the playbook's own. Any other lookup plugin is refused when the
-playbook loads (`unsupported`), not when a host first renders it.
+They run on the controller, as in Ansible. `file` reads a path relative to the role's `files/`
+directory and the role's own (in a role's step), then the playbook's `files/` and its own. Any
+other lookup plugin is refused when the playbook loads (`unsupported`), not when a host first
+renders it.
 """
 
 from __future__ import annotations
@@ -32,11 +33,12 @@ def _env(_context: Context, terms: tuple[Any, ...], options: Mapping[str, Any]) 
 
 
 def _file(context: Context, terms: tuple[Any, ...], options: Mapping[str, Any]) -> list[Any]:
-    base = Path(str(context.get("playbook_dir") or "."))
+    bases = [Path(str(context[d])) for d in ("role_path", "playbook_dir") if context.get(d)]
     found: list[Any] = []
     for term in terms:
         path = Path(str(term))
-        candidates = [path] if path.is_absolute() else [base / "files" / path, base / path]
+        relative = [place / path for base in bases for place in (base / "files", base)]
+        candidates = [path] if path.is_absolute() else relative
         hit = next((c for c in candidates if c.is_file()), None)
         if hit is None:
             raise LookupFailed(f"could not locate file in lookup: {term}")

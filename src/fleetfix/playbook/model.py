@@ -50,6 +50,17 @@ class LoopControl:
 
 
 @dataclass(frozen=True, slots=True)
+class RoleInfo:
+    """The role a step comes from: its name (the banner's `role : step`), its directory (its
+    files/ and templates/ come first for copy, template and lookup('file')) and its defaults,
+    the lowest-precedence variables, rendered per host where nothing else sets them."""
+
+    name: str
+    path: str
+    defaults: Mapping[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True, slots=True)
 class Step:
     """One task. `args` holds the kind's own arguments (e.g. shell: {'cmd': ...},
     probe: {'name': 'nvidia_smi', 'params': {...}}, action: {'name': ..., 'params': ...})."""
@@ -95,6 +106,7 @@ class Step:
     loop_control: LoopControl = LoopControl()
     item_key: str = ""  # set by the engine on the copy of a step that runs one loop item
     via: str = ""  # the import_tasks it came through: "site.yml:9:7>" (outermost first)
+    role: RoleInfo | None = None  # the role it comes from (roles:, import_role)
 
     @property
     def key(self) -> str:

@@ -24,6 +24,7 @@ from fleetfix.playbook.extravars import parse_kv, vars_problems
 from fleetfix.playbook.imports import TaskImports, import_entry
 from fleetfix.playbook.model import Step, StepKind
 from fleetfix.playbook.module_args import module_args
+from fleetfix.playbook.roles import ROLE_IMPORTS, RoleReader, role_entry
 from fleetfix.playbook.yamlpos import Entry, Node, NodeKind
 
 __all__ = ["Role", "StepReader", "ValueReader"]
@@ -146,6 +147,7 @@ class StepReader:
         self._catalog = catalog
         self._values = values
         self._imports = TaskImports(values, base_dir or Path.cwd())
+        self.roles = RoleReader(values, base_dir or Path.cwd(), self._role_list)
         self.notified: list[tuple[str, Node]] = []  # (topic, where it was written)
         self._step_converters = self._step_table()
         self._kind_parsers = self._kind_table()
@@ -162,9 +164,13 @@ class StepReader:
             return ()
         steps: list[Step] = []
         for item in node.items:
-            entry = import_entry(item)
+            entry = import_entry(item) or role_entry(item)
             if entry is not None and role is not Role.TASK:
-                self._report(entry.key.error(f"import_tasks: is not valid in {role.value} steps"))
+                self._report(
+                    entry.key.error(f"{entry.key.value}: is not valid in {role.value} steps")
+                )
+            elif entry is not None and entry.key.value in ROLE_IMPORTS:
+                steps.extend(self.roles.import_role(item, entry))
             elif entry is not None:
                 steps.extend(self._imports.read(item, entry, self._imported_list))
             elif (step := self._step(item, role)) is not None:
@@ -173,6 +179,9 @@ class StepReader:
 
     def _imported_list(self, node: Node, what: str) -> tuple[Step, ...]:
         return self.step_list(node, Role.TASK, what)
+
+    def _role_list(self, node: Node, handlers: bool, what: str) -> tuple[Step, ...]:
+        return self.step_list(node, Role.HANDLER if handlers else Role.TASK, what)
 
     def _step(self, node: Node, role: Role) -> Step | None:
         if not node.is_mapping:

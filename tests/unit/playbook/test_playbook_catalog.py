@@ -12,7 +12,7 @@ from fleetfix.playbook.model import Play, Step, StepKind
 
 def test_play_keywords_are_exactly_the_play_fields() -> None:
     fields = {f.name for f in dataclasses.fields(Play)} - {"position"}
-    assert fields == catalog.PLAY_KEYWORDS
+    assert fields | {"roles"} == catalog.PLAY_KEYWORDS  # roles: are read into tasks
 
 
 def test_step_keywords_are_the_step_fields_minus_kind_parts() -> None:
@@ -29,6 +29,7 @@ def test_step_keywords_are_the_step_fields_minus_kind_parts() -> None:
             "loop_flatten",  # set by with_items
             "item_key",  # set by the engine on a loop item's copy
             "via",  # set by import_tasks
+            "role",  # set by roles: and import_role
         }
         | {"with_items", "with_list"}  # read into loop
         == catalog.STEP_KEYWORDS

@@ -1,0 +1,359 @@
+"""Roles: a play's `roles:` and a step's `import_role:`, read at load as Ansible's static ones.
+
+A role is a directory `NAME/` with `tasks/main.yml` (or `tasks_from:`), `handlers/main.yml`,
+`defaults/main.yml`, `vars/main.yml`, `meta/main.yml` (dependencies, run first), `files/` and
+`templates/`. It is found in the playbook's `roles/` directory, then in `roles_path`
+(ansible.cfg or ANSIBLE_ROLES_PATH), then next to the playbook; a name with a `/` is a path.
+
+Each of its steps is named `ROLE : STEP` (Ansible's banner), carries the role (`Step.role`:
+its directory and defaults, which sit below every other variable) and has the role's vars and
+params, `role_name` and `role_path` as its own vars; the role entry's `when`, `tags` and
+`vars` apply to each, as for import_tasks. Its handlers join the play's (notified by their name
+or `ROLE : NAME`). A role listed twice in `roles:` with the same parameters runs once.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from fleetfix.ansible_cfg import read_settings
+from fleetfix.errors import FleetfixError, PlaybookError
+from fleetfix.playbook import catalog as kw
+from fleetfix.playbook.catalog import shown
+from fleetfix.playbook.conditions import is_template
+from fleetfix.playbook.model import RoleInfo, Step
+from fleetfix.playbook.yamlpos import Entry, Node, load_yaml
+
+if TYPE_CHECKING:
+    from fleetfix.playbook.steps import ValueReader
+
+__all__ = ["ROLE_IMPORTS", "RoleReader", "role_entry"]
+
+ROLE_IMPORTS = ("import_role", "ansible.builtin.import_role", "ansible.legacy.import_role")
+_ENTRY_KEYWORDS = frozenset({"role", "name", "vars", "tags", "when"})
+"""What a `roles:` entry may say besides the role's own parameters."""
+_IMPORT_ARGS = frozenset({"name", "tasks_from", "handlers_from", "vars_from", "defaults_from"})
+_IMPORT_KEYWORDS = frozenset({"name", "when", "tags", "vars"})
+
+StepsReader = Callable[[Node, bool, str], tuple[Step, ...]]
+"""Reads a list of steps: (node, as handlers?, what) -> steps."""
+
+
+@dataclass(frozen=True, slots=True)
+class _Use:
+    """One use of a role: which, which files, and what the using entry adds."""
+
+    name: str
+    where: Node
+    site: str
+    when: tuple[str, ...] = ()
+    tags: frozenset[str] = frozenset()
+    variables: tuple[tuple[str, Any], ...] = ()
+    tasks_from: str = "main"
+    handlers_from: str = "main"
+    vars_from: str = "main"
+    defaults_from: str = "main"
+
+
+def role_entry(node: Node) -> Entry | None:
+    """The `import_role:` entry of a step mapping, or None."""
+    if not node.is_mapping:
+        return None
+    return next((e for key in ROLE_IMPORTS if (e := node.entry(key)) is not None), None)
+
+
+class RoleReader:
+    """The roles of one play; problems go to the loader's list, handlers to `handlers`."""
+
+    def __init__(self, values: ValueReader, base_dir: Path, read_steps: StepsReader) -> None:
+        self._values = values
+        self._base_dir = base_dir
+        self._read_steps = read_steps
+        self._stack: list[str] = []  # roles being read (a dependency cycle is an error)
+        self._ran: set[str] = set()  # roles: entries already expanded (name + params)
+        self._handler_files: set[str] = set()
+        self._exposed: dict[str, tuple[dict[str, Any], dict[str, Any]]] = {}
+        """A role's defaults and vars by directory: a role sees its dependencies' too."""
+        self.handlers: list[Step] = []
+
+    def play_roles(self, node: Node) -> tuple[Step, ...]:
+        """The steps of a play's `roles:` list, in order, dependencies first."""
+        if not node.is_sequence:
+            self._values.report(node.error(f"roles must be a list, not {shown(node.value)}"))
+            return ()
+        steps: list[Step] = []
+        for item in node.items:
+            use = self._roles_entry(item)
+            if use is not None:
+                steps.extend(self._expand(use, dedupe=True))
+        return tuple(steps)
+
+    def import_role(self, node: Node, entry: Entry) -> tuple[Step, ...]:
+        """The steps of an `import_role:` step (in a task list)."""
+        use = self._import_entry(node, entry)
+        return self._expand(use, dedupe=False) if use is not None else ()
+
+    # ------------------------------------------------------------------ reading entries
+
+    def _roles_entry(self, item: Node) -> _Use | None:
+        if item.is_scalar:
+            name = self._role_name(item)
+            return _Use(name, item, f"{item.position}>") if name else None
+        if not item.is_mapping:
+            self._values.report(item.error(f"a role is a name or a mapping, not {shown(item)}"))
+            return None
+        named = item.get("role") or item.get("name")
+        if named is None:
+            self._values.report(item.error("a roles: entry needs role: NAME"))
+            return None
+        name = self._role_name(named)
+        when, tags, variables = self._keywords(item, _ENTRY_KEYWORDS - {"role", "name"})
+        params = [
+            (e.key.value, e.value.value)
+            for e in item.entries
+            if e.key.value not in _ENTRY_KEYWORDS and kw.is_variable_name(e.key.value)
+        ]
+        for e in item.entries:
+            if e.key.value not in _ENTRY_KEYWORDS and not kw.is_variable_name(e.key.value):
+                self._values.report(e.key.error(f"invalid role parameter name {shown(e.key)}"))
+        variables = (*variables, *params)
+        return _Use(name, named, f"{item.position}>", when, tags, variables) if name else None
+
+    def _import_entry(self, node: Node, entry: Entry) -> _Use | None:
+        args = entry.value
+        if not args.is_mapping:
+            self._values.report(args.error("import_role takes a mapping: {name: ROLE, ...}"))
+            return None
+        files: dict[str, str] = {}
+        for arg in args.entries:
+            key = arg.key.value
+            if key not in _IMPORT_ARGS:
+                hint = kw.suggest(str(key), _IMPORT_ARGS)
+                self._values.report(
+                    arg.key.error(f"unknown import_role argument {shown(key)}", hint)
+                )
+            elif not isinstance(arg.value.value, str) or is_template(arg.value.value):
+                self._values.report(
+                    arg.value.error(
+                        f"import_role {key} must be a name (read at load, not a template)"
+                    )
+                )
+            else:
+                files[key] = arg.value.value
+        named = args.get("name")
+        if named is None:
+            self._values.report(args.error("import_role needs name: ROLE"))
+            return None
+        name = self._role_name(named)
+        unknown = {e.key.value for e in node.entries if e is not entry} - _IMPORT_KEYWORDS
+        for other in node.entries:
+            if other.key.value in unknown:
+                self._values.report(
+                    other.key.error(
+                        f"{shown(other.key.value)} is not supported on import_role",
+                        hint="import_role takes name, when, tags and vars",
+                    )
+                )
+        when, tags, variables = self._keywords(node, _IMPORT_KEYWORDS - {"name"})
+        if not name or unknown:
+            return None
+        chosen = {k: v for k, v in files.items() if k != "name"}
+        return _Use(name, named, f"{entry.key.position}>", when, tags, variables, **chosen)
+
+    def _role_name(self, node: Node) -> str:
+        name = node.value
+        if not isinstance(name, str) or not name.strip():
+            self._values.report(node.error(f"a role name must be a string, not {shown(name)}"))
+            return ""
+        if is_template(name):
+            self._values.report(
+                node.error(
+                    "roles are read when the playbook loads: a role name cannot be templated"
+                )
+            )
+            return ""
+        return name.strip()
+
+    def _keywords(
+        self, node: Node, allowed: Iterable[str]
+    ) -> tuple[tuple[str, ...], frozenset[str], tuple[tuple[str, Any], ...]]:
+        when: tuple[str, ...] = ()
+        tags: frozenset[str] = frozenset()
+        variables: dict[str, Any] = {}
+        for key in allowed:
+            value = node.get(key)
+            if value is None:
+                continue
+            try:
+                if key == "when":
+                    when = self._values.conditions(value, "when", allow_empty=True)
+                elif key == "tags":
+                    tags = frozenset(kw.to_names(value, "tags", split_commas=True))
+                elif key == "vars":
+                    variables = self._values.vars(value, "vars")
+            except PlaybookError as exc:
+                self._values.report(exc)
+        return when, tags, tuple(variables.items())
+
+    # ------------------------------------------------------------------ reading the role
+
+    def _expand(self, use: _Use, *, dedupe: bool) -> tuple[Step, ...]:
+        directory = self._find(use)
+        if directory is None:
+            return ()
+        identity = json.dumps([str(directory), use.variables], default=str, sort_keys=True)
+        if str(directory) in self._stack:
+            chain = " -> ".join(Path(d).name for d in (*self._stack, str(directory)))
+            self._values.report(use.where.error(f"role dependency cycle: {chain}"))
+            return ()
+        if dedupe and identity in self._ran:
+            return ()
+        self._ran.add(identity)
+        self._stack.append(str(directory))
+        try:
+            return self._role_steps(use, directory)
+        finally:
+            self._stack.pop()
+
+    def _role_steps(self, use: _Use, directory: Path) -> tuple[Step, ...]:
+        name = directory.name
+        steps: list[Step] = []
+        inherited: tuple[dict[str, Any], dict[str, Any]] = ({}, {})
+        for dependency in self._dependencies(directory):
+            steps.extend(self._expand(dependency, dedupe=True))
+            found = self._find(dependency, quiet=True)
+            below = self._exposed.get(str(found), ({}, {}))
+            inherited = ({**inherited[0], **below[0]}, {**inherited[1], **below[1]})
+        defaults = {
+            **inherited[0],
+            **self._mapping(directory / "defaults", use.defaults_from, f"{name} defaults"),
+        }
+        role_vars = {
+            **inherited[1],
+            **self._mapping(directory / "vars", use.vars_from, f"{name} vars"),
+        }
+        self._exposed[str(directory)] = (defaults, role_vars)
+        info = RoleInfo(name, str(directory), defaults)
+        own = {**role_vars, **dict(use.variables), "role_name": name, "role_path": str(directory)}
+        tasks = self._file(directory / "tasks", use.tasks_from)
+        if tasks is None and use.tasks_from != "main":
+            self._values.report(use.where.error(f"role {name} has no tasks/{use.tasks_from}.yml"))
+        if tasks is not None:
+            read = self._read_steps(tasks, False, f"tasks of role {name}")
+            steps.extend(_in_role(s, info, own, use, top=True) for s in read)
+        handlers = self._file(directory / "handlers", use.handlers_from)
+        source = f"{directory}/handlers/{use.handlers_from}"
+        if handlers is not None and source not in self._handler_files:  # a role's handlers once
+            self._handler_files.add(source)
+            read = self._read_steps(handlers, True, f"handlers of role {name}")
+            self.handlers.extend(_handler(_in_role(s, info, own, use, top=True)) for s in read)
+        if tasks is None and handlers is None and not steps:
+            self._values.report(use.where.error(f"role {name} has no tasks/main.yml"))
+        return tuple(steps)
+
+    def _dependencies(self, directory: Path) -> list[_Use]:
+        meta = self._file(directory / "meta", "main")
+        if meta is None or not meta.is_mapping:
+            return []
+        listed = meta.get("dependencies")
+        if listed is None or listed.value is None:
+            return []
+        if not listed.is_sequence:
+            self._values.report(listed.error("dependencies must be a list of roles"))
+            return []
+        return [use for item in listed.items if (use := self._roles_entry(item)) is not None]
+
+    def _find(self, use: _Use, *, quiet: bool = False) -> Path | None:
+        name = os.path.expanduser(use.name)
+        here = Path(use.where.position.file).parent
+        if "/" in name:
+            candidates = (
+                [Path(name)] if os.path.isabs(name) else [here / name, self._base_dir / name]
+            )
+        else:
+            bases = [self._base_dir / "roles", *_configured_roles_path(), self._base_dir]
+            candidates = [base / name for base in bases]
+        for candidate in candidates:
+            if candidate.is_dir():
+                return Path(os.path.normpath(candidate))
+        if quiet:
+            return None
+        looked = ", ".join(str(c.parent) for c in candidates)
+        self._values.report(
+            use.where.error(f"role not found: {use.name}", hint=f"looked in {looked}")
+        )
+        return None
+
+    def _file(self, directory: Path, stem: str) -> Node | None:
+        """The YAML of DIR/STEM(.yml|.yaml|), or None when there is none."""
+        for suffix in (".yml", ".yaml", ""):
+            path = directory / f"{stem}{suffix}"
+            if path.is_file():
+                try:
+                    document = load_yaml(path)
+                except PlaybookError as exc:
+                    self._values.report(exc)
+                    return None
+                for problem in document.problems:
+                    self._values.report(problem)
+                return document.root
+        return None
+
+    def _mapping(self, directory: Path, stem: str, what: str) -> dict[str, Any]:
+        root = self._file(directory, stem)
+        if root is None or root.value is None:
+            return {}
+        try:
+            return self._values.vars(root, what)
+        except PlaybookError as exc:
+            self._values.report(exc)
+            return {}
+
+
+def _configured_roles_path() -> list[Path]:
+    """roles_path from ANSIBLE_ROLES_PATH or ansible.cfg (a bad config is reported by the CLI
+    before the playbook loads)."""
+    with contextlib.suppress(FleetfixError):
+        setting = read_settings(os.environ, Path.cwd()).get("roles_path")
+        if setting is not None:
+            return [Path(p) for p in setting.value]
+    return []
+
+
+def _in_role(step: Step, info: RoleInfo, own: dict[str, Any], use: _Use, *, top: bool) -> Step:
+    """A role's step as it runs: named `ROLE : NAME`, knowing its role; the top-level ones take
+    the role's vars and the using entry's when/tags (children of a block inherit them)."""
+
+    def inside(children: tuple[Step, ...]) -> tuple[Step, ...]:
+        return tuple(_in_role(child, info, own, use, top=False) for child in children)
+
+    changed = replace(
+        step,
+        name=f"{info.name} : {step.name}",
+        role=info,
+        via=use.site + step.via,
+        block=inside(step.block),
+        rescue=inside(step.rescue),
+        always=inside(step.always),
+    )
+    if not top:
+        return changed
+    return replace(
+        changed,
+        when=use.when + step.when,
+        tags=step.tags | use.tags,
+        vars={**own, **step.vars},
+    )
+
+
+def _handler(step: Step) -> Step:
+    """A role's handler is notified by its own name or by `ROLE : NAME`."""
+    role = step.role.name if step.role is not None else ""
+    plain = step.name.removeprefix(f"{role} : ")
+    return replace(step, listen=(*step.listen, plain) if plain not in step.listen else step.listen)
