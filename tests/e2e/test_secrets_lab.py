@@ -6,6 +6,7 @@ console; report files are 0600. nccl_tests `args` cannot run a command on the no
 
 from __future__ import annotations
 
+import base64
 import stat
 from collections.abc import Iterator
 from pathlib import Path
@@ -60,7 +61,18 @@ PLAYBOOK = """\
     - name: the fact, shown by a step without no_log
       debug:
         msg: "fetched {{ fetched }}"
+    - name: write the credential into a file on the node
+      copy:
+        content: "password={{ db_password }}\\n"
+        dest: "{{ conf_dir }}/{{ inventory_hostname }}-db.conf"
+        mode: "0600"
 """
+WRITTEN = f"password={PASSWORD}\n"
+ENCODED = tuple(
+    base64.b64encode(WRITTEN.encode()[skip:]).decode()[4:20] for skip in range(3)
+)
+"""Base64 of the file's content, at each alignment: a payload on its way to the node must not
+be kept either (redaction matches the plain text only)."""
 
 
 @pytest.fixture
@@ -87,7 +99,7 @@ def test_secrets_reach_no_journal_report_or_console(
         tmp_path,
         "-v",
         "-e",
-        f"db_password={PASSWORD} db_user=ops",
+        f"db_password={PASSWORD} db_user=ops conf_dir={tmp_path}",
         "-e",
         f'{{"vault": {{"token": "{TOKEN}"}}}}',
         *(arg for path in reports for arg in ("--report", str(path))),
@@ -107,7 +119,11 @@ def test_secrets_reach_no_journal_report_or_console(
         server: PostgresServer = request.getfixturevalue("postgres_server")
         stored = postgres_journal_texts(journal_target, server.directory / "data", server.admin)
     assert any(MASK in text for text in stored)  # the journal has the masked rows
-    assert holding(stored, SECRETS) == []
+    assert holding(stored, SECRETS + ENCODED) == []
+    for node in ("s01", "s02"):  # the copy did write the real value, on the node only
+        written = tmp_path / f"{node}-db.conf"
+        assert written.read_text(encoding="utf-8") == WRITTEN, done.output
+        assert stat.S_IMODE(written.stat().st_mode) == 0o600
     for path in reports:
         assert holding([path.read_text(encoding="utf-8")], SECRETS) == [], path
         assert stat.S_IMODE(path.stat().st_mode) == 0o600, path

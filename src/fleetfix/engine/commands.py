@@ -55,8 +55,11 @@ async def run_command(
     become: bool,
     become_user: str,
     probe: Probe[Any] | None = None,
+    shown: str | None = None,
 ) -> CommandResult:
     """Run one command on the step's target; raises UnreachableError if it cannot be reached.
+    `shown` is what the journal and console are told ran, when the command carries a payload
+    that must not be kept (a file's content on its way to the node).
 
     With `probe`, a connection that can parse where the command ran (a host shard) returns
     the verdict in `parsed`; the caller parses itself when it is absent."""
@@ -78,8 +81,9 @@ async def run_command(
         result.timed_out,
         result.parsed,
     )
-    shown = redact(result) if step.no_log else replace(result, parsed=None)
-    ctx.bus.emit(CommandRan(host=state.name, step=step.name, result=shown))
+    told = replace(result, command=shown) if shown is not None else result
+    told = redact(told) if step.no_log else replace(told, parsed=None)
+    ctx.bus.emit(CommandRan(host=state.name, step=step.name, result=told))
     return result
 
 

@@ -90,7 +90,12 @@ class HostStep:
         self.ctx.bus.emit(event)
 
     async def command(
-        self, command: str, *, timeout: float | None = None, probe: Probe[Any] | None = None
+        self,
+        command: str,
+        *,
+        timeout: float | None = None,
+        probe: Probe[Any] | None = None,
+        shown: str | None = None,
     ) -> CommandResult:
         """Run a command for this step: delegation, become, environment and timeout applied."""
         play, step, ctx = self.env.play, self.step, self.ctx
@@ -108,6 +113,7 @@ class HostStep:
             become=bool(become),
             become_user=user,
             probe=probe,
+            shown=shown,
         )
 
     async def probe(self, name: str, params: Mapping[str, Any]) -> Outcome:

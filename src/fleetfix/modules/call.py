@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import shlex
 from collections.abc import Awaitable, Callable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from fleetfix.engine.hoststep import HostStep, Outcome
@@ -48,20 +48,25 @@ class ModuleCall:
     def host(self) -> str:
         return self.hs.state.name
 
-    async def run(self, command: str, *, timeout: float | None = None) -> CommandResult:
-        """Run a command for this module and keep it with the step's commands."""
-        result = await self.hs.command(command, timeout=timeout)
-        self.commands.append(result)
+    async def run(
+        self, command: str, *, timeout: float | None = None, shown: str | None = None
+    ) -> CommandResult:
+        """Run a command for this module and keep it with the step's commands (as `shown`,
+        when the command carries content the journal must not keep)."""
+        result = await self.hs.command(command, timeout=timeout, shown=shown)
+        self.commands.append(replace(result, command=shown) if shown is not None else result)
         return result
 
-    async def checked(self, command: str, what: str, *, timeout: float | None = None) -> str:
+    async def checked(
+        self, command: str, what: str, *, timeout: float | None = None, shown: str | None = None
+    ) -> str:
         """Run a command that must succeed; its stdout. A failure fails the module, saying
         what it was doing and what the command said.
 
         Raises:
             ModuleFailed: non-zero exit or timeout.
         """
-        result = await self.run(command, timeout=timeout)
+        result = await self.run(command, timeout=timeout, shown=shown)
         if result.timed_out:
             raise ModuleFailed(f"{what}: timed out")
         if result.rc != 0:

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import base64
 import posixpath
+import re
 import secrets
 import stat
 from dataclasses import dataclass
@@ -324,6 +325,15 @@ def write_commands(temp: str, data: bytes) -> list[str]:
     return commands
 
 
+_PAYLOAD = re.compile(r"printf %s ([A-Za-z0-9+/=]+) \|")
+
+
+def without_payload(command: str) -> str:
+    """A write command as the journal and console show it: the content's size, not the
+    content (a file may hold a secret; base64 would slip past redaction)."""
+    return _PAYLOAD.sub(lambda m: f"printf %s <{len(m.group(1))} base64 characters> |", command)
+
+
 def temp_name(dest: str) -> str:
     """A fresh name next to `dest`, keeping its suffix (validators may look at it)."""
     head, tail = posixpath.split(dest)
@@ -429,7 +439,7 @@ async def write_file(call: ModuleCall, write: Write, *, umask: int) -> PathStat:
         else:
             commands = write_commands(temp, write.data)
         for command in commands:
-            await call.checked(command, f"write {write.dest}")
+            await call.checked(command, f"write {write.dest}", shown=without_payload(command))
         await call.checked(_finish(temp, write, umask), f"write {write.dest}")
         if write.validate:
             await _validate(call, write.validate, temp)
