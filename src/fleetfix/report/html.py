@@ -12,33 +12,20 @@ from __future__ import annotations
 import time
 from collections.abc import Mapping
 
-from fleetfix.report.model import (
-    HOST_STATUS_MEANING,
-    ActionRecord,
-    CommandRecord,
-    HostReport,
-    HostStatus,
-    Report,
-    StepRecord,
-)
+from fleetfix.report.html_hosts import SEVERITY, host_reason, hosts_html
+from fleetfix.report.model import HOST_STATUS_MEANING, ActionRecord, HostReport, HostStatus, Report
 from fleetfix.report.svg import (
     HOST_COLOURS,
     busbw_chart,
     esc,
+    esc_text,
+    host_box_css,
     timeline_chart,
     topology_map,
 )
-from fleetfix.report.text import excerpt
 from fleetfix.topology.findings import Finding, FindingCategory
 
-SHARED_ABOVE = 160
-"""Commands and outputs longer than this are written once and linked (see `_Texts`)."""
-HTML_OUTPUT_CHARS = 1200
-"""Output shown per command, head and tail (the JSON report keeps the full excerpt)."""
-OUTPUT_SHOWN_FOR = frozenset({"failed", "ignored", "unreachable", "rescued"})
-"""Step statuses whose command output the page shows."""
 CSP = "default-src 'none'; style-src 'unsafe-inline'; img-src data:"
-SEVERITY: Mapping[HostStatus, int] = {status: rank for rank, status in enumerate(HostStatus)}
 OUTCOME_CLASS: Mapping[str, str] = {"ok": "good", "check_changes": "warn", "incomplete": "warn"}
 CATEGORY_TITLES: Mapping[FindingCategory, str] = {
     FindingCategory.CORRELATED_FAILURE: "correlated failure",
@@ -89,13 +76,15 @@ svg line.axis { stroke: #90a4ae; } svg text.tick, svg text.median { fill: var(--
 .tag.hold { background: #b71c1c; color: #fff; }
 .muted { color: var(--muted); }
 .attention li { margin-bottom: 4px; } td.why { color: #b71c1c; max-width: 520px; }
-.act.bad em { color: #b71c1c; font-weight: 700; } .act em { font-style: normal; color: #1b5e20; }
+#actions em { font-style: normal; color: #1b5e20; }
+#actions .bad em { color: #b71c1c; font-weight: 700; }
 a.ref { text-decoration: none; }
 table { border-collapse: collapse; width: 100%; margin: 6px 0; }
 th, td { text-align: left; padding: 5px 8px; border-bottom: 1px solid var(--line);
   vertical-align: top; }
 th { background: var(--bg); font-weight: 600; }
-td.num, th.num { text-align: right; font-variant-numeric: tabular-nums; }
+table.hosts tr > :nth-child(n+4):nth-child(-n+10), table.hosts tr > :nth-child(13) {
+  text-align: right; font-variant-numeric: tabular-nums; }
 tr.evidence > td { padding: 0 8px 6px 28px; border-bottom: 1px solid var(--line); }
 tr.host-row > td { border-bottom: none; }
 .status { font-weight: 700; }
@@ -105,8 +94,9 @@ details > summary { cursor: pointer; color: #0b57d0; }
 .step { margin: 8px 0; padding: 6px 10px; border-left: 4px solid #b0bec5; background: var(--bg); }
 .step.failed, .step.unreachable { border-color: #c62828; } .step.changed { border-color: #f9a825; }
 .step.ok { border-color: #2e7d32; } .step.ignored { border-color: #ad1457; }
-p.pass { margin: 2px 0; padding: 2px 10px; border-left: 4px solid #2e7d32; }
-p.pass.changed { border-color: #f9a825; } p.pass code { font-size: 12px; }
+ul.pass { list-style: none; margin: 4px 0; padding: 0; }
+ul.pass li { margin: 2px 0; padding: 2px 10px; border-left: 4px solid #2e7d32; }
+ul.pass li.changed { border-color: #f9a825; } ul.pass code { font-size: 12px; }
 pre { white-space: pre-wrap; word-break: break-word; background: #fff;
   border: 1px solid var(--line); padding: 6px 8px; margin: 4px 0; max-height: 320px;
   overflow: auto; font-size: 12px; }
@@ -121,7 +111,7 @@ def render_html(report: Report) -> str:
     """The whole report as one HTML document."""
     anchors = {h.name: f"host-{index}" for index, h in enumerate(report.hosts)}
     title = f"fleetfix {report.run_id}: {_verdict(report)}"
-    texts = _Texts()
+    hosts = hosts_html(report, anchors)
     body = "".join(
         (
             _header(report),
@@ -131,9 +121,9 @@ def render_html(report: Report) -> str:
             _topology(report, anchors),
             _busbw(report),
             _actions(report, anchors),
-            _hosts(report, anchors, texts),
+            hosts.hosts,
             _timeline(report),
-            texts.section(),
+            hosts.texts,
             "<footer>Written by fleetfix. This file is self-contained: it needs no network."
             "</footer>",
         )
@@ -143,7 +133,7 @@ def render_html(report: Report) -> str:
         '<html lang="en"><head><meta charset="utf-8">'
         f'<meta http-equiv="Content-Security-Policy" content="{CSP}">'
         '<meta name="viewport" content="width=device-width, initial-scale=1">'
-        f"<title>{esc(title)}</title><style>{STYLE}</style></head>"
+        f"<title>{esc(title)}</title><style>{STYLE}{host_box_css()}</style></head>"
         f"<body>{body}</body></html>\n"
     )
 
@@ -225,16 +215,6 @@ def _finding(finding: Finding) -> str:
             f"<p><code>{esc(', '.join(finding.failed))}</code></p></details>"
         )
     return f"<li>{tags}<strong>{esc(finding.message)}</strong>{extra}{hosts}</li>"
-
-
-def host_reason(host: HostReport) -> str | None:
-    """Why a host needs a look, in one line: why the run left it, else its failing step."""
-    if host.left is not None:
-        return host.left[1]
-    for step in reversed(host.steps):
-        if step.status in ("failed", "unreachable"):
-            return f"{step.step}: {step.message or step.status}"
-    return None
 
 
 def _attention(report: Report, anchors: Mapping[str, str]) -> str:
@@ -334,141 +314,26 @@ def _actions(report: Report, anchors: Mapping[str, str]) -> str:
 
 
 def _action_row(host: str, actions: list[ActionRecord], anchor: str) -> str:
-    items = " · ".join(
-        f'<span class="act{" bad" if a.bad else ""}">{esc(a.action or a.step)} '
-        f"<em>{esc(a.outcome)}</em></span>"
-        for a in actions
+    """The host's actions in order, the same action with the same outcome in a row once with
+    how many times (`nccl_tests failed verification (3 times)`)."""
+    runs: list[tuple[str, str, bool, int]] = []
+    for action in actions:
+        done = (action.action or action.step, action.outcome, action.bad)
+        if runs and runs[-1][:3] == done:
+            runs[-1] = (*done, runs[-1][3] + 1)
+        else:
+            runs.append((*done, 1))
+    items = " · ".join(_action(*run) for run in runs)
+    return f'<tr><td><a href="#{esc(anchor)}">{esc_text(host)}</a></td><td>{items}</td></tr>'
+
+
+def _action(name: str, outcome: str, bad: bool, times: int) -> str:
+    """`name <em>outcome</em>`; a bad outcome wrapped to be drawn in red (the usual one is
+    plain: 64 hosts x 3 actions of wrapper add up)."""
+    words = f"{esc_text(name)} <em>{esc_text(outcome)}</em>" + (
+        f" ({times} times)" if times > 1 else ""
     )
-    return f'<tr><td><a href="#{esc(anchor)}">{esc(host)}</a></td><td>{items}</td></tr>'
-
-
-class _Texts:
-    """Long commands and outputs, each written once at the end of the page and linked from
-    every step that ran it: 64 hosts running the same probe script would otherwise repeat it
-    64 times (most of a report's bytes)."""
-
-    def __init__(self) -> None:
-        self._ids: dict[str, int] = {}
-
-    def ref(self, text: str, label: str, *, short: bool = False) -> str:
-        """A link to the text's one copy (`short`: just its number); short texts are written
-        in place."""
-        if len(text) <= SHARED_ABOVE:
-            return f"<pre>{esc(text)}</pre>" if label else f"<code>$ {esc(text)}</code>"
-        number = self._ids.setdefault(text, len(self._ids) + 1)
-        preview = text.strip().splitlines()[0][:40] if text.strip() else ""
-        words = f"{label} #{number}" if label else f"$ {preview}… #{number}"
-        return f'<a href="#t{number}">{esc(f"#{number}" if short else words)}</a>'
-
-    def section(self) -> str:
-        if not self._ids:
-            return ""
-        items = "".join(
-            f'<div id="t{number}"><span class="muted">#{number}</span><pre>{esc(text)}</pre></div>'
-            for text, number in self._ids.items()
-        )
-        return (
-            '<section id="texts"><h2>Commands and output</h2><p class="muted">Each long '
-            f"command or output once; the steps above link here.</p>{items}</section>"
-        )
-
-
-def _hosts(report: Report, anchors: Mapping[str, str], texts: _Texts) -> str:
-    ordered = sorted(report.hosts, key=lambda h: SEVERITY[h.status])
-    head = (
-        "<tr><th>Host</th><th>Status</th><th>Why</th><th class=num>ok</th>"
-        "<th class=num>changed</th><th class=num>failed</th><th class=num>unreachable</th>"
-        "<th class=num>skipped</th><th class=num>rescued</th><th class=num>ignored</th>"
-        "<th>Leaf</th><th>Rack</th><th class=num>busbw GB/s</th></tr>"
-    )
-    rows = "".join(_host_rows(h, anchors[h.name], texts) for h in ordered)
-    return (
-        '<section id="hosts"><h2>Hosts</h2><p class="muted">Worst first. Open a host for its '
-        "steps and commands (output for failed steps; the JSON report has all of it).</p>"
-        f"<table><thead>{head}</thead><tbody>{rows}</tbody></table></section>"
-    )
-
-
-def _host_rows(host: HostReport, anchor: str, texts: _Texts) -> str:
-    recap = host.recap
-    counts = "".join(
-        f"<td class=num>{recap.get(k, 0)}</td>"
-        for k in ("ok", "changed", "failed", "unreachable", "skipped", "rescued", "ignored")
-    )
-    busbw = f"{host.busbw:.1f}" if host.busbw is not None else "-"
-    status = host.status.value
-    why = host_reason(host) or ""
-    return (
-        f'<tr class="host-row" id="{esc(anchor)}"><td><strong>{esc(host.name)}</strong></td>'
-        f'<td class="status {esc(status)}">{esc(status)}</td><td class="why">{esc(why)}</td>'
-        f"{counts}<td>{esc(host.domains.get('leaf', '-'))}</td>"
-        f"<td>{esc(host.domains.get('rack', '-'))}</td><td class=num>{busbw}</td></tr>"
-        f'<tr class="evidence"><td colspan="13"><details><summary>evidence: '
-        f"{len(host.steps)} steps</summary>{_steps(host.steps, texts)}</details></td></tr>"
-    )
-
-
-def _steps(steps: tuple[StepRecord, ...], texts: _Texts) -> str:
-    if not steps:
-        return '<p class="muted">No steps.</p>'
-    shown = "".join(_step(s, texts) for s in steps if s.status != "skipped")
-    skipped = [s.step for s in steps if s.status == "skipped"]
-    if skipped:
-        shown += f'<p class="muted">skipped: {esc(", ".join(skipped))}</p>'
-    return shown
-
-
-def _step(step: StepRecord, texts: _Texts) -> str:
-    if step.status not in OUTPUT_SHOWN_FOR and not _unusual(step):
-        return _passing_step(step, texts)
-    message = f"<div>{esc(step.message)}</div>" if step.message else ""
-    retries = f", {step.attempts} attempts" if step.attempts > 1 else ""
-    return (
-        f'<div class="step {esc(step.status)}"><strong>{esc(step.step)}</strong> '
-        f'<span class="status {esc(step.status)}">{esc(step.status)}</span> '
-        f'<span class="muted">{step.duration:.2f}s{retries}</span>'
-        f"{message}{_step_commands(step, texts)}</div>"
-    )
-
-
-def _unusual(step: StepRecord) -> bool:
-    return any(c.rc != 0 or c.timed_out or c.planned_only for c in step.commands)
-
-
-def _passing_step(step: StepRecord, texts: _Texts) -> str:
-    """One line: a passing step's commands all exited 0; their output is in the JSON report."""
-    message = f" · {esc(step.message)}" if step.message else ""
-    links = " ".join(texts.ref(c.command, "", short=True) for c in step.commands)
-    return (
-        f'<p class="pass {esc(step.status)}"><b>{esc(step.step)}</b> {esc(step.status)} '
-        f"{step.duration:.2f}s{message} {links}</p>"
-    )
-
-
-def _step_commands(step: StepRecord, texts: _Texts) -> str:
-    """A failing step's commands with their verdicts, and the output of those that tell why:
-    one that failed or timed out, and the last (a step's verdict comes from its last command;
-    the checks before it passed)."""
-    last = len(step.commands) - 1
-    return "".join(
-        _command(c, texts, index == last or c.rc != 0 or c.timed_out)
-        for index, c in enumerate(step.commands)
-    )
-
-
-def _command(command: CommandRecord, texts: _Texts, with_output: bool) -> str:
-    if command.planned_only:
-        verdict = "would run (check mode)"
-    elif command.timed_out:
-        verdict = "timed out and was killed"
-    else:
-        verdict = f"rc={command.rc}, {command.duration:.2f}s"
-    out = f"<div>{texts.ref(command.command, '')} <span class=muted>{esc(verdict)}</span>"
-    for label, text in (("stdout", command.stdout), ("stderr", command.stderr)):
-        if with_output and text.strip():
-            shown = excerpt(text, HTML_OUTPUT_CHARS)
-            out += f'<div class="muted">{label}</div>{texts.ref(shown, label)}'
-    return out + "</div>"
+    return f'<span class="bad">{words}</span>' if bad else words
 
 
 def _timeline(report: Report) -> str:

@@ -44,7 +44,14 @@ MAX_BARS = 300
 
 
 def esc(value: object) -> str:
+    """`value` safe anywhere in the markup, attribute values included."""
     return escape(str(value), quote=True)
+
+
+def esc_text(value: object) -> str:
+    """`value` safe as an element's text (not an attribute value): quotes need no escaping
+    there, and shell commands are full of them."""
+    return escape(str(value), quote=False)
 
 
 def held_pattern_defs() -> str:
@@ -170,15 +177,25 @@ def _host_boxes(
         x = box.x + LEAF_PAD + column * (HOST_W + GAP)
         y = HOSTS_Y + row * (HOST_H + GAP)
         status = statuses.get(host, HostStatus.NOT_RUN)
-        fill, ink = HOST_COLOURS[status]
-        paint = f"url(#{HELD_PATTERN})" if status is HostStatus.HELD else fill
+        # Coloured by its class (host_box_css), not by attributes on each of 64 boxes.
         out.append(
             f'<a href="#{esc(anchors.get(host, ""))}" class="host {status.value}">'
-            f"<title>{esc(host)}: {esc(status.value)}</title>"
-            f'<rect x="{x}" y="{y}" width="{HOST_W}" height="{HOST_H}" rx="3" fill="{paint}"/>'
-            f'<text x="{x + 6}" y="{y + 13}" style="fill:{ink}">{esc(_short(host, 15))}</text></a>'
+            f"<title>{esc_text(host)}: {esc_text(status.value)}</title>"
+            f'<rect x="{x}" y="{y}" width="{HOST_W}" height="{HOST_H}" rx="3"/>'
+            f'<text x="{x + 6}" y="{y + 13}">{esc_text(_short(host, 15))}</text></a>'
         )
     return out
+
+
+def host_box_css() -> str:
+    """The stylesheet rules that colour the map's host boxes by status (HOST_COLOURS; a held
+    host striped)."""
+    rules = []
+    for status, (fill, ink) in HOST_COLOURS.items():
+        paint = f"url(#{HELD_PATTERN})" if status is HostStatus.HELD else fill
+        box = f"svg.map a.host.{status.value}"
+        rules.append(f"{box} rect {{ fill: {paint}; }} {box} text {{ fill: {ink}; }}")
+    return "\n".join(rules) + "\n"
 
 
 def _short(text: str, limit: int) -> str:
@@ -238,34 +255,45 @@ def timeline_chart(report: Report) -> str:
     hosts = sorted({s.host for s in steps}, key=natural_key)
     label_w, plot_w, row = 150, 900, 14
     height = len(hosts) * row + 40
-    rows = {h: i for i, h in enumerate(hosts)}
     parts = [
         f'<svg class="timeline" width="{label_w + plot_w + 20}"'
         f' height="{height}" role="img" aria-label="step timeline per host">'
     ]
-    for host, index in rows.items():
-        y = 8 + index * row
+    per_host: dict[str, list[StepRecord]] = {}
+    for step in steps:
+        per_host.setdefault(step.host, []).append(step)
+    scale = plot_w / span
+    for index, host in enumerate(hosts):
+        # One group per host row: its label once, its bars without a y or the host's name
+        # each (the row says whose they are) and, when ok, without a fill (the row's);
+        # 64 hosts x 10 steps add up.
+        bars = "".join(_segment(s, origin, scale, label_w) for s in per_host[host])
         parts.append(
-            f'<text x="{label_w - 6}" y="{y + 10}" text-anchor="end">{esc(_short(host, 22))}</text>'
+            f'<g transform="translate(0 {8 + index * row})" fill="{STEP_COLOURS["ok"]}">'
+            f'<text x="{label_w - 6}" y="10" text-anchor="end">{esc_text(_short(host, 22))}'
+            f"</text>{bars}</g>"
         )
-    parts.extend(_segment(s, rows, origin, plot_w / span, label_w) for s in steps)
     parts.extend(_ticks(span, plot_w, label_w, height))
     parts.append("</svg>")
     return "".join(parts)
 
 
-def _segment(
-    step: StepRecord, rows: Mapping[str, int], origin: float, scale: float, left: int
-) -> str:
+def _segment(step: StepRecord, origin: float, scale: float, left: int) -> str:
     start = (step.started or origin) - origin
     width = max(1.5, ((step.finished or origin) - (step.started or origin)) * scale)
-    y = 8 + rows[step.host] * 14
     colour = STEP_COLOURS.get(step.status, "#607d8b")
+    fill = "" if colour == STEP_COLOURS["ok"] else f' fill="{colour}"'
     return (
-        f'<rect x="{left + start * scale:.0f}" y="{y}" width="{width:.1f}" height="11" '
-        f'fill="{colour}"><title>{esc(step.host)}: {esc(step.step)} '
-        f"({esc(step.status)}, {step.duration:.2f}s)</title></rect>"
+        f'<rect x="{left + start * scale:.0f}" width="{_num(width)}" height="11"{fill}>'
+        f"<title>{esc_text(step.step)} ({esc_text(step.status)}, {step.duration:.2f}s)</title>"
+        "</rect>"
     )
+
+
+def _num(value: float) -> str:
+    """A pixel length, to a tenth below 10 px, whole above (a tenth of a pixel shows only on
+    a sliver)."""
+    return f"{value:.1f}" if value < 10 else f"{value:.0f}"
 
 
 def _ticks(span: float, plot_w: int, left: int, height: int) -> list[str]:
@@ -287,7 +315,9 @@ __all__ = [
     "STEP_COLOURS",
     "busbw_chart",
     "esc",
+    "esc_text",
     "held_pattern_defs",
+    "host_box_css",
     "timeline_chart",
     "topology_map",
 ]

@@ -8,7 +8,7 @@ from html.parser import HTMLParser
 
 from fleetfix.report.collect import ReportCollector
 from fleetfix.report.html import render_html
-from fleetfix.report.model import Report
+from fleetfix.report.model import CommandRecord, HostReport, HostStatus, Report, StepRecord
 from fleetfix.topology.graph import Topology
 from tests.unit.report.fleetrun import SECRET, FleetRun
 
@@ -90,9 +90,11 @@ def test_the_fetch_check_itself_catches_urls() -> None:
 def test_hostile_output_is_escaped(report: Report) -> None:
     html = render_html(report)
     assert "<script>" not in html
-    assert "&lt;script&gt;alert(&quot;pwned&quot;)&lt;/script&gt;" in html
+    # Element text escapes <, > and & (quotes are harmless there; attribute values escape
+    # them too).
+    assert '&lt;script&gt;alert("pwned")&lt;/script&gt;' in html
     # The hostile <img> is shown as text: a URL in the page's text, not a fetch.
-    assert "&lt;img src=&quot;http://evil.example/p.png&quot;&gt;" in html
+    assert '&lt;img src="http://evil.example/p.png"&gt;' in html
     assert "&lt;b&gt;bold&lt;/b&gt;" in html
     assert "\x00" not in html and "\x1b" not in html
     assert SECRET not in html
@@ -146,3 +148,54 @@ def test_no_busbw_section_without_data(topology: Topology) -> None:
     assert '<header class="good">' in html
     assert "No correlated failures" in html
     assert "No mutating action ran." in html
+
+
+def _passing(host: str, *commands: str, step: str = "reserve") -> StepRecord:
+    ran = tuple(CommandRecord(command=c, rc=0, duration=0.1) for c in commands)
+    return StepRecord(host, step, "p", "changed", True, "", 1, 0.1, 1.0, 1.1, ran)
+
+
+def _fleet(*hosts: HostReport) -> Report:
+    return Report("r1", "p.yml", 0.0, 2.0, False, "ok", 0, hosts=hosts)
+
+
+def test_what_every_host_ran_is_written_once_with_the_hosts_own_name_aside() -> None:
+    probe = 'node=$(hostname -s); scontrol show node "$node" # ' + "x" * 200
+    hosts = [
+        HostReport(
+            name,
+            HostStatus.CHANGED,
+            {"changed": 1},
+            steps=(
+                _passing(name, probe, f"scontrol create reservation Name=fleetfix-{name}"),
+                StepRecord(name, "drain", "p", "skipped", False, "", 1, 0.0, None, None),
+            ),
+        )
+        for name in ("gpu1", "gpu10", "gpu2")
+    ]
+    html = render_html(_fleet(*hosts))
+    _, _, section = html.partition("What each step ran on every host")
+    usual, _, table = section.partition("<table")
+    # The shared probe once (linked), the reservation once, as one host ran it: gpu1 is not
+    # mistaken for the head of gpu10's name.
+    assert html.count(probe) == 1 and html.count("fleetfix-gpu") == 1
+    assert "(as gpu1 ran it; each host with its own name)" in usual
+    assert "Skipped on every host: drain." in usual
+    assert "skipped: drain" not in table
+    rows = re.findall(r"<li class=\"changed\"><b>reserve</b> changed 0.10s</li>", table)
+    assert len(rows) == 3
+
+
+def test_a_command_one_host_ran_differently_stays_on_that_hosts_line() -> None:
+    same = "systemctl stop nvidia-persistenced; echo stopped-everything-for-the-test"
+    hosts = (
+        HostReport("a", HostStatus.CHANGED, {}, steps=(_passing("a", same),)),
+        HostReport("b", HostStatus.CHANGED, {}, steps=(_passing("b", same),)),
+        HostReport("c", HostStatus.CHANGED, {}, steps=(_passing("c", same + " --force"),)),
+    )
+    html = render_html(_fleet(*hosts))
+    # Not run by every host: no host's line drops it, and it is shared as the repeated text
+    # it is; c's own variant shows on c's line.
+    assert "What each step ran on every host" not in html
+    assert html.count(f"$ {same}</code>") == 0 and html.count(f"<pre>{same}</pre>") == 1
+    assert html.count(f"<code>$ {same} --force</code>") == 1
