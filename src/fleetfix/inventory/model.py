@@ -74,12 +74,15 @@ class Inventory:
         *,
         sources: Sequence[str] = (),
         warnings: Sequence[str] = (),
+        implicit: frozenset[str] = frozenset(),
     ) -> None:
         self._groups = dict(groups)
         self._hosts = dict(hosts)
         self._vars_dirs = tuple(vars_dirs)
         self.sources = tuple(sources)
         self.warnings = tuple(warnings)
+        self.implicit = implicit
+        """Hosts no source lists (an implicit localhost): in `hosts`, in no group's list."""
         # Walking a group's descendants is the hot path of pattern matching; cache per group.
         self._members: dict[str, tuple[str, ...]] = {}
 
@@ -111,6 +114,7 @@ class Inventory:
             (*self._vars_dirs, directory),
             sources=self.sources,
             warnings=self.warnings,
+            implicit=self.implicit,
         )
 
     def host_names(self) -> list[str]:

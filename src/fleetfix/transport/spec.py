@@ -55,6 +55,9 @@ _VARS: Mapping[str, tuple[str, ...]] = {
     "accept_new": ("fleetfix_accept_new_host_keys",),
 }
 
+CONNECTION_VARS: frozenset[str] = frozenset(name for names in _VARS.values() for name in names)
+"""Every host var that says how a host is reached (address, port, user, key, connection...)."""
+
 _TRUE_WORDS = frozenset({"1", "true", "yes", "on", "y"})
 _FALSE_WORDS = frozenset({"0", "false", "no", "off", "n", ""})
 _ACCEPT_NEW_WORDS = frozenset({"no", "off", "accept-new"})
