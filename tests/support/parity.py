@@ -20,9 +20,9 @@ from pathlib import Path
 VENV_BIN = Path(sys.executable).parent
 _BANNER = re.compile(r"^(TASK|RUNNING HANDLER|PLAY) \[(.*)\] \*+$")
 _VERDICT = re.compile(
-    r"^(ok|changed|fatal|failed|skipping): \[localhost\](?: => \(item=(.*?)\)| \(item=(.*?)\))?"
+    r"^(ok|changed|fatal|failed|skipping): \[([^\]]+)\](?: => \(item=(.*?)\)| \(item=(.*?)\))?"
 )
-_RECAP = re.compile(r"^localhost\s+: (.*\S)\s*$")
+_RECAP = re.compile(r"^(\S+)\s+: (ok=.*\S)\s*$")
 
 
 @dataclass(frozen=True)
@@ -35,10 +35,12 @@ class Seen:
     exit_code: int
     output: str
     stdout: str = ""
+    other_recaps: tuple[str, ...] = ()
+    """The recap lines of hosts other than localhost (add_host's), `host: counts`."""
 
 
-def ansible_playbook(playbook: Path, *extra: str) -> Seen:
-    """Run ansible-playbook on localhost with the local connection, no config file."""
+def ansible_playbook(playbook: Path, *extra: str, hosts: tuple[str, ...] = ("localhost",)) -> Seen:
+    """Run ansible-playbook on `hosts` (localhost) with the local connection, no config file."""
     home = playbook.parent / ".ansible-home"
     # Run where no ansible.cfg is (ANSIBLE_CONFIG cannot name "none"): cwd is the playbook's.
     env = {
@@ -50,16 +52,17 @@ def ansible_playbook(playbook: Path, *extra: str) -> Seen:
         "ANSIBLE_REMOTE_TEMP": str(home / "remote"),
         "ANSIBLE_DEPRECATION_WARNINGS": "0",
     }
-    command = [str(VENV_BIN / "ansible-playbook"), "-i", "localhost,", "-c", "local"]
+    listed = "".join(f"{host}," for host in hosts)
+    command = [str(VENV_BIN / "ansible-playbook"), "-i", listed, "-c", "local"]
     return _run([*command, *extra, str(playbook)], env, playbook.parent)
 
 
-def fleetfix(playbook: Path, *extra: str) -> Seen:
-    """Run fleetfix on localhost with the local transport."""
+def fleetfix(playbook: Path, *extra: str, hosts: tuple[str, ...] = ("localhost",)) -> Seen:
+    """Run fleetfix on `hosts` (localhost) with the local transport."""
     # Not next to the playbook: its group_vars/ must be read as the playbook's, not the inventory's.
     inventory = playbook.parent / ".fleetfix-inventory" / "hosts.ini"
     inventory.parent.mkdir(exist_ok=True)
-    inventory.write_text("localhost\n")
+    inventory.write_text("".join(f"{host}\n" for host in hosts))
     journal = playbook.parent / "journal.sqlite"
     env = {**os.environ, "NO_COLOR": "1", "FLEETFIX_JOURNAL": str(journal)}
     command = [str(VENV_BIN / "fleetfix"), "run", "-i", str(inventory), "--transport", "local"]
@@ -73,30 +76,64 @@ def _run(command: list[str], env: dict[str, str], cwd: Path) -> Seen:
     output = done.stdout + done.stderr
     banners: list[str] = []
     verdicts: list[str] = []
-    recap = ""
+    recaps: dict[str, str] = {}
     for line in done.stdout.splitlines():
         if match := _BANNER.match(line):
             banners.append(f"{match.group(1)} [{match.group(2)}]")
+            verdicts.append("")  # where a step's lines end (for _hosts_sorted)
         elif match := _VERDICT.match(line):
-            word = "fatal" if match.group(1) == "failed" else match.group(1)
-            label = match.group(2) if match.group(2) is not None else match.group(3)
-            verdicts.append(word if label is None else f"{word} (item={label})")
+            verdicts.append(_verdict(match))
         elif line == "...ignoring":
             verdicts.append("ignoring")
         elif match := _RECAP.match(line):
-            recap = " ".join(match.group(1).split())
-    return Seen(tuple(banners), tuple(verdicts), recap, done.returncode, output, done.stdout)
+            recaps[match.group(1)] = " ".join(match.group(2).split())
+    recap = recaps.pop("localhost", "")
+    others = tuple(f"{host}: {counts}" for host, counts in sorted(recaps.items()))
+    verdicts = _hosts_sorted(verdicts)
+    return Seen(
+        tuple(banners), tuple(verdicts), recap, done.returncode, output, done.stdout, others
+    )
 
 
-def assert_same(theirs_copy: Path, ours_copy: Path, *extra: str) -> Seen:
+def _verdict(match: re.Match[str]) -> str:
+    """`ok`, `fatal (item=x)`; another host than localhost's prefixed: `[node-a] ok`."""
+    word = "fatal" if match.group(1) == "failed" else match.group(1)
+    label = match.group(3) if match.group(3) is not None else match.group(4)
+    shown = word if label is None else f"{word} (item={label})"
+    return shown if match.group(2) == "localhost" else f"[{match.group(2)}] {shown}"
+
+
+def _hosts_sorted(verdicts: list[str]) -> list[str]:
+    """The verdicts under each banner ("" marks one) sorted by host, stably (a host's items
+    keep their order): several hosts finish a step in any order, in both tools."""
+    out: list[str] = []
+    run: list[str] = []
+    for verdict in [*verdicts, ""]:
+        if verdict:
+            run.append(verdict)
+            continue
+        out.extend(sorted(run, key=_host_of))
+        run = []
+    return out
+
+
+def _host_of(verdict: str) -> str:
+    return verdict[1:].split("] ", 1)[0] if verdict.startswith("[") else ""
+
+
+def assert_same(
+    theirs_copy: Path, ours_copy: Path, *extra: str, hosts: tuple[str, ...] = ("localhost",)
+) -> Seen:
     """Run ansible-playbook on one copy of a playbook and fleetfix on another (each writes
-    its own files); assert they agree on banners, verdicts, recap and exit code."""
-    theirs = ansible_playbook(theirs_copy, *extra)
-    ours = fleetfix(ours_copy, *extra)
+    its own files); assert they agree on banners, verdicts, recap and exit code. `hosts`:
+    the inventory (every host reached with the local connection)."""
+    theirs = ansible_playbook(theirs_copy, *extra, hosts=hosts)
+    ours = fleetfix(ours_copy, *extra, hosts=hosts)
     where = f"\n--- ansible-playbook:\n{theirs.output}\n--- fleetfix:\n{ours.output}"
     assert ours.banners == theirs.banners, where
     assert ours.verdicts == theirs.verdicts, where
     assert ours.recap == theirs.recap, where
+    assert ours.other_recaps == theirs.other_recaps, where
     assert ours.exit_code == theirs.exit_code, where
     return ours
 
