@@ -18,6 +18,7 @@ from tests.e2e.labrun import Run, fleetfix_run, nodes, write_inventory
 from tests.lab.support import running_lab
 from tests.unit.metrics.promtext import MetricFamily, parse, samples, value
 
+DRAIN_WAIT = ("-e", "drain_wait=3s")
 BUDGET_HELD = re.compile(r"^fatal: \[\S+\]: FAILED! .*held: repair budget reached", re.M)
 
 
@@ -31,7 +32,10 @@ def metrics_run(lab: LabHandle, workdir: Path, *extra: str) -> tuple[Run, dict[s
     inventory = write_inventory(lab, workdir / "lab.ini")
     path = workdir / "textfile" / "fleetfix.prom"
     path.parent.mkdir()
-    run = fleetfix_run("xid79.yml", inventory, workdir, "--metrics-file", str(path), *extra)
+    # drain_wait: gpu005's job outlives the drain (the demo's busy node); deferred after 3 s
+    run = fleetfix_run(
+        "xid79.yml", inventory, workdir, "--metrics-file", str(path), *DRAIN_WAIT, *extra
+    )
     assert stat.S_IMODE(path.stat().st_mode) == 0o644
     assert [p.name for p in path.parent.iterdir()] == ["fleetfix.prom"]  # no temporary left
     return run, parse(path.read_text())
@@ -78,20 +82,22 @@ def test_xid79_metrics_match_the_run_the_journal_and_the_lab(
     }
     assert started == by_action
 
-    # gpu003 and gpu011 are fixed by a reboot; gpu007's Xid 79 is not: it stays drained.
+    # gpu003 and gpu011 are fixed by a reboot; gpu007's Xid 79 is not: it stays drained. The
+    # busy gpu005 is drained, its job outlives the drain wait: it stays drained (deferred).
     truth = nodes(xid79_lab.truth())
     assert truth["gpu007"]["slurm"]["drain"] and not truth["gpu003"]["slurm"]["drain"]
+    assert truth["gpu005"]["slurm"]["drain"] and truth["gpu005"]["boots"] == 1
     out = samples(families, "fleetfix_host_out_of_service_seconds")
-    assert [labels["host"] for labels, _ in out] == ["gpu007"]
-    assert 0 <= out[0][1] < 240
-    assert value(families, "fleetfix_hosts_out_of_service") == 1
-    assert value(families, "fleetfix_hosts_taken_out_total") == 3
+    assert [labels["host"] for labels, _ in out] == ["gpu005", "gpu007"]
+    assert all(0 <= seconds < 240 for _, seconds in out)
+    assert value(families, "fleetfix_hosts_out_of_service") == 2
+    assert value(families, "fleetfix_hosts_taken_out_total") == 4
     assert value(families, "fleetfix_hosts_returned_total") == 2
 
     phase = "fleetfix_repair_phase_seconds_count"
-    assert value(families, phase, phase="detect") == 3
-    assert value(families, phase, phase="drain") == 3  # gpu007's drain counted too
-    assert value(families, phase, phase="fix") == 3
+    assert value(families, phase, phase="detect") == 4
+    assert value(families, phase, phase="drain") == 4  # gpu007's and gpu005's drains counted too
+    assert value(families, phase, phase="fix") == 3  # not gpu005: never rebooted under its job
     assert value(families, phase, phase="validate") == 2
     assert value(families, phase, phase="return") == 2
     assert value(families, "fleetfix_repair_seconds_count") == 2
@@ -99,8 +105,9 @@ def test_xid79_metrics_match_the_run_the_journal_and_the_lab(
         families, "fleetfix_run_duration_seconds"
     )
 
-    left = sum(count for _, count in samples(families, "fleetfix_hosts_left"))
-    assert left == len(run.left) == 1
+    left = {labels["kind"]: count for labels, count in samples(families, "fleetfix_hosts_left")}
+    assert left == {"owned": 1, "deferred": 1, "refused": 0, "unhealthy": 1}  # gpu014, 005, 007
+    assert sum(left.values()) == len(run.left) == 3
     journal = Journal(tmp_path / "j.sqlite")
     try:
         verdicts = Counter(str(row["status"]) for row in journal.step_rows(run_id(run)))
@@ -140,7 +147,7 @@ def test_an_unwritable_metrics_file_is_a_warning_not_a_lost_run(
     inventory = write_inventory(xid79_lab, tmp_path / "lab.ini")
     missing = tmp_path / "no-such-dir" / "fleetfix.prom"
     run = fleetfix_run("xid79.yml", inventory, tmp_path, "--check", "--metrics-file", str(missing))
-    assert run.returncode == 0, run.output
+    assert run.returncode == 2, run.output  # the demo's protected nodes, as without the file
     assert f"WARNING: cannot write the metrics file {missing}" in run.stderr
     assert run.stderr.count("cannot write the metrics file") == 1
     assert not missing.parent.exists()

@@ -156,7 +156,7 @@ def test_junit_time_is_the_runs_wall_time(bad_leaf: BadLeafRun) -> None:
 def test_terminal_says_a_reboot_that_failed_verification_failed(tmp_path: Path) -> None:
     with running_lab("xid79", tmp_path / "lab", reboot_time=0.5) as lab:
         inventory = write_inventory(lab, tmp_path / "lab.ini")
-        done = fleetfix_run("xid79.yml", inventory, tmp_path)
+        done = fleetfix_run("xid79.yml", inventory, tmp_path, "-e", "drain_wait=3s")
     assert done.returncode == 2, done.output[-4000:]
     _, _, actions = done.stdout.partition("ACTIONS TAKEN")
     lines = [line.split() for line in actions.splitlines() if line.startswith("  gpu")]

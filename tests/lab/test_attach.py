@@ -62,7 +62,9 @@ def test_run_attaches_to_the_lab_that_wrote_the_inventory(state: Path, tmp_path:
         tmp_path, "run", playbook, "-i", str(inventory), "--yes", "--check", "--journal", journal
     )
     assert "Traceback" not in done.stderr, done.stderr
-    assert done.returncode == 0, done.stdout + done.stderr
+    # 2: the scenario's human-drained node (gpu014, Xid 79) is left alone, as a live run would
+    assert done.returncode == 2, done.stdout + done.stderr
+    assert "gpu014: left alone: owned by bob" in done.stdout
     handle = find_lab(state)
     assert handle is not None
     truth = handle.truth()["nodes"]

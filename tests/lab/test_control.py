@@ -94,7 +94,7 @@ def test_cli_up_status_truth_down(cli_lab: Path, tmp_path: Path) -> None:
     }
     assert "xid79 gpu2 (reboot)" in rows["gpu003"] and "xid79 gpu0 (never)" in rows["gpu007"]
     assert "idle+drain" in rows["gpu014"] and "allocated job 48213" in rows["gpu005"]
-    assert out.strip().endswith("3 of 16 nodes still have faults")
+    assert out.strip().endswith("5 of 16 nodes still have faults")
     code, out = _cli("down", "--state-dir", str(cli_lab))
     assert code == 0 and f"pid {pid}" in out
     assert not pid_alive(pid) and find_lab(cli_lab) is None

@@ -66,7 +66,7 @@ async def test_reboot_keeps_a_human_drain(lab: LabHandle) -> None:
     shown = await run(lab, "gpu001", "scontrol show node gpu014 | grep -E 'State=|Reason='")
     assert (
         "State=IDLE+DRAIN" in shown.stdout
-        and "Reason=bad DIMM B2, ticket OPS-1187 [bob@" in shown.stdout
+        and "Reason=reseat GPU 4, ticket OPS-1187 [bob@" in shown.stdout
     )
 
 
