@@ -68,9 +68,7 @@ PLAYBOOK = """\
         mode: "0600"
 """
 WRITTEN = f"password={PASSWORD}\n"
-ENCODED = tuple(
-    base64.b64encode(WRITTEN.encode()[skip:]).decode()[4:20] for skip in range(3)
-)
+ENCODED = tuple(base64.b64encode(WRITTEN.encode()[skip:]).decode()[4:20] for skip in range(3))
 """Base64 of the file's content, at each alignment: a payload on its way to the node must not
 be kept either (redaction matches the plain text only)."""
 

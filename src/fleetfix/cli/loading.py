@@ -2,14 +2,19 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
 from fleetfix.actions import action_registry
 from fleetfix.actions.base import Action
 from fleetfix.errors import FleetfixError, InputErrors, PlaybookError
-from fleetfix.playbook.loader import StepCatalog, load_playbook, validate_playbook
+from fleetfix.playbook.loader import (
+    StepCatalog,
+    load_playbook,
+    load_task_file,
+    validate_playbook,
+)
 from fleetfix.playbook.model import Playbook, Step, StepKind
 from fleetfix.plugins import Registry
 from fleetfix.probes import probe_registry
@@ -21,6 +26,19 @@ def builtin_catalog() -> StepCatalog:
     probes = {p.name: frozenset(p.params) for p in probe_registry()}
     actions = {a.name: frozenset(a.params) for a in action_registry()}
     return StepCatalog(probes=probes, actions=actions)
+
+
+def builtin_task_loader() -> Callable[[str], tuple[Step, ...]]:
+    """Reads (once each) the task files include_tasks names with a template, at run time."""
+    catalog = builtin_catalog()
+    read: dict[str, tuple[Step, ...]] = {}
+
+    def load(path: str) -> tuple[Step, ...]:
+        if path not in read:
+            read[path] = load_task_file(path, catalog)
+        return read[path]
+
+    return load
 
 
 def load_builtin_playbook(path: str) -> Playbook:

@@ -9,12 +9,13 @@ import signal
 import sys
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
 from fleetfix.actions import action_registry
 from fleetfix.cli.ansible_options import resolve_ansible_options
+from fleetfix.cli.loading import builtin_task_loader
 from fleetfix.cli.loading import load_builtin_playbook as _load_playbook
 from fleetfix.cli.options import add_connection_options, add_inventory_option, add_journal_option
 from fleetfix.cli.safety_options import (
@@ -33,11 +34,15 @@ from fleetfix.cli.team_options import (
 )
 from fleetfix.engine import Engine, RunOptions
 from fleetfix.engine.context import StepGate
+from fleetfix.engine.playkeys import rendered_play
 from fleetfix.engine.tags import PlayTags, selected
 from fleetfix.errors import InputError, UsageError
 from fleetfix.events import EventBus
 from fleetfix.inventory import Inventory, load_inventory
+from fleetfix.inventory.runtime import EMPTY_INVENTORY_WARNING, with_implicit_localhost
+from fleetfix.inventory.runtime import select as select_hosts
 from fleetfix.journal import LEASE_RENEW, Journal, JournalError, ResumeRefused, journal_target
+from fleetfix.modules.specs import MODULE_SPECS
 from fleetfix.playbook.conditions import Templar
 from fleetfix.playbook.extravars import parse_extra_vars
 from fleetfix.playbook.model import Play, Playbook, Step, StepKind
@@ -66,6 +71,8 @@ READ_ONLY_KINDS = frozenset(
         StepKind.ASSERT,
         StepKind.FAIL,
         StepKind.META,
+        StepKind.ADD_HOST,
+        StepKind.GROUP_BY,
     }
 )
 
@@ -177,6 +184,10 @@ def run_command(args: argparse.Namespace) -> int:
         return Outcome.OK
     _check_tags(args, playbook)
     inventory = load_inventory(args.inventory)
+    playbook = _rendered_plays(args, playbook, inventory)
+    if not inventory.host_names():
+        print(f"[WARNING]: {EMPTY_INVENTORY_WARNING}", file=sys.stderr)
+    inventory = with_implicit_localhost(inventory, [play.hosts for play in playbook.plays])
     selection = _select(inventory, playbook, args.limit)
     if args.list_hosts or args.list_tasks:
         _list(args, inventory, playbook, selection)
@@ -196,9 +207,21 @@ def _select(inventory: Inventory, playbook: Playbook, limit: str | None) -> dict
     """Hosts per play index: the play's pattern, then --limit."""
     selection: dict[int, list[str]] = {}
     for index, play in enumerate(playbook.plays):
-        hosts = inventory.select(play.hosts)
+        hosts = select_hosts(inventory, play.hosts)
         selection[index] = inventory.limit(hosts, limit) if limit else hosts
     return selection
+
+
+def _rendered_plays(args: argparse.Namespace, playbook: Playbook, inventory: Inventory) -> Playbook:
+    """The plays with their templated keywords (hosts, serial, ...) rendered, as
+    ansible-core does before each play; one that cannot render stops the run here."""
+    playbook_dir = str(Path(playbook.path).resolve().parent)
+    groups = {g: inventory.hosts_in(g) for g in inventory.group_names()}
+    extra_vars = args.parsed_extra_vars
+    plays = tuple(
+        rendered_play(Templar(), play, extra_vars, playbook_dir, groups) for play in playbook.plays
+    )
+    return replace(playbook, plays=plays)
 
 
 def _list(
@@ -245,7 +268,8 @@ def _listed_steps(args: argparse.Namespace, play: Play, tags: PlayTags) -> list[
                 continue
             own = tags.of(step.tags | inherited | play.tags, step.position)
             if selected(own, only, skip):
-                lines.append(f"      {step.name}\tTAGS: [{', '.join(sorted(own | play.tags))}]")
+                name = "meta" if step.name == f"meta: {step.args.get('name')}" else step.name
+                lines.append(f"      {name}\tTAGS: [{', '.join(sorted(own | play.tags))}]")
 
     walk(play.pre_tasks + play.tasks + play.post_tasks, frozenset())
     return lines
@@ -279,10 +303,18 @@ def _all_steps(steps: tuple[Step, ...]) -> list[Step]:
     return out
 
 
+def _reads_only(step: Step) -> bool:
+    """A step that cannot change a node: a probe, debug, ..., or a read-only module (stat)."""
+    if step.kind is StepKind.MODULE:
+        spec = MODULE_SPECS.get(str(step.args.get("module")))
+        return spec is not None and spec.read_only
+    return step.kind in READ_ONLY_KINDS
+
+
 def _mutating(playbook: Playbook) -> bool:
     for play in playbook.plays:
         for step in _all_steps(play.pre_tasks + play.tasks + play.post_tasks + play.handlers):
-            if step.kind not in READ_ONLY_KINDS and step.check_mode is not True:
+            if not _reads_only(step) and step.check_mode is not True:
                 return True
     return False
 
@@ -415,10 +447,12 @@ def _engine_options(
         step_gate=_ask_each_step() if args.step else None,
         override_holds=args.override_holds,
         run_id=journal.run_id or "",
+        limit=args.limit,
         repair_budget=repair_budget(args.repair_budget, len(plan.inventory.host_names())),
         hands_off=hands_off(args.hands_off),
         override_ownership=override_hosts(args.override_ownership),
         operator=operator(),
+        task_loader=builtin_task_loader(),
     )
 
 

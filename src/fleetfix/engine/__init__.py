@@ -20,6 +20,8 @@ from fleetfix.engine.context import (
 )
 from fleetfix.engine.health import left_unhealthy
 from fleetfix.engine.play import run_play
+from fleetfix.engine.playkeys import rendered_play
+from fleetfix.engine.runhosts import LiveGroups, play_hosts
 from fleetfix.engine.safety import Safety
 from fleetfix.events import EventBus, HostLeft, RunFinished, RunStarted
 from fleetfix.inventory.model import Inventory
@@ -71,16 +73,23 @@ async def run_playbook(engine: Engine, playbook: Playbook, select: HostSelector)
         safety=_safety(engine),
         forks=asyncio.Semaphore(max(1, engine.options.forks)),
     )
-    plays = [(play, select(play.hosts)) for play in playbook.plays]
+    groups = _groups(ctx.inventory)
+    extra_vars = ctx.options.extra_vars
+    rendered = [
+        rendered_play(ctx.templar, p, extra_vars, playbook_dir, groups) for p in playbook.plays
+    ]
+    plays = [(play, select(play.hosts)) for play in rendered]
     every_host = tuple(dict.fromkeys(h for _, hosts in plays for h in hosts))
     started = RunStarted(
         run_id=ctx.options.run_id, playbook=playbook.path, hosts=every_host, check=ctx.options.check
     )
     ctx.bus.emit(started)
-    groups = {g: engine.inventory.hosts_in(g) for g in engine.inventory.group_names()}
     try:
-        for play, hosts in plays:
-            if not await run_play(ctx, play, hosts, playbook_dir, groups):
+        for play, selected in plays:
+            hosts = selected
+            if ctx.runtime_hosts.changed:  # add_host/group_by ran: select again, as Ansible
+                hosts = play_hosts(ctx, play.hosts, select)
+            if not await run_play(ctx, play, hosts, playbook_dir, LiveGroups(ctx)):
                 break
     except asyncio.CancelledError:
         ctx.result.interrupted = True
@@ -95,6 +104,11 @@ async def run_playbook(engine: Engine, playbook: Playbook, select: HostSelector)
             ctx.bus.emit(HostLeft(host=host, kind="unhealthy", reason=reason))
     ctx.bus.emit(RunFinished(result=ctx.result))
     return ctx.result
+
+
+def _groups(inventory: HostSource) -> dict[str, list[str]]:
+    """`groups`: every group's hosts (an implicit localhost is in none)."""
+    return {g: inventory.hosts_in(g) for g in inventory.group_names()}
 
 
 def with_playbook_vars(inventory: HostSource, playbook_dir: str) -> HostSource:

@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from fleetfix.actions.base import Action
+from fleetfix.engine.runhosts import RuntimeHosts
 from fleetfix.engine.safety import Safety
 from fleetfix.events import EventBus
 from fleetfix.playbook.model import Step
@@ -108,9 +109,14 @@ class RunOptions:
     """Hosts an operator explicitly allowed fleetfix to act on although someone else owns them."""
     operator: str = ""
     """Who runs fleetfix (journaled with every ownership override)."""
+    limit: str | None = None
+    """--limit: applied again to the hosts add_host and group_by bring into a play."""
     resume_grace: float = 20.0
     """How long after an interrupted reboot's intent a resumed run waits for the boot id to
     change before concluding the reboot was never delivered."""
+    task_loader: Callable[[str], tuple[Step, ...]] | None = None
+    """Reads a task file an include_tasks names with a template (known per host at run time);
+    raises PlaybookError. None: such includes fail, saying so."""
 
 
 @dataclass(slots=True)
@@ -169,6 +175,7 @@ class RunContext:
     safety: Safety
     result: RunResult = field(default_factory=RunResult)
     hosts: dict[str, HostState] = field(default_factory=dict)
+    runtime_hosts: RuntimeHosts = field(default_factory=RuntimeHosts)
     forks: asyncio.Semaphore = field(default_factory=lambda: asyncio.Semaphore(50))
 
     def stats(self, host: str) -> HostStats:

@@ -4,13 +4,17 @@ from __future__ import annotations
 
 import shlex
 from collections.abc import Awaitable, Callable, Mapping
+from pathlib import Path
 from typing import Any
 
 from fleetfix.engine.commands import announce_planned
 from fleetfix.engine.hoststep import HostStep, Outcome, command_line
+from fleetfix.engine.inventory_kinds import add_host_step, group_by_step
 from fleetfix.engine.remediate import run_action
+from fleetfix.errors import FleetfixError
 from fleetfix.events import HostLeft
 from fleetfix.modules.registry import run_module
+from fleetfix.playbook.includes import candidates
 from fleetfix.playbook.model import StepKind
 from fleetfix.results import CommandResult
 
@@ -118,6 +122,35 @@ def _leaving(hs: HostStep, outcome: Outcome) -> Outcome:
     return outcome
 
 
+async def _include(hs: HostStep) -> Outcome:
+    """The include itself, on this host: which file (or role) it includes. The file is read
+    here, so one that cannot be read fails this host's include; the play runner then runs
+    the included steps (`included_steps`)."""
+    if hs.step.kind is StepKind.INCLUDE_ROLE:
+        return Outcome(data={INCLUDED_KEY: str(hs.step.args["role"])})
+    name = str(hs.render(hs.step.args["file"]))
+    playbook_dir = Path(str(hs.variables.get("playbook_dir", ".")))
+    places = candidates(name, hs.step.position.file, playbook_dir)
+    path = next((p for p in places if p.is_file()), None)
+    if path is None:
+        looked = ", ".join(str(p.parent) for p in places)
+        return Outcome(
+            failed=True, message=f"Could not find or access '{name}' (looked in {looked})"
+        )
+    if "steps" not in hs.step.args or name != hs.step.args["file"]:
+        loader = hs.ctx.options.task_loader
+        if loader is None:
+            return Outcome(failed=True, message=f"include_tasks {name}: no task loader in this run")
+        try:
+            loader(str(path))
+        except FleetfixError as exc:
+            return Outcome(failed=True, message=f"include_tasks {name}: {exc}")
+    return Outcome(data={INCLUDED_KEY: str(path.resolve())})
+
+
+INCLUDED_KEY = "included"
+"""In an include's registered result: the file (or role) it included on this host."""
+
 LEFT_KEY = "fleetfix_left"
 """In an action step's registered result: the engine left the host there (kind, reason)."""
 
@@ -143,6 +176,10 @@ KIND_HANDLERS: dict[StepKind, KindHandler] = {
     StepKind.ASSERT: _assert,
     StepKind.FAIL: _fail,
     StepKind.META: _meta,
+    StepKind.ADD_HOST: add_host_step,
+    StepKind.GROUP_BY: group_by_step,
     StepKind.MODULE: _module,
+    StepKind.INCLUDE_TASKS: _include,
+    StepKind.INCLUDE_ROLE: _include,
 }
 """Blocks are not here: the play runner walks block/rescue/always itself."""

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Hashable, Sequence
+from collections.abc import Hashable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -11,6 +11,7 @@ from typing import Any
 from fleetfix.engine.batches import failure_exceeds, order_hosts, serial_batches
 from fleetfix.engine.context import HostState, RunContext
 from fleetfix.engine.hoststep import StepEnv, with_lines
+from fleetfix.engine.includes import inclusions
 from fleetfix.engine.steps import execute
 from fleetfix.engine.tags import PlayTags, selected
 from fleetfix.engine.variables import PlayScope, compose
@@ -18,6 +19,7 @@ from fleetfix.errors import FleetfixError
 from fleetfix.events import BatchStarted, PlayFinished, PlayStarted, SafetyStop, TaskStarted
 from fleetfix.playbook.conditions import is_template
 from fleetfix.playbook.extravars import load_vars_files
+from fleetfix.playbook.includes import INCLUDE_KINDS
 from fleetfix.playbook.model import Play, Step, StepKind
 from fleetfix.results import StepResult
 
@@ -34,6 +36,9 @@ class BatchRun:
     """Steps whose TASK banner this batch printed, by place in the playbook: a block's
     children are copied per host (_inherit), so a banner is once per step, not per copy."""
     stop_play: bool = False
+    ended_by: str = ""
+    """'batch' or 'play' when meta: end_batch/end_play stopped it: after end_batch the play
+    goes on with its next batch, after end_play the run with its next play (as Ansible)."""
     fatal: bool = False
     """any_errors_fatal: a host failed (unrescued); every other host stops before its next
     step, inside blocks too."""
@@ -59,7 +64,10 @@ class BatchRun:
 
     def shown_name(self, step: Step) -> str:
         """The step's name for its banner: rendered with the first active host's variables,
-        as ansible-core's linear strategy does; as written when that cannot be done."""
+        as ansible-core's linear strategy does; as written when that cannot be done. An
+        unnamed meta step's banner is Ansible's `meta`."""
+        if step.kind is StepKind.META and step.name == f"meta: {step.args.get('name')}":
+            return "meta"
         active = self.active()
         if not is_template(step.name) or not active:
             return step.name
@@ -75,7 +83,7 @@ async def run_play(
     play: Play,
     hosts: Sequence[str],
     playbook_dir: str,
-    groups: dict[str, list[str]],
+    groups: Mapping[str, list[str]],
 ) -> bool:
     """Run `play` on `hosts`; False when a gate says the whole run must stop."""
     for host in hosts:
@@ -99,9 +107,10 @@ async def run_play(
         failed = {s.name for s in run.states() if s.failed or s.unreachable}
         ctx.safety.end_batch(batch, failed)
         ctx.safety.correlate(ctx.result)
-        if run.stop_play or (batch and failed.issuperset(batch)):
+        stopped = run.stop_play and run.ended_by != "batch"
+        if stopped or (batch and failed.issuperset(batch)):
             # Ansible's rule: a batch in which every host failed ends the play.
-            keep_going = not run.stop_play
+            keep_going = not stopped or run.ended_by == "play"
             break
     ctx.bus.emit(PlayFinished(name=play.name))
     return keep_going and ctx.result.aborted_by_safety is None
@@ -155,7 +164,7 @@ async def _linear_section(run: BatchRun, steps: Sequence[Step]) -> None:
         if gate is not None and not gate(step.name):
             continue
         run.announce(step)
-        if step.run_once:
+        if step.run_once or step.kind is StepKind.ADD_HOST:  # add_host: once, as Ansible
             await _run_once(run, step, active)
         else:
             await asyncio.gather(*(_top_step(run, s, step) for s in active))
@@ -168,14 +177,35 @@ async def _meta(run: BatchRun, step: Step) -> bool:
     if step.kind is not StepKind.META:
         return False
     action = step.args.get("name")
+    if action not in ("flush_handlers", "end_play", "end_batch"):
+        return False
+    if run.active():
+        run.announce(step)  # Ansible shows a banner for a meta step too
+    if not _meta_holds(run, step):
+        return True
     if action == "flush_handlers":
         await _flush_handlers(run)
         return True
-    if action == "end_play":
-        for state in run.active():
-            state.ended = True
-        run.stop_play = True
+    for state in run.active():
+        state.ended = True
+    run.stop_play = True
+    run.ended_by = "batch" if action == "end_batch" else "play"
+    return True
+
+
+def _meta_holds(run: BatchRun, step: Step) -> bool:
+    """Whether a batch-wide meta step's `when` holds for any active host (Ansible ends the
+    play or batch for every host when it holds for one). A condition that cannot be
+    evaluated counts as holding: stopping is the safe side."""
+    if not step.when:
         return True
+    for state in run.active():
+        variables = compose(run.ctx, state, run.env.scope, step.vars)
+        try:
+            if all(run.ctx.templar.evaluate(c, variables) for c in step.when):
+                return True
+        except FleetfixError:
+            return True
     return False
 
 
@@ -208,7 +238,13 @@ async def _host_step(
         await _block(run, state, step, env)
         return
     async with run.ctx.forks:
-        await execute(run.ctx, env, state, step)
+        result = await execute(run.ctx, env, state, step)
+    if step.kind in INCLUDE_KINDS:  # then what it brought in, like a block's steps
+        found = inclusions(run.ctx, step, result)
+        if step.loop is not None and found:  # Ansible counts each item's inclusion as ok
+            run.ctx.stats(state.name).ok += len(found) - 1
+        for inclusion in found:
+            await _host_steps(run, state, inclusion.steps, env.with_vars(inclusion.variables))
 
 
 async def _block(run: BatchRun, state: HostState, block: Step, env: StepEnv) -> None:

@@ -12,6 +12,7 @@ from fleetfix.engine.gates import Refusal, gate_facts, ownership
 from fleetfix.engine.hoststep import HostStep, Outcome
 from fleetfix.engine.interrupted import settle
 from fleetfix.engine.reboot import boot_id, send_reboot_like
+from fleetfix.engine.runhosts import unlisted
 from fleetfix.engine.verification import Handlers, action_context, verify
 from fleetfix.events import ActionStarted, ActionTaken
 from fleetfix.playbook.model import Step
@@ -26,6 +27,9 @@ ATTEMPTS_WINDOW = 7 * 86400.0
 
 async def run_action(hs: HostStep, handlers: Handlers) -> Outcome:
     """The action, then its escalation ladder rung by rung until verification passes."""
+    not_listed = unlisted(hs.ctx, hs.state.name)
+    if not_listed is not None:
+        return _left(Refusal("refused", not_listed))
     ladder: list[dict[str, Any]] = []
     outcome = Outcome()
     for rung in (hs.step, *hs.step.escalate):

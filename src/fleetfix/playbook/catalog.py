@@ -15,7 +15,9 @@ Step `args` shapes (what the engine reads):
     set_fact         {name: value, ...}
     assert           {'that': tuple[str, ...]} + optional 'fail_msg', 'success_msg', 'quiet': bool
     fail             {'msg': str}
-    meta             {'name': 'flush_handlers' | 'end_host' | 'end_play' | 'noop'}
+    meta             {'name': 'flush_handlers' | 'end_host' | 'end_batch' | 'end_play' | 'noop'}
+    add_host         {'name': str, 'groups': tuple[str, ...], 'vars': dict} (templates kept)
+    group_by         {'key': str, 'parents': tuple[str, ...]} (templates kept)
 """
 
 from __future__ import annotations
@@ -23,6 +25,7 @@ from __future__ import annotations
 import difflib
 import keyword
 import re
+import shlex
 from collections.abc import Collection, Mapping
 from dataclasses import dataclass
 from types import MappingProxyType
@@ -108,7 +111,15 @@ _KIND_WORDS: Mapping[str, StepKind] = {
 }
 # Ansible's fully qualified names for the builtins fleetfix implements (not probe/action/block).
 _FQCN_KINDS = (StepKind.SHELL, StepKind.COMMAND, StepKind.DEBUG, StepKind.SET_FACT)
-_FQCN_KINDS_MORE = (StepKind.ASSERT, StepKind.FAIL, StepKind.META)
+_FQCN_KINDS_MORE = (
+    StepKind.ASSERT,
+    StepKind.FAIL,
+    StepKind.META,
+    StepKind.ADD_HOST,
+    StepKind.GROUP_BY,
+    StepKind.INCLUDE_TASKS,
+    StepKind.INCLUDE_ROLE,
+)
 
 STEP_KINDS: Mapping[str, StepKind] = MappingProxyType(
     {
@@ -130,11 +141,23 @@ STEP_KINDS: Mapping[str, StepKind] = MappingProxyType(
 BLOCK_PARTS: frozenset[str] = frozenset({"rescue", "always"})  # only next to `block:`
 
 KIND_LIST = (
-    "probe, action, shell, command, block, debug, set_fact, assert, fail, meta,"
+    "probe, action, shell, command, block, debug, set_fact, assert, fail, meta, include_tasks,"
+    " include_role,"
     " or a module (docs/modules.md)"
 )
 
-META_ACTIONS: tuple[str, ...] = ("flush_handlers", "end_host", "end_play", "noop")
+META_ACTIONS: tuple[str, ...] = ("flush_handlers", "end_host", "end_batch", "end_play", "noop")
+UNSUPPORTED_META: Mapping[str, str] = MappingProxyType(
+    {
+        "clear_host_errors": "a failed host stays out of the run in fleetfix: rescue the step"
+        " (block/rescue) or use ignore_errors",
+        "refresh_inventory": "the inventory is read once per run: add_host and group_by change"
+        " it for later plays",
+        "clear_facts": "fleetfix keeps no fact cache (probes replace facts)",
+        "reset_connection": "fleetfix reopens a connection when it is lost (and after a reboot)",
+        "end_role": "end_role is not supported: put the role's remaining steps under a when:",
+    }
+)
 TOPOLOGY_DOMAINS: tuple[str, ...] = ("rack", "leaf", "spine", "pod", "nvlink_domain", "rail", "pdu")
 PLAY_ORDERS: tuple[str, ...] = (
     "inventory",
@@ -175,7 +198,6 @@ NOT_ON_BLOCK: frozenset[str] = frozenset(
 )
 
 LOOP_HINT = "fleetfix loops with loop:, with_items: or with_list: (other lookups are not supported)"
-_ROLES = "include_role is not supported yet: use import_role (read at load) or roles:"
 _INCLUDES = "'include' is gone from Ansible: use import_playbook (plays) or import_tasks (steps)"
 _FACTS = "probes replace facts in fleetfix"
 _CONNECTION = "connection settings come from the inventory and the command line (-u, --transport)"
@@ -221,9 +243,7 @@ UNSUPPORTED_STEP_KEYWORDS: Mapping[str, str] = MappingProxyType(
         "port": _CONNECTION,
         "become_method": "fleetfix becomes root with sudo",
         "become_flags": "fleetfix becomes root with sudo",
-        "include_tasks": "include_tasks is not supported yet: use import_tasks (read at load)",
         "include": _INCLUDES,
-        "include_role": _ROLES,
         "include_vars": "use vars_files on the play",
         "module_defaults": "module defaults are not supported",
         "collections": "collections are not supported",
@@ -470,6 +490,8 @@ def to_meta(node: Node) -> dict[str, Any]:
     value = node.value
     if isinstance(value, str) and value in META_ACTIONS:
         return {"name": value}
+    if isinstance(value, str) and value in UNSUPPORTED_META:
+        raise node.error(f"meta: {value} is not supported", hint=UNSUPPORTED_META[value])
     hint = suggest(value, META_ACTIONS) if isinstance(value, str) else None
     raise node.error(
         f"meta must be one of {', '.join(META_ACTIONS)}, not {shown(value)}", hint=hint
@@ -518,3 +540,19 @@ def unknown_step_key(key_node: Node, catalog: StepCatalog) -> PlaybookError:
         )
     candidates = STEP_KEYWORDS | BLOCK_PARTS | set(_KIND_WORDS) | set(MODULE_SPECS)
     return key_node.error(f"unknown step keyword {key!r}", hint=suggest(key, candidates))
+
+
+def default_step_name(kind: StepKind, args: Mapping[str, Any]) -> str:
+    """'probe nvidia_smi', 'shell: <first 40 chars>', 'meta: flush_handlers', 'debug'..."""
+    if kind in (StepKind.PROBE, StepKind.ACTION):
+        return f"{kind.value} {args['name']}"
+    if kind in (StepKind.SHELL, StepKind.COMMAND):
+        text = args.get("cmd") or shlex.join(args.get("argv", ()))
+        return f"{kind.value}: {' '.join(text.split())[:40]}"
+    if kind is StepKind.META:
+        return f"meta: {args['name']}"
+    if kind is StepKind.MODULE:
+        return str(args["as"])  # Ansible's banner: the module as written
+    if kind is StepKind.INCLUDE_ROLE:
+        return f"include_role : {args['role']}"
+    return kind.value

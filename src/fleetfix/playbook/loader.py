@@ -23,6 +23,7 @@ from fleetfix.playbook.catalog import StepCatalog, shown, suggest
 from fleetfix.playbook.conditions import Templar, is_template
 from fleetfix.playbook.extravars import vars_problems
 from fleetfix.playbook.model import Play, Playbook, Step
+from fleetfix.playbook.playkeywords import is_templated
 from fleetfix.playbook.steps import Role, StepReader, ValueReader
 from fleetfix.playbook.yamlpos import Entry, Node, load_yaml
 
@@ -56,6 +57,34 @@ def validate_playbook(
 ) -> list[PlaybookError]:
     """Every problem in the playbook, in file order; empty when it loads."""
     return _PlaybookLoader(path, catalog, templar or Templar()).load()[1]
+
+
+def load_task_file(
+    path: str | Path, catalog: StepCatalog, *, templar: Templar | None = None
+) -> tuple[Step, ...]:
+    """The steps of a task file an include_tasks names at run time (a templated name).
+
+    Raises:
+        PlaybookError: the first problem in the file, with its place.
+    """
+    errors: list[PlaybookError] = []
+    values = ValueReader(templar or Templar(), errors)
+    try:
+        document = load_yaml(path)
+    except PlaybookError as exc:
+        if exc.position is not None:
+            raise
+        raise PlaybookError(str(exc), SourcePosition(str(path), 1)) from exc
+    errors.extend(document.problems)
+    steps: tuple[Step, ...] = ()
+    if document.root is not None:
+        reader = StepReader(catalog, values, Path(path).parent)
+        steps = reader.step_list(document.root, Role.TASK, f"tasks in {Path(path).name}")
+    if errors:
+        raise min(
+            errors, key=lambda e: (e.position.line, e.position.column) if e.position else (0, 0)
+        )
+    return steps
 
 
 _IMPORT_PLAYBOOK = (
@@ -214,10 +243,7 @@ class _PlaybookLoader:
         # this play's steps and notify: topics
         steps = StepReader(self._catalog, self._values, self._base_dir)
         handler_topics: set[str] = set()
-        fields: dict[str, Any] = {}
-        for entry in node.entries:
-            if entry.key.value in kw.PLAY_KEYWORDS and entry.key.value not in _NOT_FIELDS:
-                self._values.convert_into(fields, entry, self._play_value)
+        fields = self._play_fields(node)
         roles_node = node.get("roles")  # before the step lists: import_role's come after
         role_steps = steps.roles.play_roles(roles_node) if roles_node is not None else ()
         for name in _STEP_LISTS:
@@ -237,6 +263,24 @@ class _PlaybookLoader:
             return None
         fields.setdefault("name", fields["hosts"])
         return Play(position=node.position, **fields)
+
+    def _play_fields(self, node: Node) -> dict[str, Any]:
+        """The play's keywords as Play fields; a templated one (hosts: "{{ target }}") kept as
+        its node in `templated`, rendered before the play runs."""
+        fields: dict[str, Any] = {}
+        templated: dict[str, Node] = {}
+        for entry in node.entries:
+            key = entry.key.value
+            if key not in kw.PLAY_KEYWORDS or key in _NOT_FIELDS:
+                continue
+            if key != "hosts" and is_templated(key, entry.value):  # hosts: kept as written
+                self._values.check_templates(entry.value)
+                templated[key] = entry.value
+            else:
+                self._values.convert_into(fields, entry, self._play_value)
+        if templated:
+            fields["templated"] = templated
+        return fields
 
     def _check_play_keys(self, node: Node) -> int:
         unknown = 0

@@ -9,9 +9,12 @@ from __future__ import annotations
 import enum
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from fleetfix.errors import SourcePosition
+
+if TYPE_CHECKING:
+    from fleetfix.playbook.yamlpos import Node
 
 NO_POSITION = SourcePosition("<none>", 0, 0)
 
@@ -28,8 +31,12 @@ class StepKind(enum.StrEnum):
     SET_FACT = "set_fact"  # set host variables
     ASSERT = "assert"  # fail unless every `that` condition holds
     FAIL = "fail"  # fail with msg
-    META = "meta"  # flush_handlers, end_host, end_play, noop
+    META = "meta"  # flush_handlers, end_host, end_batch, end_play, noop
+    ADD_HOST = "add_host"  # add a host (and its groups) to the run's inventory; runs once
+    GROUP_BY = "group_by"  # put each host in a group named by a template
     MODULE = "module"  # an ansible.builtin module run natively (fleetfix/modules/)
+    INCLUDE_TASKS = "include_tasks"  # a task file, included per host at run time
+    INCLUDE_ROLE = "include_role"  # a role's tasks, included per host at run time
 
 
 @dataclass(frozen=True, slots=True)
@@ -142,6 +149,9 @@ class Play:
     max_unavailable_per: Mapping[str, int] = field(default_factory=dict)
     environment: Mapping[str, str] = field(default_factory=dict)
     timeout: float | None = None
+    templated: Mapping[str, Node] = field(default_factory=dict)
+    """Keywords written as templates (hosts, serial, ...): their nodes, rendered before the
+    play runs (playbook/playkeywords.py); the field keeps its default (hosts: the template)."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import enum
 import re
-import shlex
 from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 from typing import Any
@@ -22,6 +21,8 @@ from fleetfix.playbook.catalog import StepCatalog, shown, suggest
 from fleetfix.playbook.conditions import Templar, is_template
 from fleetfix.playbook.extravars import parse_kv, vars_problems
 from fleetfix.playbook.imports import TaskImports, import_entry
+from fleetfix.playbook.includes import INCLUDE_KEYWORDS, INCLUDE_KINDS, Includes
+from fleetfix.playbook.inventory_steps import add_host_args, group_by_args
 from fleetfix.playbook.model import Step, StepKind
 from fleetfix.playbook.module_args import module_args
 from fleetfix.playbook.roles import ROLE_IMPORTS, RoleReader, role_entry
@@ -148,6 +149,7 @@ class StepReader:
         self._values = values
         self._imports = TaskImports(values, base_dir or Path.cwd())
         self.roles = RoleReader(values, base_dir or Path.cwd(), self._role_list)
+        self._includes = Includes(values, base_dir or Path.cwd(), self.roles, self._imported_list)
         self.notified: list[tuple[str, Node]] = []  # (topic, where it was written)
         self._step_converters = self._step_table()
         self._kind_parsers = self._kind_table()
@@ -197,6 +199,8 @@ class StepReader:
         allowed = self._kind_allowed(kind, kind_entry, role)
         if kind is StepKind.MODULE:
             args = self._module(kind_entry)
+        elif kind in INCLUDE_KINDS:
+            args = self._include(kind, kind_entry)
         else:
             args = self._kind_args(kind, kind_entry.value)
         fields = self._step_keywords(node, kind, role)  # checked even when args are bad
@@ -208,7 +212,7 @@ class StepReader:
             return None
         if role is Role.HANDLER and "name" not in fields and "listen" not in fields:
             self._report(node.error("a handler needs a name: (or listen:) to be notified by"))
-        fields.setdefault("name", _default_name(kind, args))
+        fields.setdefault("name", kw.default_step_name(kind, args))
         return Step(kind=kind, args=args, position=node.position, **fields)
 
     def _check_step_keys(self, node: Node) -> int:
@@ -345,12 +349,23 @@ class StepReader:
             StepKind.ASSERT: self._assert,
             StepKind.FAIL: self._fail,
             StepKind.META: kw.to_meta,
+            StepKind.ADD_HOST: lambda n: add_host_args(n, self._values.check_templates),
+            StepKind.GROUP_BY: lambda n: group_by_args(n, self._values.check_templates),
         }
 
     def _kind_args(self, kind: StepKind, node: Node) -> dict[str, Any] | None:
         """The kind's `args`, or None (reported) when they are wrong."""
         try:
             return self._kind_parsers[kind](node)
+        except PlaybookError as exc:
+            self._report(exc)
+            return None
+
+    def _include(self, kind: StepKind, entry: Entry) -> dict[str, Any] | None:
+        try:
+            if kind is StepKind.INCLUDE_ROLE:
+                return self._includes.role_args(entry.value, entry)
+            return self._includes.tasks_args(entry.value)
         except PlaybookError as exc:
             self._report(exc)
             return None
@@ -515,6 +530,8 @@ class StepReader:
 
 def _misplaced(key: str, kind: StepKind, role: Role) -> str | None:
     """Why `key` is not allowed on this step, or None."""
+    if kind in INCLUDE_KINDS and key not in INCLUDE_KEYWORDS:
+        return f"{key}: is not valid on {kind.value}; put it on the included steps"
     if key == "listen" and role is not Role.HANDLER:
         return "listen: is only valid on handlers"
     if role is Role.ESCALATE and key in ("verify", "escalate"):
@@ -573,17 +590,3 @@ def _block_args(node: Node) -> dict[str, Any]:
     if not node.is_sequence:
         raise node.error(f"block must be a list of steps, not {shown(node.value)}")
     return {}
-
-
-def _default_name(kind: StepKind, args: Mapping[str, Any]) -> str:
-    """'probe nvidia_smi', 'shell: <first 40 chars>', 'meta: flush_handlers', 'debug'..."""
-    if kind in (StepKind.PROBE, StepKind.ACTION):
-        return f"{kind.value} {args['name']}"
-    if kind in (StepKind.SHELL, StepKind.COMMAND):
-        text = args.get("cmd") or shlex.join(args.get("argv", ()))
-        return f"{kind.value}: {' '.join(text.split())[:40]}"
-    if kind is StepKind.META:
-        return f"meta: {args['name']}"
-    if kind is StepKind.MODULE:
-        return str(args["as"])  # Ansible's banner: the module as written
-    return kind.value

@@ -68,6 +68,8 @@ def host_line(result: StepResult, verbosity: int) -> str:
         return f"fatal: [{host}]: UNREACHABLE! => {_details(result, verbosity)}"
     if result.status is Status.IGNORED:
         return f"fatal: [{host}]: FAILED! => {_details(result, verbosity)}\n...ignoring"
+    if result.status is Status.OK and isinstance(result.data.get("included"), str):
+        return f"included: {result.data['included']} for {host}"  # an include_tasks/_role
     word = {Status.SKIPPED: "skipping", Status.CHANGED: "changed"}.get(result.status, "ok")
     line = f"{word}: [{host}]"
     if _censored(result):
@@ -89,6 +91,8 @@ def item_line(result: StepResult, label: str, verbosity: int) -> str:
         return f"fatal: [{host}]: UNREACHABLE! => {item} => {_details(result, verbosity)}"
     if result.status is Status.SKIPPED:
         return f"skipping: [{host}] => {item} "
+    if result.status is Status.OK and isinstance(result.data.get("included"), str):
+        return f"included: {result.data['included']} for {host} => {item}"
     word = "changed" if result.status is Status.CHANGED else "ok"
     line = f"{word}: [{host}] => {item}"
     if _censored(result):

@@ -1,0 +1,137 @@
+"""include_tasks and include_role: Ansible's dynamic includes, decided per host at run time.
+
+Unlike import_tasks, the include is a step of its own: its `when` is evaluated once, for the
+include (the included steps do not inherit it), its `tags` select the include, and a `loop`
+includes the file once per item with the item's variables. A file name that is a literal is
+read now, so its problems are reported before anything runs (`Step.args['steps']`); a
+templated one (`"xid{{ code }}.yml"`) is read when a host first includes it, and a file that
+cannot be read fails that host's include. include_role's role is read now (its name cannot
+be a template); its handlers join the play's.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable
+from dataclasses import replace
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from fleetfix.errors import PlaybookError
+from fleetfix.playbook.catalog import shown, suggest
+from fleetfix.playbook.conditions import is_template
+from fleetfix.playbook.model import Step, StepKind
+from fleetfix.playbook.yamlpos import Entry, Node, NodeKind, load_yaml
+
+if TYPE_CHECKING:
+    from fleetfix.playbook.roles import RoleReader
+    from fleetfix.playbook.steps import ValueReader
+
+INCLUDE_KINDS = frozenset({StepKind.INCLUDE_TASKS, StepKind.INCLUDE_ROLE})
+INCLUDE_KEYWORDS = frozenset(
+    {"name", "when", "vars", "tags", "loop", "with_items", "with_list", "loop_control"}
+    | {"ignore_errors", "register", "no_log"}
+)
+"""The keywords an include takes; the included steps carry the rest themselves."""
+_ROLE_ARGS = frozenset(
+    {"name", "tasks_from", "handlers_from", "vars_from", "defaults_from", "allow_duplicates"}
+    | {"public"}
+)
+_APPLY = "apply: is not supported: put the keywords on the included steps"
+
+StepListReader = Callable[[Node, str], tuple[Step, ...]]
+
+
+def candidates(name: str, including_file: str, playbook_dir: Path) -> list[Path]:
+    """Where a task file named in an include is looked for: next to the including file
+    (and, in a role's tasks/, that directory), then next to the playbook."""
+    expanded = os.path.expanduser(name)
+    if os.path.isabs(expanded):
+        return [Path(expanded)]
+    here = Path(including_file).parent
+    bases = dict.fromkeys((here, playbook_dir))
+    return [Path(os.path.normpath(base / expanded)) for base in bases]
+
+
+class Includes:
+    """The include_tasks/include_role steps of one play; problems go to the loader's list."""
+
+    def __init__(
+        self, values: ValueReader, base_dir: Path, roles: RoleReader, read_steps: StepListReader
+    ) -> None:
+        self._values = values
+        self._base_dir = base_dir
+        self._roles = roles
+        self._read_steps = read_steps
+        self._reading: list[Path] = []  # files being read: an include of itself is read later
+
+    def tasks_args(self, node: Node) -> dict[str, Any]:
+        """{'file': name as written, 'steps': the file's steps when the name is a literal}."""
+        if node.is_mapping:
+            for entry in node.entries:
+                if entry.key.value == "apply":
+                    raise entry.key.error(_APPLY)
+                if entry.key.value not in ("file", "_raw_params"):
+                    raise entry.key.error(
+                        f"unknown include_tasks argument {shown(entry.key.value)}",
+                        hint=suggest(str(entry.key.value), ("file",)),
+                    )
+            named = node.get("file") or node.get("_raw_params")
+            if named is None:
+                raise node.error("include_tasks needs file: NAME")
+            node = named
+        name = node.value
+        if not isinstance(name, str) or not name.strip():
+            raise node.error(f"include_tasks needs a file name, not {shown(name)}")
+        if is_template(name):
+            self._values.check_templates(node)
+            return {"file": name}
+        places = candidates(name, node.position.file, self._base_dir)
+        path = next((p for p in places if p.is_file()), None)
+        if path is None:
+            looked = ", ".join(str(p) for p in places)
+            raise node.error(f"include_tasks file not found: {name}", hint=f"looked for {looked}")
+        if path in self._reading:
+            return {"file": name}  # includes itself: read when a host gets there
+        return {"file": name, "steps": self._read(path, node)}
+
+    def role_args(self, node: Node, entry: Entry) -> dict[str, Any]:
+        """{'role': name, 'steps': the role's steps}; its handlers go to the play's."""
+        if not node.is_mapping:
+            raise node.error("include_role takes a mapping: {name: ROLE, ...}")
+        for arg in node.entries:
+            if arg.key.value == "apply":
+                raise arg.key.error(_APPLY)
+            if arg.key.value not in _ROLE_ARGS:
+                raise arg.key.error(
+                    f"unknown include_role argument {shown(arg.key.value)}",
+                    hint=suggest(str(arg.key.value), _ROLE_ARGS),
+                )
+        named = node.get("name")
+        if named is None:
+            raise node.error("include_role needs name: ROLE")
+        if is_template(named.value):
+            raise named.error(
+                "include_role reads its role when the playbook loads: the name cannot be a"
+                " template",
+                hint="include_tasks with a templated file name chooses per host",
+            )
+        wrapper = Node(NodeKind.MAPPING, None, entry.key.position, entry.key.source_line)
+        kept = tuple(a for a in node.entries if a.key.value not in ("public", "allow_duplicates"))
+        steps = self._roles.import_role(wrapper, Entry(entry.key, replace(node, entries=kept)))
+        return {"role": str(named.value), "steps": steps}
+
+    def _read(self, path: Path, where: Node) -> tuple[Step, ...]:
+        try:
+            document = load_yaml(path)
+        except PlaybookError as exc:
+            raise exc if exc.position is not None else where.error(str(exc)) from exc
+        for problem in document.problems:
+            self._values.report(problem)
+        if document.root is None:
+            return ()
+        self._reading.append(path)
+        try:
+            return self._read_steps(document.root, f"tasks in {path.name}")
+        finally:
+            self._reading.pop()
