@@ -28,12 +28,11 @@ from decimal import Decimal, InvalidOperation
 from pathlib import Path
 from typing import Any
 
+from fleetfix.booleans import FALSE_WORDS, TRUE_WORDS
 from fleetfix.errors import InputError, SourcePosition, UsageError
 
 SYSTEM_CONFIG = Path("/etc/ansible/ansible.cfg")
 
-_TRUE_WORDS = frozenset({"y", "yes", "on", "1", "true", "t"})
-_FALSE_WORDS = frozenset({"n", "no", "off", "0", "false", "f"})
 
 SSH_CONNECTION_NOTES: Mapping[str, str] = {
     "ssh_args": "not applied: fleetfix's SSH client is asyncssh, not OpenSSH; put the options"
@@ -91,9 +90,9 @@ def _integer(text: str, _base: Path) -> int:
 def _boolean(text: str, _base: Path) -> bool:
     """Ansible's words; anything else is refused (Ansible reads it as false, see decisions.md)."""
     word = text.strip().lower()
-    if word not in _TRUE_WORDS | _FALSE_WORDS:
+    if word not in TRUE_WORDS | FALSE_WORDS:
         raise ValueError("a boolean (yes/no, true/false, on/off, 1/0)")
-    return word in _TRUE_WORDS
+    return word in TRUE_WORDS
 
 
 def _text(text: str, _base: Path) -> str:

@@ -12,10 +12,9 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-ParamType = Literal["str", "path", "bool", "int", "float", "raw", "list", "dict"]
+from fleetfix.booleans import boolean
 
-_TRUE = frozenset({"yes", "on", "1", "true", "y", "t"})
-_FALSE = frozenset({"no", "off", "0", "false", "n", "f", ""})
+ParamType = Literal["str", "path", "bool", "int", "float", "raw", "list", "dict"]
 
 
 class ModuleArgsError(ValueError):
@@ -172,16 +171,10 @@ def _coerce(spec: ModuleSpec, name: str, value: Any) -> Any:
 
 def to_bool(value: Any) -> bool:
     """Ansible's boolean: yes/no, on/off, true/false, 1/0 (any case)."""
-    if isinstance(value, bool):
-        return value
-    if isinstance(value, int | float) and value in (0, 1):
-        return bool(value)
-    text = str(value).strip().lower()
-    if text in _TRUE:
-        return True
-    if text in _FALSE:
-        return False
-    raise ValueError(f"{value!r} is not a valid boolean")
+    try:
+        return boolean(value)
+    except ValueError:
+        raise ValueError(f"{value!r} is not a valid boolean") from None
 
 
 def _to_int(value: Any) -> int:

@@ -23,6 +23,7 @@ from typing import Any
 import jinja2
 import yaml
 
+from fleetfix.booleans import boolean
 from fleetfix.knowledge.remedy import decide
 from fleetfix.probes.base import to_data
 
@@ -30,21 +31,15 @@ __all__ = ["FILTERS", "TESTS"]
 
 # ---------------------------------------------------------------- filters (Ansible-compatible)
 
-_TRUE_WORDS = frozenset({"yes", "on", "true", "1"})
-_FALSE_WORDS = frozenset({"no", "off", "false", "0"})
-
 
 def to_bool(value: object) -> bool:
     """Ansible's `bool` filter without its deprecated guessing: unknown words are an error."""
-    if isinstance(value, bool):
-        return value
-    if isinstance(value, str | int):
-        word = str(value).strip().lower()
-        if word in _TRUE_WORDS:
-            return True
-        if word in _FALSE_WORDS:
-            return False
-    raise ValueError(f"cannot interpret {value!r} as a boolean (use yes/no, true/false, 1/0)")
+    try:
+        return boolean(value)
+    except ValueError:
+        raise ValueError(
+            f"cannot interpret {value!r} as a boolean (use yes/no, true/false, 1/0)"
+        ) from None
 
 
 def _flags(ignorecase: bool, multiline: bool) -> int:
