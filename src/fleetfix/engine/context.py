@@ -53,6 +53,8 @@ class Templating(Protocol):
 
     def render(self, value: Any, variables: Mapping[str, Any]) -> Any: ...
 
+    def broken(self, reason: str) -> Any: ...
+
     def render_file(
         self,
         text: str,

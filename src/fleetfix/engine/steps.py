@@ -25,6 +25,7 @@ from fleetfix.engine.remediate import HOLD_KEY
 from fleetfix.engine.variables import compose
 from fleetfix.errors import FleetfixError, UnreachableError
 from fleetfix.events import HostStepFinished, HostStepStarted, StepRetry
+from fleetfix.playbook.conditions import is_template
 from fleetfix.playbook.model import Step, StepKind
 from fleetfix.results import CommandResult, JournaledStep, Status, StepResult
 from fleetfix.secrets import LEARNED_MIN, MASK, NO_LOG_TEXT, leaves
@@ -142,11 +143,41 @@ def _variables(
     base = {**compose(ctx, state, env.scope), **item_vars}
     defaults = _role_defaults(ctx, step, base)
     base = {**defaults, **base}
+    base.update(_inventory_templates(ctx, state, base))
     local = {**env.inherited_vars, **step.vars}
     if not local:
         return base
     resolved = ctx.templar.resolve(local, base)
-    return {**defaults, **compose(ctx, state, env.scope, resolved), **item_vars}
+    final = {**defaults, **compose(ctx, state, env.scope, resolved), **item_vars}
+    final.update(_inventory_templates(ctx, state, final))
+    return final
+
+
+def _inventory_templates(
+    ctx: RunContext, state: HostState, variables: Mapping[str, Any]
+) -> dict[str, Any]:
+    """Inventory variables that are templates (`gpu_dir: "{{ base }}/gpu"`, from the inventory,
+    group_vars or host_vars), rendered now against the rest, as Ansible renders them when
+    used; only where nothing above the inventory set the name. One that cannot render fails
+    the step that uses it, saying why, not every step of the host."""
+    pending = {
+        name: value
+        for name, value in state.base_vars.items()
+        if is_template(value) and variables.get(name) is value
+    }
+    if not pending:
+        return {}
+    others = {name: value for name, value in variables.items() if name not in pending}
+    try:
+        return ctx.templar.resolve(pending, others)
+    except FleetfixError:
+        rendered: dict[str, Any] = {}
+        for name, value in pending.items():
+            try:
+                rendered[name] = ctx.templar.render(value, {**others, **rendered})
+            except FleetfixError as exc:
+                rendered[name] = ctx.templar.broken(f"{exc} (the inventory's {name})")
+        return rendered
 
 
 def _role_defaults(ctx: RunContext, step: Step, base: Mapping[str, Any]) -> dict[str, Any]:

@@ -166,6 +166,11 @@ class Templar:
             resolved[name] = self.render(definitions[name], scope)
         return resolved
 
+    def broken(self, reason: str) -> Any:
+        """A value that fails, saying `reason`, wherever a template uses it (a variable whose
+        own template could not be rendered), as Ansible fails only where it is used."""
+        return self._env.undefined(hint=reason)
+
     def check_expression(self, expression: str) -> None:
         """Compile a condition now (at load) so a syntax error is reported before the run."""
         self._expression(expression)
