@@ -46,7 +46,8 @@ async def _shell(hs: HostStep) -> Outcome:
 
 
 async def _creates_removes(hs: HostStep, rendered: Mapping[str, Any]) -> Outcome | None:
-    """Ansible's creates/removes: skip when the path already exists / is already gone."""
+    """Ansible's creates/removes: not run when the path already exists / is already gone;
+    `ok` with Ansible's msg and stdout, as ansible-core's command module reports it."""
     for key, skip_if_exists in (("creates", True), ("removes", False)):
         path = rendered.get(key)
         if not path:
@@ -54,7 +55,12 @@ async def _creates_removes(hs: HostStep, rendered: Mapping[str, Any]) -> Outcome
         exists = (await hs.command(f"test -e {shlex.quote(str(path))}")).rc == 0
         if exists == skip_if_exists:
             verb = "exists" if exists else "does not exist"
-            return Outcome(skipped=True, message=f"{path} {verb}")
+            did = "Would" if hs.dry else "Did"
+            return Outcome(
+                message=f"{did} not run command since '{path}' {verb}",
+                data={"rc": 0, "stdout": f"skipped, since {path} {verb}", "stderr": ""},
+                registers_command=False,
+            )
     return None
 
 

@@ -28,8 +28,10 @@ async def pause(call: ModuleCall) -> Outcome:
     start = datetime.now()
     await asyncio.sleep(max(0.0, wait))
     stop = datetime.now()
-    delta = int((stop - start).total_seconds())
-    said = f"{float(minutes)} minutes" if minutes is not None else f"{wait} seconds"
+    took = (stop - start).total_seconds()
+    delta = int(took)
+    # As Ansible says it: the time it took, rounded to 2 decimals, in the unit asked for.
+    said = f"{round(took / 60, 2)} minutes" if minutes is not None else f"{round(took, 2)} seconds"
     return call.outcome(
         start=str(start),
         stop=str(stop),

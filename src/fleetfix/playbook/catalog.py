@@ -139,6 +139,8 @@ STEP_KINDS: Mapping[str, StepKind] = MappingProxyType(
 """Step key -> kind. A module's key names its module too (modules/specs.py: module_named)."""
 
 BLOCK_PARTS: frozenset[str] = frozenset({"rescue", "always"})  # only next to `block:`
+OTHER_STEP_KEYS: frozenset[str] = BLOCK_PARTS | {"args"}
+"""Step keys that are neither kinds nor Step fields (args: merges into the kind's arguments)."""
 
 KIND_LIST = (
     "probe, action, shell, command, block, debug, set_fact, assert, fail, meta, include_tasks,"
@@ -233,7 +235,6 @@ UNSUPPORTED_STEP_KEYWORDS: Mapping[str, str] = MappingProxyType(
     {
         "async": "use timeout: (every step has one)",
         "poll": "use timeout: (every step has one)",
-        "args": "use the mapping form, e.g. shell: {cmd: ..., chdir: ...}",
         "local_action": "use delegate_to: localhost",
         "delegate_facts": "facts are not delegated in fleetfix",
         "throttle": "use serial or max_unavailable_per on the play",

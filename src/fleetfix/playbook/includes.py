@@ -65,16 +65,17 @@ class Includes:
         self._read_steps = read_steps
         self._reading: list[Path] = []  # files being read: an include of itself is read later
 
-    def tasks_args(self, node: Node) -> dict[str, Any]:
+    def tasks_args(self, entry: Entry) -> dict[str, Any]:
         """{'file': name as written, 'steps': the file's steps when the name is a literal}."""
+        node = entry.value
         if node.is_mapping:
-            for entry in node.entries:
-                if entry.key.value == "apply":
-                    raise entry.key.error(_APPLY)
-                if entry.key.value not in ("file", "_raw_params"):
-                    raise entry.key.error(
-                        f"unknown include_tasks argument {shown(entry.key.value)}",
-                        hint=suggest(str(entry.key.value), ("file",)),
+            for arg in node.entries:
+                if arg.key.value == "apply":
+                    raise arg.key.error(_APPLY)
+                if arg.key.value not in ("file", "_raw_params"):
+                    raise arg.key.error(
+                        f"unknown include_tasks argument {shown(arg.key.value)}",
+                        hint=suggest(str(arg.key.value), ("file",)),
                     )
             named = node.get("file") or node.get("_raw_params")
             if named is None:
@@ -95,8 +96,9 @@ class Includes:
             return {"file": name}  # includes itself: read when a host gets there
         return {"file": name, "steps": self._read(path, node)}
 
-    def role_args(self, node: Node, entry: Entry) -> dict[str, Any]:
+    def role_args(self, entry: Entry) -> dict[str, Any]:
         """{'role': name, 'steps': the role's steps}; its handlers go to the play's."""
+        node = entry.value
         if not node.is_mapping:
             raise node.error("include_role takes a mapping: {name: ROLE, ...}")
         for arg in node.entries:

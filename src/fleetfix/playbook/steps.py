@@ -17,6 +17,7 @@ from typing import Any
 from fleetfix.errors import ConditionError, PlaybookError
 from fleetfix.playbook import catalog as kw
 from fleetfix.playbook import loops
+from fleetfix.playbook.args_keyword import with_args
 from fleetfix.playbook.catalog import StepCatalog, shown, suggest
 from fleetfix.playbook.conditions import Templar, is_template
 from fleetfix.playbook.extravars import parse_kv, vars_problems
@@ -196,6 +197,13 @@ class StepReader:
         if kind_entry is None:
             return None
         kind = kw.STEP_KINDS[kind_entry.key.value]
+        args_node = node.get("args")
+        if args_node is not None:
+            try:
+                kind_entry = with_args(kind, kind_entry, args_node)
+            except PlaybookError as exc:
+                self._report(exc)
+                return None
         allowed = self._kind_allowed(kind, kind_entry, role)
         if kind is StepKind.MODULE:
             args = self._module(kind_entry)
@@ -220,7 +228,7 @@ class StepReader:
         for entry in node.entries:
             key = entry.key.value
             known = isinstance(key, str) and (
-                key in kw.STEP_KINDS or key in kw.STEP_KEYWORDS or key in kw.BLOCK_PARTS
+                key in kw.STEP_KINDS or key in kw.STEP_KEYWORDS or key in kw.OTHER_STEP_KEYS
             )
             if not known:
                 unknown += 1
@@ -363,9 +371,8 @@ class StepReader:
 
     def _include(self, kind: StepKind, entry: Entry) -> dict[str, Any] | None:
         try:
-            if kind is StepKind.INCLUDE_ROLE:
-                return self._includes.role_args(entry.value, entry)
-            return self._includes.tasks_args(entry.value)
+            role = kind is StepKind.INCLUDE_ROLE
+            return (self._includes.role_args if role else self._includes.tasks_args)(entry)
         except PlaybookError as exc:
             self._report(exc)
             return None
