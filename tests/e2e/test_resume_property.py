@@ -409,10 +409,12 @@ def _live_resume(base: Path) -> LiveResume:
     with running_lab("xid79", base / "lab", reboot_time=REBOOT_TIME) as lab:
         inventory = write_inventory(lab, base / "lab.ini")
         journal = base / "j.sqlite"
-        with started_run(run_argv("xid79.yml", inventory, journal), base, "first") as first:
+        argv = run_argv("xid79.yml", inventory, journal, *XID79.extra)
+        with started_run(argv, base, "first") as first:
             wait_for_events(journal, first, "TaskStarted", 1)
             run_id = only_run_id(journal)
-            refused = fleetfix_run("xid79.yml", inventory, base, "--resume", run_id, timeout=120)
+            resume = ("--resume", run_id, *XID79.extra)
+            refused = fleetfix_run("xid79.yml", inventory, base, *resume, timeout=120)
             alive = first.process.poll() is None
             first_rc = first.wait(300)
             first_output = first.output()
