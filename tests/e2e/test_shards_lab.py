@@ -102,7 +102,9 @@ def test_xid79_remediation_with_shards_ends_like_one_process(tmp_path: Path) -> 
         work.mkdir()
         with running_lab("xid79", work / "lab", reboot_time=0.5) as handle:
             inventory = write_inventory(handle, work / "lab.ini")
-            done = fleetfix_run("xid79.yml", inventory, work, "--shards", str(shards))
+            # gpu005's job outlives the drain (the demo's busy node): deferred after 3 s
+            wait = ("-e", "drain_wait=3s")
+            done = fleetfix_run("xid79.yml", inventory, work, "--shards", str(shards), *wait)
             assert done.returncode == 2, done.stdout[-3000:] + done.stderr[-2000:]
             outcomes.append((_outcome(handle.truth()), done.recap))
 
