@@ -137,6 +137,8 @@ class HostState:
     probe_failures: dict[str, str] = field(default_factory=dict)  # probe -> why it last failed
     gpus_seen: int | None = None  # the most GPUs any probe showed in this run
     last_failure: tuple[Step, StepResult] | None = None  # for a rescue's ansible_failed_*
+    templated_vars: frozenset[str] | None = None
+    """Names of `base_vars` whose values are templates (found once, reset when they change)."""
 
     @property
     def active(self) -> bool:

@@ -104,6 +104,7 @@ def _rebuild(ctx: RunContext, host: str) -> None:
     state = ctx.hosts.get(host)
     if state is not None:  # its group vars may have changed with its groups
         state.base_vars = ctx.inventory.host_vars(host)
+        state.templated_vars = None
 
 
 def play_hosts(ctx: RunContext, pattern: str, select: Callable[[str], list[str]]) -> list[str]:

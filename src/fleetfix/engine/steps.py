@@ -160,10 +160,15 @@ def _inventory_templates(
     group_vars or host_vars), rendered now against the rest, as Ansible renders them when
     used; only where nothing above the inventory set the name. One that cannot render fails
     the step that uses it, saying why, not every step of the host."""
+    if state.templated_vars is None:  # once per host, not on every step
+        state.templated_vars = frozenset(
+            name for name, value in state.base_vars.items() if is_template(value)
+        )
+    inventory = state.base_vars
     pending = {
-        name: value
-        for name, value in state.base_vars.items()
-        if is_template(value) and variables.get(name) is value
+        name: inventory[name]
+        for name in state.templated_vars
+        if variables.get(name) is inventory[name]
     }
     if not pending:
         return {}

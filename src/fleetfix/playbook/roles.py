@@ -78,6 +78,7 @@ class RoleReader:
         self._stack: list[str] = []  # roles being read (a dependency cycle is an error)
         self._ran: set[str] = set()  # roles: entries already expanded (name + params)
         self._handler_files: set[str] = set()
+        self._roles_path: list[Path] | None = None
         self._exposed: dict[str, tuple[dict[str, Any], dict[str, Any]]] = {}
         """A role's defaults and vars by directory: a role sees its dependencies' too."""
         self.handlers: list[Step] = []
@@ -277,7 +278,9 @@ class RoleReader:
                 [Path(name)] if os.path.isabs(name) else [here / name, self._base_dir / name]
             )
         else:
-            bases = [self._base_dir / "roles", *_configured_roles_path(), self._base_dir]
+            if self._roles_path is None:  # ansible.cfg read once, at the first role
+                self._roles_path = _configured_roles_path()
+            bases = [self._base_dir / "roles", *self._roles_path, self._base_dir]
             candidates = [base / name for base in bases]
         for candidate in candidates:
             if candidate.is_dir():
