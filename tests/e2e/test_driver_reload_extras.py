@@ -2,11 +2,14 @@
 `nvidia` (GDRCopy's gdrdrv, GPUDirect Storage's nvidia_fs) and monitoring services that hold the
 GPUs (dcgm-exporter, nvsm), judged by the lab's audit and truth.
 
-A scenario of three nodes, written here: rx01 an HGX H100 with gdrdrv, nvidia_fs,
+A scenario of four nodes, written here: rx01 an HGX H100 with gdrdrv, nvidia_fs,
 dcgm-exporter and nvsm; rx02 an HGX A100 with gdrdrv and dcgm-exporter; rx03 a PCIe H100 with
-nvidia_fs and nvsm whose GPU 0 the driver wants reset (Xid 94). A user's playbook reloads the
-driver on rx01 and rx02 and resets rx03's GPU. Everything the node had before is back after,
-nothing was unloaded while a user of it was still loaded, and the fabric registered again.
+nvidia_fs and nvsm whose GPU 0 the driver wants reset (Xid 94); rx04 an HGX H100 with gdrdrv,
+nvidia_fs and dcgm-exporter whose nvidia-smi hangs until the driver is reloaded. A user's
+playbook reloads the driver on rx01 and rx02 and resets rx03's GPU; the shipped
+driver-reload.yml, which names the NVIDIA modules it wants, fixes rx04. Everything the node had
+before is back after, nothing was unloaded while a user of it was still loaded, and the fabric
+registered again.
 """
 
 from __future__ import annotations
@@ -30,7 +33,7 @@ fleet:
   spines: 1
   leaves: 1
   racks: 1
-  nodes_per_rack: 3
+  nodes_per_rack: 4
   gpus_per_node: 8
   board: hgx-h100
   driver_version: "580.95.05"
@@ -52,6 +55,10 @@ nodes:
     third_party_modules: [nvidia_fs]
     extra_units: [nvsm]
     xid: {code: 94, gpu: 0, recovery: reset}
+  rx04:
+    hung_nvidia_smi: {recovery: reload}
+    third_party_modules: [gdrdrv, nvidia_fs]
+    extra_units: [dcgm-exporter]
 """
 PLAYBOOK = """\
 - name: {name}
@@ -74,6 +81,7 @@ NO_BUDGET = ("--repair-budget", "none")
 class Played:
     reload: Run
     reset: Run
+    shipped: Run
     before: dict[str, dict[str, Any]]
     after: dict[str, dict[str, Any]]
     audit: dict[str, list[dict[str, Any]]]
@@ -96,7 +104,7 @@ def played(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Played]:
     with running_lab(str(scenario), base / "lab", reboot_time=0.3) as lab:
         inventory = write_inventory(lab, base / "lab.ini")
         before = nodes(lab.truth())
-        for name in ("reload", "reset"):
+        for name in ("reload", "reset", "shipped"):
             (base / name).mkdir()
         reload = fleetfix_run(
             _book(base, "driver reload", "reload_driver"),
@@ -109,12 +117,35 @@ def played(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Played]:
         reset = fleetfix_run(
             _book(base, "GPU reset", "gpu_reset"), inventory, base / "reset", "--limit", "rx03"
         )
-        yield Played(reload, reset, before, nodes(lab.truth()), lab.audit())
+        shipped = fleetfix_run(
+            "driver-reload.yml",
+            inventory,
+            base / "shipped",
+            "--limit",
+            "rx04",
+            "-e",
+            "drain_wait=3s",
+        )
+        yield Played(reload, reset, shipped, before, nodes(lab.truth()), lab.audit())
 
 
 def test_the_runs_succeed(played: Played) -> None:
     assert played.reload.returncode == 0, played.reload.output
     assert played.reset.returncode == 0, played.reset.output
+    assert played.shipped.returncode == 0, played.shipped.output
+
+
+def test_the_shipped_reload_brings_back_what_its_module_list_leaves_out(played: Played) -> None:
+    """driver-reload.yml passes `modules:` (the NVIDIA stack); gdrdrv and nvidia_fs, unloaded
+    because they use nvidia, still come back, and a node missing them is not resumed."""
+    before, after = played.before["rx04"], played.after["rx04"]
+    assert {"gdrdrv", "nvidia_fs"} <= set(before["modules"]), "the lab lost its modules"
+    loaded = [argv[0] for tool, argv in played.calls("rx04") if tool == "modprobe"]
+    assert {"gdrdrv", "nvidia_fs"} <= set(loaded), played.calls("rx04")
+    assert after["modules"] == before["modules"], played.calls("rx04")
+    assert after["services"] == before["services"], played.calls("rx04")
+    assert after["faults"] == [] and after["slurm"]["drain"] is False, after
+    assert after["boots"] == before["boots"], "a driver reload is not a reboot"
 
 
 @pytest.mark.parametrize("node", RELOADED)

@@ -86,7 +86,16 @@ class Action:
 
 def remembered(ctx: ActionContext, key: str) -> list[str]:
     """A list an interrupted attempt journaled in its plan's `before` (comma-separated)."""
-    return [item for item in ctx.interrupted.get(key, "").split(",") if item]
+    return _listed(ctx.interrupted.get(key, ""))
+
+
+def planned_before(ctx: ActionContext, key: str) -> list[str]:
+    """A list this attempt's plan recorded in its `before` (what the node had before it)."""
+    return _listed(ctx.plan.before.get(key, "") if ctx.plan is not None else "")
+
+
+def _listed(text: str) -> list[str]:
+    return [item for item in text.split(",") if item]
 
 
 def union(first: Iterable[str], *more: Iterable[str]) -> list[str]:

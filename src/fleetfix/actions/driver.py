@@ -18,6 +18,7 @@ from fleetfix.actions.base import (
     ActionContext,
     ActionPlan,
     PlannedCommand,
+    planned_before,
     remembered,
     union,
 )
@@ -55,14 +56,14 @@ def _drained_gate(ctx: ActionContext) -> str | None:
 
 
 def wanted_modules(ctx: ActionContext, modules: KernelModulesFacts) -> list[str]:
-    """Modules the node should have after the reload, dependencies first: the `modules` param,
-    else what was loaded before (at least the base set)."""
+    """Modules the node should have after the reload, dependencies first: the `modules` param
+    (or, without it, at least the base set) and every module loaded before, so a third-party
+    user of `nvidia` (gdrdrv, nvidia_fs) the reload unloads is loaded back even when a playbook
+    names only the NVIDIA modules."""
     explicit = ctx.params.get("modules")
-    if explicit:
-        names = [explicit] if isinstance(explicit, str) else [str(m) for m in explicit]
-    else:
-        names = list(reversed(modules.unload_order)) if modules.nvidia_loaded else []
-    names = union(names, remembered(ctx, "modules"))
+    names = [explicit] if isinstance(explicit, str) else [str(m) for m in explicit or ()]
+    before = list(reversed(modules.unload_order)) if modules.nvidia_loaded else []
+    names = union(names, before, remembered(ctx, "modules"))
     ordered = [m for m in BASE_MODULES if m in names or not names or m == "nvidia"]
     return [*ordered, *(m for m in names if m not in ordered)]
 
@@ -138,7 +139,8 @@ def _check(ctx: ActionContext) -> str | None:
     if modules is None or not modules.nvidia_loaded:
         return "nvidia module not loaded after reload"
     wanted, started = _promised(ctx)
-    missing = [m for m in union(wanted, remembered(ctx, "modules")) if m not in modules.loaded]
+    had = planned_before(ctx, "modules")
+    missing = [m for m in union(wanted, had, remembered(ctx, "modules")) if m not in modules.loaded]
     if missing:
         return f"modules not loaded after reload: {', '.join(missing)}"
     down = union(started, remembered(ctx, "services"))
