@@ -12,6 +12,7 @@ from fleetfix.engine.batches import failure_exceeds, order_hosts, serial_batches
 from fleetfix.engine.context import HostState, RunContext
 from fleetfix.engine.hoststep import StepEnv, with_lines
 from fleetfix.engine.includes import inclusions
+from fleetfix.engine.remediate import HOLD_KEY
 from fleetfix.engine.steps import execute
 from fleetfix.engine.tags import PlayTags, selected
 from fleetfix.engine.variables import PlayScope, compose
@@ -254,7 +255,7 @@ async def _block(run: BatchRun, state: HostState, block: Step, env: StepEnv) -> 
     inherited = _inherit(block)
     failures_before = run.ctx.stats(state.name).failed
     await _host_steps(run, state, inherited(block.block), env)
-    if state.failed and block.rescue:
+    if state.failed and block.rescue and not _held(state):
         stats = run.ctx.stats(state.name)
         stats.failed = failures_before
         stats.rescued += 1  # Ansible counts a failure a rescue caught, whatever the rescue does
@@ -266,6 +267,15 @@ async def _block(run: BatchRun, state: HostState, block: Step, env: StepEnv) -> 
         state.failed = False
         await _host_steps(run, state, inherited(block.always), env)
         state.failed = state.failed or was_failed
+
+
+def _held(state: HostState) -> bool:
+    """The block failed because a topology cap or the repair budget held a disruptive action
+    (HOLD_KEY in its result). That is not a failed fix: a rescue written for one ("leave
+    drained, needs RMA", "jobs still running, deferred") would say what did not happen and act
+    on a node nothing was tried on. The host stays held, as it would outside a block (exit 6).
+    A max_attempts or cooldown hold is the fix having failed before, and is rescued."""
+    return state.last_failure is not None and HOLD_KEY in state.last_failure[1].data
 
 
 def _expose_failure(state: HostState) -> None:

@@ -368,3 +368,41 @@ async def test_unrelated_commands_are_untouched(run_playbook: Runner, fake: Fake
         e for e in run.events if isinstance(e, CommandRan) and "scontrol" in e.result.command
     ]
     assert run.result.outcome() is Outcome.OK
+
+
+async def test_a_hold_is_not_rescued_as_a_failed_fix(
+    run_playbook: Runner, fake: FakeTransport
+) -> None:
+    """A repair budget of one node. gpu001's fix failed in the first play, so it stays drained
+    and holds the budget's place; gpu002's drain is then held. The rescue, written for a
+    fix that failed, must not run on gpu002, which nothing was tried on: it stays held and the
+    run exits 6."""
+    for name in ("gpu001", "gpu002"):
+        node(fake, name)
+    run = await run_playbook(
+        """
+        - hosts: gpu001
+          tasks:
+            - name: drain
+              action: {name: slurm_drain, reason: "fleetfix: test"}
+            - name: the fix does not verify
+              fail: {msg: "not fixed, left drained"}
+        - hosts: gpu
+          tasks:
+            - name: fix
+              block:
+                - name: drain
+                  action: {name: slurm_drain, reason: "fleetfix: test"}
+              rescue:
+                - name: leave it drained
+                  command: echo leave drained, needs RMA
+        """,
+        hosts=["gpu001", "gpu002"],
+        repair_budget=1,
+    )
+    assert not any("needs RMA" in c for c in fake.commands_on("gpu002"))
+    assert not any("State=DRAIN" in c for c in fake.commands_on("gpu002"))
+    stats = run.result.stats["gpu002"]
+    assert (stats.failed, stats.rescued) == (1, 0)
+    assert [h for h in run.result.holds if h.startswith("gpu002")], run.result.holds
+    assert run.result.outcome() is Outcome.SAFETY_ABORT
