@@ -1,15 +1,20 @@
 """Secrets on the lab, from the user's side: the real CLI, then every byte it stored or showed.
 
 A secret extra var, a no_log set_fact and no_log steps that fail must be in neither the
-journal (file bytes, every table value, every compressed BLOB), nor a report file, nor the
-console; report files are 0600. nccl_tests `args` cannot run a command on the node."""
+journal (file bytes, every table value, every compressed BLOB), nor `fleetfix journal export`,
+nor a report file, nor the console, and neither may the password of a PostgreSQL journal's
+DSN given with `--journal`; report files are 0600. nccl_tests `args` cannot run a command on
+the node."""
 
 from __future__ import annotations
 
 import base64
 import stat
+import subprocess
+import sys
 from collections.abc import Iterator
 from pathlib import Path
+from urllib.parse import urlsplit
 
 import pytest
 
@@ -110,14 +115,28 @@ def test_secrets_reach_no_journal_report_or_console(
     assert f"fetched {MASK}" in done.stdout
     assert NO_LOG_TEXT in done.stdout
 
-    assert holding([done.stdout, done.stderr], SECRETS) == []
+    secrets: tuple[str, ...] = SECRETS
+    if not isinstance(journal_target, Path):  # `--journal postgresql://fleetfix:PASSWORD@...`
+        password = urlsplit(journal_target).password
+        assert password
+        secrets += (password,)
+    assert holding([done.stdout, done.stderr], secrets) == []
     if isinstance(journal_target, Path):
         stored = journal_texts(journal_target)
     else:
         server: PostgresServer = request.getfixturevalue("postgres_server")
         stored = postgres_journal_texts(journal_target, server.directory / "data", server.admin)
     assert any(MASK in text for text in stored)  # the journal has the masked rows
-    assert holding(stored, SECRETS + ENCODED) == []
+    assert holding(stored, secrets + ENCODED) == []
+    exported = subprocess.run(
+        [sys.executable, "-m", "fleetfix", "journal", "export", "--journal", str(journal_target)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=True,
+    )
+    assert '"table":"runs"' in exported.stdout
+    assert holding([exported.stdout, exported.stderr], secrets + ENCODED) == []
     for node in ("s01", "s02"):  # the copy did write the real value, on the node only
         written = tmp_path / f"{node}-db.conf"
         assert written.read_text(encoding="utf-8") == WRITTEN, done.output

@@ -18,6 +18,7 @@ from fleetfix.cli.webhook_options import (
 from fleetfix.config import setting_list, setting_text
 from fleetfix.events import Event
 from fleetfix.journal import Journal
+from fleetfix.journal.db import is_postgres, shown
 from fleetfix.metrics import MetricsTextfile, RunMetrics
 from fleetfix.playbook.extravars import parse_extra_vars
 from fleetfix.secrets import Redactor, redact_argv, secret_values
@@ -68,8 +69,21 @@ def run_redactor(args: argparse.Namespace) -> Redactor:
 
 
 def stored_argv(args: argparse.Namespace, argv: Sequence[str], redactor: Redactor) -> list[str]:
-    """The command line as the journal keeps it: secret extra-vars values masked."""
-    return redact_argv(argv, redactor, secret_names(args), _parse_one)
+    """The command line as the journal keeps it: secret extra-vars values masked, and a DSN
+    (`--journal postgresql://user:PASSWORD@host/db`, also `--journal=...`) without its
+    password, as messages show it."""
+    masked = redact_argv(argv, redactor, secret_names(args), _parse_one)
+    return [_without_password(word) for word in masked]
+
+
+def _without_password(word: str) -> str:
+    """A DSN word, or the value of a `--option=DSN` word, as `shown()` prints it."""
+    if is_postgres(word):
+        return shown(word)
+    flag, equals, value = word.partition("=")
+    if word.startswith("--") and equals and is_postgres(value):
+        return f"{flag}={shown(value)}"
+    return word
 
 
 def _parse_one(item: str) -> dict[str, Any]:
