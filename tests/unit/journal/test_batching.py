@@ -1,15 +1,12 @@
-"""Batched journal writes on a real SQLite file, read back by a second connection (as a
-`--resume` after kill -9 would): read-only work waits for a commit, anything a crash must not
-lose is on disk before the call returns, together with everything before it."""
+"""Batched journal writes on both backends, read back by a second connection (as a `--resume`
+after kill -9 would): read-only work waits for a commit, anything a crash must not lose is
+committed before the call returns, together with everything before it."""
 
 from __future__ import annotations
 
 import asyncio
-import sqlite3
 from collections.abc import Iterator
-from contextlib import closing
-from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pytest
 
@@ -23,21 +20,21 @@ from fleetfix.events import (
     TaskStarted,
 )
 from fleetfix.journal import Journal
-from fleetfix.journal.batch import WriteQueue
-from fleetfix.journal.db import DatabaseError, SqliteDatabase
+from fleetfix.journal.batch import Write, WriteQueue
+from fleetfix.journal.db import Database, DatabaseError, open_database
+from fleetfix.journal.store import JournalError
 from fleetfix.results import CommandResult, Status, StepResult
+
+if TYPE_CHECKING:
+    from tests.unit.journal.conftest import Backend
 
 NEVER = 3600.0
 """A flush interval no test reaches: only the rule under test commits."""
 SMI = CommandResult(
     "nvidia-smi -q -x", 0, "<nvidia_smi_log>" + "x" * 9000 + "</nvidia_smi_log>", ""
 )
-
-
-def on_disk(path: Path, sql: str = "SELECT type FROM events ORDER BY id") -> list[Any]:
-    """Rows through a second connection: what a new process would find after kill -9."""
-    with closing(sqlite3.connect(path)) as db:
-        return [row[0] if len(row) == 1 else row for row in db.execute(sql)]
+EVENT_TYPES = "SELECT type FROM events ORDER BY id"
+PROBE_EVENTS = ["HostStepStarted", "CommandRan", "HostStepFinished"]
 
 
 def probe_step(host: str, line: int) -> list[Any]:
@@ -56,23 +53,22 @@ def probe_step(host: str, line: int) -> list[Any]:
 
 
 @pytest.fixture
-def journal(tmp_path: Path) -> Iterator[Journal]:
-    opened = Journal(tmp_path / "j.sqlite", flush_every=NEVER)
+def journal(backend: Backend) -> Journal:
+    opened = backend.open(flush_every=NEVER)
     opened.start_run("pb.yml", [], check=False, hosts=2)
-    yield opened
-    opened.close()
+    return opened
 
 
-async def test_read_only_work_waits_for_a_commit(journal: Journal) -> None:
+async def test_read_only_work_waits_for_a_commit(journal: Journal, backend: Backend) -> None:
     for event in probe_step("gpu001", 3):
         journal(event)
-    assert on_disk(journal.path) == []  # queued: three rows and three events cost no commit
+    assert backend.committed(EVENT_TYPES) == []  # queued: 3 rows and 3 events cost no commit
     journal.flush()
-    assert on_disk(journal.path) == ["HostStepStarted", "CommandRan", "HostStepFinished"]
+    assert backend.committed(EVENT_TYPES) == PROBE_EVENTS
 
 
 async def test_an_intent_is_on_disk_before_the_call_returns_with_everything_before_it(
-    journal: Journal,
+    journal: Journal, backend: Backend
 ) -> None:
     for event in probe_step("gpu001", 3) + probe_step("gpu002", 3):
         journal(event)
@@ -82,26 +78,26 @@ async def test_an_intent_is_on_disk_before_the_call_returns_with_everything_befo
         )
     )
     actions = "SELECT host, action, state FROM actions"
-    assert on_disk(journal.path, actions) == [("gpu002", "reboot", "started")]
-    # The file is a prefix of the run: nothing queued before the intent is missing.
-    assert on_disk(journal.path) == ["HostStepStarted", "CommandRan", "HostStepFinished"] * 2 + [
-        "ActionStarted"
-    ]
-    assert on_disk(journal.path, "SELECT count(*) FROM steps") == [2]
+    assert backend.committed(actions) == [("gpu002", "reboot", "started")]
+    # The database holds a prefix of the run: nothing queued before the intent is missing.
+    assert backend.committed(EVENT_TYPES) == [*PROBE_EVENTS, *PROBE_EVENTS, "ActionStarted"]
+    assert backend.committed("SELECT count(*) FROM steps") == [2]
 
 
-async def test_an_action_outcome_and_its_verdict_are_on_disk_at_once(journal: Journal) -> None:
+async def test_an_action_outcome_and_its_verdict_are_on_disk_at_once(
+    journal: Journal, backend: Backend
+) -> None:
     key = "pb.yml:9:7"
     journal(ActionStarted(host="gpu001", step="drain", key=key, action="slurm_drain"))
     journal(ActionTaken(host="gpu001", step="drain", key=key, action="slurm_drain", failed=False))
-    assert on_disk(journal.path, "SELECT state FROM actions") == ["ok"]
+    assert backend.committed("SELECT state FROM actions") == ["ok"]
     # The step that acted: a resumed run must replay its verdict, not settle the action again.
     verdict = StepResult(host="gpu001", step="drain", status=Status.CHANGED, changed=True, key=key)
     journal(HostStepFinished(result=verdict))
-    assert on_disk(journal.path, "SELECT status FROM steps") == ["changed"]
+    assert backend.committed("SELECT status FROM steps") == ["changed"]
 
 
-async def test_a_shell_verdict_is_on_disk_at_once(journal: Journal) -> None:
+async def test_a_shell_verdict_is_on_disk_at_once(journal: Journal, backend: Backend) -> None:
     ran = CommandResult("systemctl restart foo", 0, "", "")
     result = StepResult(
         host="gpu001",
@@ -112,41 +108,40 @@ async def test_a_shell_verdict_is_on_disk_at_once(journal: Journal) -> None:
     )
     journal(HostStepFinished(result=result))
     # The journal cannot tell it only read: a resume replays it rather than running it again.
-    assert on_disk(journal.path, "SELECT step FROM steps") == ["restart"]
+    assert backend.committed("SELECT step FROM steps") == ["restart"]
 
 
-async def test_a_step_banner_is_on_disk_at_once(journal: Journal) -> None:
+async def test_a_step_banner_is_on_disk_at_once(journal: Journal, backend: Backend) -> None:
     journal(probe_step("gpu001", 3)[0])
     journal(TaskStarted(name="reboot", position=SourcePosition("pb.yml", 9, 7)))
-    assert on_disk(journal.path) == ["HostStepStarted", "TaskStarted"]
+    assert backend.committed(EVENT_TYPES) == ["HostStepStarted", "TaskStarted"]
 
 
-async def test_queued_rows_are_committed_on_close(tmp_path: Path) -> None:
-    journal = Journal(tmp_path / "j.sqlite", flush_every=NEVER)
+async def test_queued_rows_are_committed_on_close(backend: Backend) -> None:
+    journal = backend.open(flush_every=NEVER)
     run_id = journal.start_run("pb.yml", [], check=False, hosts=1)
     for event in probe_step("gpu001", 3):
         journal(event)
-    assert on_disk(journal.path) == []
+    assert backend.committed(EVENT_TYPES) == []
     journal.close()
-    assert on_disk(journal.path) == ["HostStepStarted", "CommandRan", "HostStepFinished"]
-    reopened = Journal(tmp_path / "j.sqlite")
+    assert backend.committed(EVENT_TYPES) == PROBE_EVENTS
+    reopened = backend.open()
     step = reopened.resume_state(run_id).steps[("gpu001", "pb.yml:3:7")]
     assert step.data["facts"] == {"gpu_count": 8, "uuid": "GPU-gpu001-3"}
-    reopened.close()
 
 
-async def test_the_timer_commits_and_never_fires_after_close(tmp_path: Path) -> None:
+async def test_the_timer_commits_and_never_fires_after_close(backend: Backend) -> None:
     errors: list[dict[str, Any]] = []
     asyncio.get_running_loop().set_exception_handler(lambda _loop, context: errors.append(context))
-    journal = Journal(tmp_path / "j.sqlite", flush_every=0.0)
+    journal = backend.open(flush_every=0.0)
     journal.start_run("pb.yml", [], check=False, hosts=1)
     journal(probe_step("gpu001", 3)[0])
-    assert on_disk(journal.path) == []  # the timer commits it, not the call
+    assert backend.committed(EVENT_TYPES) == []  # the timer commits it, not the call
     for _ in range(100):
-        if on_disk(journal.path):
+        if backend.committed(EVENT_TYPES):
             break
         await asyncio.sleep(0)  # let the event loop run its timer
-    assert on_disk(journal.path) == ["HostStepStarted"]
+    assert backend.committed(EVENT_TYPES) == ["HostStepStarted"]
 
     journal(probe_step("gpu001", 3)[1])
     assert journal.commit_scheduled
@@ -155,54 +150,86 @@ async def test_the_timer_commits_and_never_fires_after_close(tmp_path: Path) -> 
     for _ in range(10):
         await asyncio.sleep(0)
     assert errors == []
-    assert on_disk(journal.path) == ["HostStepStarted", "CommandRan"]
+    assert backend.committed(EVENT_TYPES) == ["HostStepStarted", "CommandRan"]
 
 
-def test_without_an_event_loop_each_event_is_committed(tmp_path: Path) -> None:
-    journal = Journal(tmp_path / "j.sqlite", flush_every=NEVER)
+def test_without_an_event_loop_each_event_is_committed(backend: Backend) -> None:
+    journal = backend.open(flush_every=NEVER)
     journal.start_run("pb.yml", [], check=False, hosts=1)
     journal(probe_step("gpu001", 3)[0])
-    assert on_disk(journal.path) == ["HostStepStarted"]  # no timer to bound the wait
-    journal.close()
+    assert backend.committed(EVENT_TYPES) == ["HostStepStarted"]  # no timer to bound the wait
 
 
-async def test_a_full_queue_commits_without_the_timer(tmp_path: Path) -> None:
-    journal = Journal(tmp_path / "j.sqlite", flush_every=NEVER, flush_rows=6)
+async def test_a_full_queue_commits_without_the_timer(backend: Backend) -> None:
+    journal = backend.open(flush_every=NEVER, flush_rows=6)
     journal.start_run("pb.yml", [], check=False, hosts=2)
     for event in probe_step("gpu001", 3):  # five writes: two rows and three events
         journal(event)
-    assert on_disk(journal.path) == []
+    assert backend.committed(EVENT_TYPES) == []
     journal(probe_step("gpu002", 3)[0])
-    assert len(on_disk(journal.path)) == 4
-    journal.close()
+    assert len(backend.committed(EVENT_TYPES)) == 4
 
 
-def test_a_failed_commit_loses_its_batch_whole_and_fails_every_later_write(
-    tmp_path: Path,
-) -> None:
-    db = SqliteDatabase(tmp_path / "q.sqlite")
+def insert_into(table: str, value: str) -> Write:
+    def write(db: Database, _made: int | None) -> int | None:
+        db.execute(f"INSERT INTO {table} VALUES (?)", (value,))
+        return None
+
+    return write
+
+
+@pytest.fixture
+def database(backend: Backend) -> Iterator[Database]:
+    """The journal's database as the journal's WriteQueue sees it, with a table `t`."""
+    db = open_database(backend.target)
     db.execute("CREATE TABLE t (v TEXT)")
-    queue = WriteQueue(db)
-    queue.add(lambda conn, _made: conn.insert("INSERT INTO t VALUES ('first')", ()))
-    queue.add(lambda conn, _made: conn.insert("INSERT INTO missing VALUES (1)", ()))
-    with pytest.raises(DatabaseError, match="missing"):
-        queue.flush()
-    assert db.execute("SELECT count(*) FROM t").fetchone() == (0,)  # rolled back whole
-    # Committing a later write would leave a gap in the run: it fails instead.
-    with pytest.raises(DatabaseError, match="missing"):
-        queue.add(lambda conn, _made: conn.insert("INSERT INTO t VALUES ('later')", ()))
+    yield db
     db.close()
 
 
-async def test_facts_and_output_are_stored_once(journal: Journal) -> None:
+def test_a_failed_commit_loses_its_batch_whole_and_fails_every_later_write(
+    database: Database,
+) -> None:
+    queue = WriteQueue(database)
+    queue.add(insert_into("t", "first"))
+    queue.add(insert_into("missing", "1"))  # the database refuses it
+    with pytest.raises(DatabaseError, match="missing"):
+        queue.flush()
+    assert database.execute("SELECT count(*) FROM t").fetchone()[0] == 0  # rolled back whole
+    assert not database.in_transaction
+    # Committing a later write would leave a gap in the run: it fails instead.
+    with pytest.raises(DatabaseError, match="missing"):
+        queue.add(insert_into("t", "later"))
+
+
+@pytest.mark.parametrize("journal_target", ["postgresql"], indirect=True)
+async def test_a_batch_whose_connection_is_lost_is_lost_whole_and_nothing_after_it_is_written(
+    journal: Journal, backend: Backend
+) -> None:
+    """PostgreSQL only: a SQLite journal is a local file, there is no connection to lose (its
+    refused statement is the test above, on both backends)."""
+    for event in probe_step("gpu001", 3):
+        journal(event)
+    assert backend.committed(EVENT_TYPES) == []  # queued
+    assert journal.run_id is not None
+    backend.kill_controller(journal.run_id)  # the server ends the session: the network is gone
+    with pytest.raises(JournalError, match="journal postgresql://"):
+        journal.flush()
+    with pytest.raises(JournalError):
+        journal(ActionStarted(host="gpu001", step="reboot", key="pb.yml:9:7", action="reboot"))
+    assert backend.committed(EVENT_TYPES) == []
+    assert backend.committed("SELECT count(*) FROM actions") == [0]
+
+
+async def test_facts_and_output_are_stored_once(journal: Journal, backend: Backend) -> None:
     for event in probe_step("gpu001", 3):
         journal(event)
     journal.flush()
-    bodies = on_disk(journal.path, "SELECT body FROM events")
+    bodies = backend.committed("SELECT body FROM events")
     assert not [b for b in bodies if "GPU-gpu001-3" in b or "nvidia_smi_log" in b]
-    (data,) = on_disk(journal.path, "SELECT data FROM steps")
-    assert "nvidia_smi_log" not in str(data)  # the output is its command row's
-    (stdout,) = on_disk(journal.path, "SELECT stdout FROM commands")
+    (data,) = backend.committed("SELECT data FROM steps")
+    assert b"nvidia_smi_log" not in bytes(data)  # the output is its command row's
+    (stdout,) = backend.committed("SELECT stdout FROM commands")
     assert stdout.startswith("<nvidia_smi_log>") and stdout.endswith("</nvidia_smi_log>")
     # Read back, each event has what it had, from the rows it refers to.
     events = list(journal.events(journal.run_id or ""))

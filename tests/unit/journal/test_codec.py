@@ -1,10 +1,12 @@
 """Journaled events read back equal to what the engine emitted (long output cut to excerpts);
-the bulk of a command or a step lives in its row, not in the event body."""
+the bulk of a command or a step lives in its row, not in the event body. The codec needs no
+database; the last test takes the events through each backend's rows and back."""
 
 from __future__ import annotations
 
 import dataclasses
 import json
+from collections.abc import Callable
 
 import pytest
 
@@ -22,6 +24,7 @@ from fleetfix.events import (
     SafetyStop,
     TaskStarted,
 )
+from fleetfix.journal import Journal
 from fleetfix.journal.codec import EXCERPT, ROW_FIELDS, CodecError, decode, encode, excerpt
 from fleetfix.results import CommandResult, HostStats, RunResult, Status, StepResult
 
@@ -112,3 +115,20 @@ def test_unknown_or_damaged_events_are_clear_errors() -> None:
         decode("NoSuchEvent", "{}")
     with pytest.raises(CodecError, match="cannot read"):
         decode("RunStarted", "not json")
+
+
+def test_events_read_back_from_the_journal_as_they_were_written(
+    open_journal: Callable[[], Journal],
+) -> None:
+    journal = open_journal()
+    run_id = journal.start_run("pb.yml", [], check=False, hosts=2)
+    for event in EVENTS:
+        journal(event)
+    journal.close()
+    # A step's commands are its own CommandRan events; its row does not repeat them.
+    step = dataclasses.replace(STEP, commands=())
+    written = [
+        dataclasses.replace(e, result=step) if isinstance(e, HostStepFinished) else e
+        for e in EVENTS
+    ]
+    assert list(open_journal().events(run_id)) == written

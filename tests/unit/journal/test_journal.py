@@ -1,16 +1,17 @@
 """The journal on a real SQLite file and a real PostgreSQL database: what a run records, what
-resume and cooldowns read back. Tests taking `journal_target` run once on each backend."""
+resume and cooldowns read back. Every test runs once on each backend but those about SQLite's
+own files (older journals' formats, where the default file is), which say so."""
 
 from __future__ import annotations
 
 import os
 import sqlite3
-import subprocess
-import sys
 import time
 from collections.abc import Callable
 from contextlib import closing
 from pathlib import Path
+from typing import TYPE_CHECKING
+from urllib.parse import urlsplit, urlunsplit
 
 import pytest
 
@@ -26,6 +27,9 @@ from fleetfix.journal import Journal, ResumeRefused, default_journal_path
 from fleetfix.journal.codec import EXCERPT
 from fleetfix.journal.store import JournalError
 from fleetfix.results import CommandResult, Status, StepResult
+
+if TYPE_CHECKING:
+    from tests.unit.journal.conftest import Backend
 
 
 def _step(host: str, key: str, status: Status, **data: object) -> HostStepFinished:
@@ -149,6 +153,8 @@ def test_gpus_seen_keeps_the_most(open_journal: Callable[[], Journal]) -> None:
 
 
 def test_a_version_1_journal_is_migrated(tmp_path: Path) -> None:
+    """SQLite only: version 1 journals were SQLite files; PostgreSQL journals began at
+    version 3."""
     path = tmp_path / "old.sqlite"
     with sqlite3.connect(path) as db:
         db.execute(
@@ -163,6 +169,8 @@ def test_a_version_1_journal_is_migrated(tmp_path: Path) -> None:
 def test_default_journal_is_shared_by_every_controller(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    """No backend: where the default journal, a SQLite file, is (a PostgreSQL journal is
+    always named)."""
     monkeypatch.setenv("FLEETFIX_JOURNAL", str(tmp_path / "team.sqlite"))
     assert default_journal_path() == tmp_path / "team.sqlite"
     monkeypatch.delenv("FLEETFIX_JOURNAL")
@@ -172,15 +180,16 @@ def test_default_journal_is_shared_by_every_controller(
         assert default_journal_path().name == "journal.sqlite"
 
 
-def test_commands_keep_bounded_evidence(tmp_path: Path) -> None:
-    journal = Journal(tmp_path / "j.sqlite")
+def test_commands_keep_bounded_evidence(
+    open_journal: Callable[[], Journal], backend: Backend
+) -> None:
+    journal = open_journal()
     journal.start_run("pb.yml", [], check=False, hosts=1)
     long_output = "x" * (EXCERPT * 3)
     result = CommandResult("nvidia-smi -q", 0, long_output, "", 0.5)
     journal(CommandRan(host="gpu001", step="probe", result=result))
     journal.close()
-    with sqlite3.connect(tmp_path / "j.sqlite") as db:
-        stdout, size = db.execute("SELECT stdout, stdout_size FROM commands").fetchone()
+    ((stdout, size),) = backend.committed("SELECT stdout, stdout_size FROM commands")
     assert len(stdout) <= EXCERPT
     assert f"[{len(long_output)} chars, " in stdout
     assert size == len(long_output)
@@ -197,37 +206,40 @@ def test_action_times_span_runs(open_journal: Callable[[], Journal]) -> None:
     assert journal.action_times("gpu001", "gpu_reset", 0) == []
 
 
-def test_leases_refuse_a_live_holder_and_free_a_dead_one(tmp_path: Path) -> None:
-    path = tmp_path / "j.sqlite"
-    first = Journal(path)
-    first.start_run("a.yml", [], check=False, hosts=2)
+def test_leases_refuse_a_live_holder_and_free_a_dead_one(
+    open_journal: Callable[[], Journal], backend: Backend
+) -> None:
+    first = open_journal()
+    dead_run = first.start_run("a.yml", [], check=False, hosts=2)
     assert first.acquire_leases(["gpu001", "gpu002"]) == {}
 
-    second = Journal(path)
+    second = open_journal()
     second.start_run("b.yml", [], check=False, hosts=1)
     busy = second.acquire_leases(["gpu002", "gpu003"])
     assert list(busy) == ["gpu002"]
     assert f"pid {os.getpid()}" in busy["gpu002"]
 
-    # A holder whose process is gone (kill -9) no longer blocks anyone.
-    dead = subprocess.run(
-        [sys.executable, "-c", "import os; print(os.getpid())"],
-        capture_output=True,
-        text=True,
-        check=True,
-    )
-    with sqlite3.connect(path) as db:
-        db.execute("UPDATE leases SET pid=?", (int(dead.stdout),))
+    # A holder known dead (kill -9: its process gone, its database session ended) no longer
+    # blocks anyone, though its lease rows are still there.
+    backend.kill_controller(dead_run)
     assert second.acquire_leases(["gpu002"]) == {}
-    first.release_leases()
     second.release_leases()
 
 
-def test_unwritable_journal_is_a_clear_error(tmp_path: Path) -> None:
-    blocker = tmp_path / "file"
-    blocker.write_text("")
-    with pytest.raises(JournalError, match="cannot open journal"):
-        Journal(blocker / "sub" / "j.sqlite")
+def test_a_journal_that_cannot_be_opened_is_a_clear_error(
+    journal_target: Path | str, tmp_path: Path
+) -> None:
+    if isinstance(journal_target, Path):
+        blocker = tmp_path / "file"
+        blocker.write_text("")
+        unopenable: Path | str = blocker / "sub" / "j.sqlite"
+        why = "Not a directory"
+    else:
+        unopenable = urlunsplit(urlsplit(journal_target)._replace(path="/no_such_database"))
+        why = 'database "no_such_database" does not exist'
+    with pytest.raises(JournalError, match="cannot open journal") as refused:
+        Journal(unopenable)
+    assert why in str(refused.value)
 
 
 VERSION_2 = """
@@ -260,6 +272,8 @@ INSERT INTO events VALUES (2, 'old', 'HostStepFinished', '{"at": 3.0, "retrying"
 
 
 def test_a_version_2_journal_opens_and_reads_as_before(tmp_path: Path) -> None:
+    """SQLite only: version 2 journals were SQLite files; PostgreSQL journals began at
+    version 3."""
     path = tmp_path / "v2.sqlite"
     with closing(sqlite3.connect(path)) as db:
         db.executescript(VERSION_2)
