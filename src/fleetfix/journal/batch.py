@@ -91,6 +91,12 @@ class WriteQueue:
             self.failure = exc
             raise
 
+    def fail(self, exc: DatabaseError) -> None:
+        """The database failed a call made outside the queue (a read, a fleet decision): every
+        later write fails as after a failed commit (the first failure is the one kept)."""
+        if self.failure is None:
+            self.failure = exc
+
     def close(self) -> None:
         """Commit what is queued; no timer fires after this."""
         try:

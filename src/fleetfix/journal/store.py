@@ -166,7 +166,7 @@ class Journal:
 
     def close(self) -> None:
         """Commit what is queued and close the file; no timer fires after this. A journal
-        whose writes already failed (that failure was raised to the run) just closes."""
+        whose database already failed (that failure was raised to the run) just closes."""
         lost = self._queue.failure is not None
         try:
             if lost:
@@ -346,6 +346,10 @@ class Journal:
         self.flush()
 
     def _failed(self, exc: DatabaseError) -> JournalError:
+        """The journal stops at its first database failure, whichever call met it (on
+        PostgreSQL a lost connection is often first met by a read): nothing is written after
+        it, and releasing or closing after it does not raise."""
+        self._queue.fail(exc)
         return JournalError(f"journal {self.where}: {exc}")
 
     def _guarded(self, call: Callable[[Database], Any]) -> Any:

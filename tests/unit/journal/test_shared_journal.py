@@ -12,6 +12,7 @@ import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pytest
 
@@ -21,6 +22,9 @@ from fleetfix.journal.store import JournalError
 from fleetfix.results import CommandResult
 from tests.support import wait_until
 from tests.support.postgres import PostgresServer
+
+if TYPE_CHECKING:
+    from tests.unit.journal.conftest import Backend
 
 ROOT = Path(__file__).resolve().parents[3]
 CONTROLLER = """
@@ -84,7 +88,8 @@ def test_on_postgresql_a_live_controller_keeps_its_lease_past_expiry(
     journal_target: str, open_journal: Callable[[], Journal]
 ) -> None:
     """Expiry is a guess; the session is a fact: a controller that has not renewed (a stalled
-    event loop, a paused VM) but is still connected is not taken over."""
+    event loop, a paused VM) but is still connected is not taken over. PostgreSQL only: SQLite
+    has no sessions, so there an expired lease is free by design (leases.holder_alive)."""
     import psycopg  # noqa: PLC0415
 
     mine = open_journal()
@@ -144,6 +149,7 @@ def test_an_intent_on_a_host_another_run_took_over_is_refused(
 def test_a_controller_that_loses_the_database_starts_no_action(
     postgres_server: PostgresServer, open_journal: Callable[[], Journal]
 ) -> None:
+    """PostgreSQL only: a SQLite journal is a local file, there is no database to lose."""
     journal = open_journal()
     journal.start_run("a.yml", [], check=False, hosts=1)
     assert journal.acquire_leases(["gpu001"]) == {}
@@ -155,9 +161,32 @@ def test_a_controller_that_loses_the_database_starts_no_action(
 
 
 @pytest.mark.parametrize("journal_target", ["postgresql"], indirect=True)
+def test_a_database_lost_under_a_read_stops_every_write_and_ends_quietly(
+    backend: Backend,
+) -> None:
+    """Whichever call meets the lost database first (here the attempt count read before an
+    action, not a write), nothing is written after it, and ending the run (releasing its
+    leases, closing) does not raise: the server freed the leases with the session.
+    PostgreSQL only: a SQLite journal is a local file, there is no database to lose."""
+    journal = backend.open()
+    run_id = journal.start_run("a.yml", [], check=False, hosts=1)
+    assert journal.acquire_leases(["gpu001"]) == {}
+    backend.kill_controller(run_id)  # the network, or the server, is gone
+    with pytest.raises(JournalError, match="journal postgresql://fleetfix@"):
+        journal.action_times("gpu001", "reboot", 0)
+    journal.release_leases()  # as the CLI does on its way out
+    with pytest.raises(JournalError):
+        journal(ActionStarted(host="gpu001", step="reboot", key="a:1", action="reboot"))
+    journal.close()
+    assert backend.committed("SELECT count(*) FROM actions") == [0]
+    assert backend.committed("SELECT count(*) FROM leases") == [1]  # its holder is known dead
+
+
+@pytest.mark.parametrize("journal_target", ["postgresql"], indirect=True)
 def test_the_dsn_password_is_never_shown(
     journal_target: str, open_journal: Callable[[], Journal], postgres_server: PostgresServer
 ) -> None:
+    """PostgreSQL only: a SQLite journal has no password."""
     password = journal_target.split(":", 2)[2].split("@", 1)[0]
     assert len(password) >= 16
     journal = open_journal()
@@ -181,6 +210,7 @@ def test_output_with_nul_bytes_is_kept(open_journal: Callable[[], Journal]) -> N
 
 
 def test_the_sqlite_journal_is_created_private(tmp_path: Path) -> None:
+    """SQLite only: the modes of its files (PostgreSQL keeps its data in its own cluster)."""
     journal = Journal(tmp_path / "new" / "j.sqlite")
     journal.start_run("a.yml", ["fleetfix", "run"], check=False, hosts=1)
     journal.close()
