@@ -19,6 +19,8 @@ import contextlib
 import os
 import re
 import sqlite3
+import stat
+import sys
 import zlib
 from collections.abc import Iterator, Sequence
 from functools import lru_cache
@@ -130,7 +132,8 @@ class Database:
 
 
 class SqliteDatabase(Database):
-    """A journal file in WAL mode, created 0600 (it holds the fleet's history)."""
+    """A journal file in WAL mode, created 0600 (it holds the fleet's history); an existing one
+    open to every user is narrowed (see `narrow_mode`)."""
 
     dialect = "sqlite"
 
@@ -140,6 +143,10 @@ class SqliteDatabase(Database):
             path.parent.mkdir(parents=True, exist_ok=True)
             with contextlib.suppress(FileExistsError):
                 os.close(os.open(path, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o600))
+            narrowed = narrow_mode(path)
+            if narrowed:
+                # The journal is opened by every command; this is the one place that knows.
+                print(f"WARNING: {narrowed}", file=sys.stderr)
             self._db = sqlite3.connect(path, isolation_level=None, timeout=10.0)
             self._db.execute("PRAGMA journal_mode=WAL")
             self._db.execute("PRAGMA synchronous=NORMAL")
@@ -198,6 +205,34 @@ class SqliteDatabase(Database):
 
     def close(self) -> None:
         self._db.close()
+
+
+def narrow_mode(path: Path) -> str | None:
+    """Take every right of "other" users away from a journal file this user owns, and from its
+    -wal and -shm (SQLite gives the ones it creates the file's mode); owner and group keep
+    theirs, so a journal shared by a group (docs/safety.md, section 7) still works. What was
+    done, for a warning; None when nothing needed it.
+
+    Raises:
+        OSError: a file could not be read or changed.
+    """
+    changed: list[tuple[Path, int, int]] = []
+    for file in (path, *(path.with_name(path.name + s) for s in ("-wal", "-shm"))):
+        try:
+            status = file.stat()
+        except FileNotFoundError:
+            continue
+        mode = stat.S_IMODE(status.st_mode)
+        if mode & 0o007 and status.st_uid == os.geteuid():
+            file.chmod(mode & ~0o007)
+            changed.append((file, mode, mode & ~0o007))
+    if not changed:
+        return None
+    files = ", ".join(f"{file.name} {old:04o} -> {new:04o}" for file, old, new in changed)
+    return (
+        f"the journal {path} was open to every user of this machine, and it holds command"
+        f" lines and their output: other users' rights removed ({files})"
+    )
 
 
 class PostgresDatabase(Database):
