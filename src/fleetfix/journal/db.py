@@ -38,6 +38,15 @@ LOCK_SPACE = 0x6666
 applications on the same database."""
 _FLEET_LOCK = 0
 """Second key of the lock that serialises fleet-wide decisions (leases, the repair budget)."""
+SERVER_KEEPALIVES = {
+    "tcp_keepalives_idle": "10",
+    "tcp_keepalives_interval": "5",
+    "tcp_keepalives_count": "3",
+    "tcp_user_timeout": "25000",
+}
+"""The server's side of a session's TCP timeouts, set by each session for itself (any user may):
+a server ends a controller's session, and so releases its run's lock, about 25 s after the
+network cut it off, not after the OS defaults' two hours (docs/team.md)."""
 _SQLITE_COLUMNS = {
     # version 1 journals lack the intent columns of `actions`
     "actions": {
@@ -257,6 +266,9 @@ class PostgresDatabase(Database):
                 keepalives_count=3,
                 application_name="fleetfix",
             )
+            settings = ", ".join("set_config(%s, %s, false)" for _ in SERVER_KEEPALIVES)
+            values = [text for item in SERVER_KEEPALIVES.items() for text in item]
+            self._db.execute(f"SELECT {settings}", values)
             self.begin(fleet=True)
             self._db.execute(postgres_schema(_schema("schema.sql")))
             self._db.execute(
