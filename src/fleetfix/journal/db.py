@@ -67,6 +67,11 @@ class DatabaseError(Exception):
 
 
 class Rows(Protocol):
+    @property
+    def rowcount(self) -> int:
+        """Rows the statement changed (an INSERT that a conflict skipped: 0)."""
+        ...
+
     def fetchone(self) -> Any: ...
 
     def fetchall(self) -> list[Any]: ...

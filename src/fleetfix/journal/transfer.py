@@ -117,17 +117,19 @@ def _copy_run(source: Database, target: Database, run_id: str, moved: Moved) -> 
 
 
 def _merge_fleet(source: Database, target: Database, moved: Moved) -> None:
-    """Hosts out of service and GPUs seen: the target's own rows win."""
+    """Hosts out of service and GPUs seen: the target's own rows win (and are not counted as
+    copied: a second migration copies nothing)."""
     for table, key in (("out_of_service", "host"), ("host_facts", "host, key")):
         columns = COLUMNS[table]
         for found in source.execute(f"SELECT {', '.join(columns)} FROM {table}").fetchall():
             marks = ", ".join("?" for _ in columns)
-            target.execute(
+            inserted = target.execute(
                 f"INSERT INTO {table} ({', '.join(columns)}) VALUES ({marks})"
                 f" ON CONFLICT({key}) DO NOTHING",
                 found,
-            )
-            moved.rows[table] = moved.rows.get(table, 0) + 1
+            ).rowcount
+            if inserted > 0:
+                moved.rows[table] = moved.rows.get(table, 0) + inserted
 
 
 def _insert(target: Database, table: str, columns: tuple[str, ...], values: Any) -> int:

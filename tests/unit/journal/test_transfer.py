@@ -62,12 +62,35 @@ def test_a_history_migrated_reads_back_the_same(
 
     moved = source.migrate_to(target)
     assert moved.runs == 1 and moved.rows["events"] == 9 and moved.rows["actions"] == 1
+    assert (moved.rows["out_of_service"], moved.rows["host_facts"]) == (1, 1)
     assert _read_back(target, run_id) == _read_back(source, run_id)
     assert len(list(target.events(other))) == 3  # its own run untouched
     again = source.migrate_to(target)
     assert (again.runs, again.skipped_runs) == (0, [run_id])
+    assert again.rows == {}  # nothing inserted, nothing counted
     assert len(target.step_rows(run_id)) == 2  # nothing copied twice
     source.close()
+
+
+def test_the_fleet_memory_counts_only_rows_the_target_lacked(
+    tmp_path: Path, open_journal: Callable[[], Journal]
+) -> None:
+    _history(tmp_path / "old.sqlite")  # gpu001 out of service, gpu002 seen with 8 GPUs
+    source = Journal(tmp_path / "old.sqlite")
+    _observe(source, "gpu003", 4)
+    target = open_journal()
+    _observe(target, "gpu002", 8)  # the target knows gpu002 already
+    moved = source.migrate_to(target)
+    assert moved.runs == 2
+    assert (moved.rows["out_of_service"], moved.rows["host_facts"]) == (1, 1)  # gpu003's only
+    assert (target.gpus_seen("gpu002"), target.gpus_seen("gpu003")) == (8, 4)
+    source.close()
+
+
+def _observe(journal: Journal, host: str, gpus: int) -> None:
+    journal.start_run("probe.yml", [], check=True, hosts=1)
+    journal(HostObserved(host=host, gpu_count=gpus))
+    journal.finish_run(0)
 
 
 def test_a_live_run_is_not_migrated(tmp_path: Path, open_journal: Callable[[], Journal]) -> None:
@@ -121,6 +144,12 @@ def test_migrate_command_moves_sqlite_into_postgresql(
     out = capsys.readouterr().out
     assert "migrated 1 runs" in out and "9 events" in out
     assert dsn.split(":")[2].split("@")[0] not in out  # the password is not printed
+    assert (
+        run_cli(["journal", "migrate", "--journal", str(tmp_path / "j.sqlite"), "--to", dsn]) == 0
+    )
+    again = capsys.readouterr().out.splitlines()
+    assert again[0].startswith("migrated 0 runs") and again[0].endswith(": no rows"), again
+    assert again[1:] == ["skipped 1 runs already there"]
     team = Journal(dsn)
     assert [r.run_id for r in team.history()] == [run_id]
     assert team.action_times("gpu001", "reboot", time.time() - 3600) != []
