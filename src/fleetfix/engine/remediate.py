@@ -13,7 +13,13 @@ from fleetfix.engine.hoststep import HostStep, Outcome
 from fleetfix.engine.interrupted import settle
 from fleetfix.engine.reboot import boot_id, send_reboot_like
 from fleetfix.engine.runhosts import unlisted
-from fleetfix.engine.verification import Handlers, action_context, verify
+from fleetfix.engine.verification import (
+    VERIFIED_KEY,
+    Handlers,
+    action_context,
+    verified,
+    verify,
+)
 from fleetfix.events import ActionStarted, ActionTaken
 from fleetfix.playbook.model import Step
 from fleetfix.results import CommandResult, OpenIntent
@@ -75,6 +81,7 @@ async def _one_rung(
         return outcome
     context = action_context(hs, params, {}, plan, before)
     problem = await verify(hs, action, handlers, context)
+    outcome.data[VERIFIED_KEY] = verified(hs, action)
     if problem is not None:
         outcome.failed = True
         outcome.message = f"{action.name}: verification failed: {problem}"

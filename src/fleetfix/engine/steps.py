@@ -23,6 +23,7 @@ from fleetfix.engine.kinds import KIND_HANDLERS, LEFT_KEY, leave
 from fleetfix.engine.loops import run_loop
 from fleetfix.engine.remediate import HOLD_KEY
 from fleetfix.engine.variables import compose
+from fleetfix.engine.verification import VERIFIED_KEY
 from fleetfix.errors import FleetfixError, UnreachableError
 from fleetfix.events import HostStepFinished, HostStepStarted, StepRetry
 from fleetfix.playbook.conditions import is_template
@@ -126,6 +127,8 @@ def _replay_effects(hs: HostStep, data: Mapping[str, Any], journaled: JournaledS
         state.ended = state.ended or journaled.status is not Status.SKIPPED
     elif step.kind is StepKind.PROBE and isinstance(data.get("facts"), dict):
         remember_probe(hs.ctx, state, str(step.args["name"]), data["facts"], "")
+    if step.kind is StepKind.ACTION and isinstance(data.get(VERIFIED_KEY), dict):
+        _replay_verified(hs, data[VERIFIED_KEY])
     if step.kind is StepKind.ACTION and step.loop is not None and data.get("changed") is True:
         hs.ctx.safety.replay_out(state.name, hs.ctx.actions.get(str(step.args["name"])))
     if isinstance(data.get(HOLD_KEY), str):  # a topology cap or the budget held it: still held
@@ -133,6 +136,16 @@ def _replay_effects(hs: HostStep, data: Mapping[str, Any], journaled: JournaledS
     left = data.get(LEFT_KEY)
     if isinstance(left, dict):  # the engine left the host here: it stays left
         leave(hs, str(left.get("kind")), str(left.get("reason")))
+
+
+def _replay_verified(hs: HostStep, verified: Mapping[str, Any]) -> None:
+    """A replayed action's verification: the probe facts and registered values it left."""
+    probes, registers = verified.get("probes"), verified.get("registered")
+    for name, facts in probes.items() if isinstance(probes, dict) else ():
+        if isinstance(facts, dict):
+            remember_probe(hs.ctx, hs.state, str(name), facts, "")
+    if isinstance(registers, dict):
+        hs.state.facts.update(registers)
 
 
 def _variables(

@@ -12,6 +12,12 @@ from fleetfix.playbook.model import StepKind
 
 Handlers = Mapping[StepKind, Callable[[HostStep], Awaitable[Outcome]]]
 
+VERIFIED_KEY = "fleetfix_verified"
+"""In an action's result: what its verification left on the host (the latest facts of the
+probes it ran, the values its `verify:` steps registered). A resumed run replays a finished
+action instead of running it again, and restores these with it, so the end-of-run health
+check and the steps after it see the node as verified, not as it was before the fix."""
+
 
 def action_context(
     hs: HostStep,
@@ -59,3 +65,19 @@ async def _verify_steps(hs: HostStep, handlers: Handlers) -> str | None:
         if outcome.failed:
             return outcome.message or check.name
     return None
+
+
+def verified(hs: HostStep, action: Action) -> dict[str, Any]:
+    """What verification left on the host, for VERIFIED_KEY (probes it did not reach are
+    not there; a failed probe's facts are not either)."""
+    checks = hs.step.verify
+    names = [*action.verify, *(str(c.args["name"]) for c in checks if c.kind is StepKind.PROBE)]
+    data = hs.state.probe_data
+    return {
+        "probes": {name: data[name] for name in dict.fromkeys(names) if name in data},
+        "registered": {
+            c.register: hs.state.facts[c.register]
+            for c in checks
+            if c.register is not None and c.register in hs.state.facts
+        },
+    }

@@ -8,6 +8,7 @@ from __future__ import annotations
 import sqlite3
 from pathlib import Path
 
+from fleetfix.engine.verification import VERIFIED_KEY
 from fleetfix.events import ActionStarted, CommandRan, HostLeft, OwnershipOverridden
 from fleetfix.journal import Journal
 from fleetfix.results import JournaledStep, OpenIntent, Outcome, ResumeState, Status
@@ -406,3 +407,70 @@ async def test_a_hold_is_not_rescued_as_a_failed_fix(
     assert (stats.failed, stats.rescued) == (1, 0)
     assert [h for h in run.result.holds if h.startswith("gpu002")], run.result.holds
     assert run.result.outcome() is Outcome.SAFETY_ABORT
+
+
+async def test_an_action_keeps_what_its_verification_saw(
+    run_playbook: Runner, fake: FakeTransport
+) -> None:
+    node(fake, "gpu001")
+    run = await run_playbook(
+        """
+        - hosts: gpu
+          tasks:
+            - name: reboot it
+              action: reboot
+              expect_unreachable: 5s
+              verify:
+                - probe: gpu_processes
+                  register: procs_after
+        """,
+        hosts=["gpu001"],
+    )
+    (reboot,) = [r for r in run.result.results if r.step == "reboot it"]
+    kept = reboot.data[VERIFIED_KEY]
+    assert kept["registered"]["procs_after"]["facts"]["count"] == 0
+    assert kept["probes"]["gpu_processes"] == kept["registered"]["procs_after"]["facts"]
+
+
+async def test_resume_replays_what_an_actions_verification_saw(
+    run_playbook: Runner, fake: FakeTransport, tmp_path: Path
+) -> None:
+    """The reboot finished before the stop: the resumed run replays it with what its
+    verification read, so the end-of-run check does not report the Xid read before the fix
+    (exit 2 where the clean run exits 0) and later steps see the value `verify:` registered."""
+    book = tmp_path / "playbook.yml"
+    node(fake, "gpu001")
+    before = {"reboot_required": True, "codes": [79]}
+    after = {"reboot_required": False, "codes": []}
+    verified = {"probes": {"xid": after}, "registered": {"xid_after": {"facts": after}}}
+    resume = ResumeState(
+        run_id="r1",
+        steps={
+            ("gpu001", f"{book}:4:7"): _journaled(Status.OK, facts=before),
+            ("gpu001", f"{book}:6:7"): JournaledStep(
+                Status.CHANGED, True, "", {"changed": True, VERIFIED_KEY: verified}
+            ),
+        },
+    )
+    run = await run_playbook(
+        """
+        - hosts: gpu
+          tasks:
+            - probe: xid
+              register: xid
+            - name: reboot it
+              action: reboot
+              expect_unreachable: 5s
+              verify:
+                - probe: xid
+                  register: xid_after
+            - name: the Xid is gone
+              assert:
+                that: not xid_after.facts.reboot_required
+        """,
+        hosts=["gpu001"],
+        resume=resume,
+    )
+    assert reboots(fake, "gpu001") == 0
+    assert run.result.left == {}
+    assert run.result.outcome() is Outcome.OK
