@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from fleetfix.events import HostLeft
-from fleetfix.results import Outcome
+from fleetfix.results import OpenIntent, Outcome, ResumeState, Status
 from fleetfix.transport.fake import FakeTransport, Reply
 
 from .conftest import Run, Runner
@@ -269,3 +269,22 @@ async def test_dcgm_diag_level_2_and_up_is_an_active_test(
     assert "dcgm_diag refused: an active test" in run.result.left["gpu001"]
     assert "dcgmi diag -r 3 -j 2>&1" in fake.commands_on("gpu002")
     assert left(run) == {"gpu001": "refused"}
+
+
+async def test_a_test_the_interrupted_run_started_runs_again_on_resume(
+    run_playbook: Runner, fake: FakeTransport, tmp_path: Path
+) -> None:
+    """A stop during nccl-tests leaves an intent with no result. A test changes nothing, so
+    the resumed run runs it again; it used to fail it as "not repeated", and nccl-health.yml
+    then drained the healthy node "below the floor"."""
+    node(fake, "gpu001", "IDLE+DRAIN", reason="fleetfix: nccl check [root@2026-11-25]")
+    book = tmp_path / "playbook.yml"
+    intent = OpenIntent("nccl_tests", at=0.0, evidence={}, record=1)
+    run = await run_playbook(
+        NCCL_BOOK,
+        hosts=["gpu001"],
+        resume=ResumeState(run_id="r1", intents={("gpu001", f"{book}:4:7", "nccl_tests"): intent}),
+    )
+    assert ran_nccl(fake, "gpu001")
+    (test,) = [r for r in run.result.results if r.step == "all_reduce_perf on the node alone"]
+    assert test.status is Status.OK, test.message
