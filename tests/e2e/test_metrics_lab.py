@@ -75,7 +75,15 @@ def test_xid79_metrics_match_the_run_the_journal_and_the_lab(
         (labels["action"], labels["outcome"]): count
         for labels, count in samples(families, "fleetfix_actions_total")
     }
-    assert finished == by_state and all(state in ("ok", "failed") for _, state in by_state)
+    # The journal's state says whether an action's commands ran (what a resume needs); the
+    # metric's outcome is the engine's verdict, verification included: gpu007's reboot ran
+    # and did not bring its GPU back.
+    assert all(state in ("ok", "failed") for _, state in by_state)
+    expected = by_state.copy()
+    expected.subtract({("reboot", "ok"): 1})
+    expected.update({("reboot", "failed"): 1})
+    assert finished == dict(+expected)
+    assert "reboot: verification failed" in run.stdout, run.output
     started = {
         labels["action"]: count
         for labels, count in samples(families, "fleetfix_actions_started_total")

@@ -7,7 +7,7 @@ Feeding an event is a dictionary lookup and a counter bump (it runs for every ev
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -21,13 +21,15 @@ from fleetfix.events import (
     HostOutOfService,
     HostStepFinished,
     HostStepStarted,
+    LoopItemFinished,
     RunFinished,
     RunStarted,
     SafetyStop,
 )
 from fleetfix.metrics.exposition import Family, Labels, Sample, histogram_samples, labels
 from fleetfix.metrics.phases import PHASES, PhaseClock
-from fleetfix.results import Status
+from fleetfix.results import Status, StepResult
+from fleetfix.topology.graph import DOMAIN_KINDS
 
 HOLD_KEY = "fleetfix_hold"
 """engine.remediate.HOLD_KEY: a held action's hold, in its step's registered data (the metrics
@@ -62,6 +64,13 @@ def hold_reason(text: str) -> str:
         if needle in text:
             return reason
     return "other"
+
+
+def _rungs(result: StepResult) -> Iterator[Mapping[str, Any]]:
+    """The rungs of an action step's escalation ladder, as engine/remediate.py records them
+    (`{"action", "failed", "msg"}`), in order; none for any other step."""
+    ladder = result.data.get("ladder")
+    return iter([r for r in ladder if isinstance(r, Mapping)] if isinstance(ladder, list) else [])
 
 
 class _Histogram:
@@ -101,6 +110,8 @@ class RunMetrics:
         self.steps: Counter[str] = Counter()
         self.actions_started: Counter[str] = Counter()
         self.actions: Counter[tuple[str, str]] = Counter()
+        self._unsettled: dict[tuple[str, str], list[ActionTaken]] = {}
+        """(host, step key) -> actions whose commands ended and whose step has no verdict yet."""
         self.taken_out = 0
         self.returned = 0
         self.step_holds: Counter[str] = Counter()
@@ -114,6 +125,7 @@ class RunMetrics:
         self._handlers: dict[type[Event], Callable[[Any], None]] = {
             HostStepStarted: self._step_started,
             HostStepFinished: self._step_finished,
+            LoopItemFinished: self._item_finished,
             ActionStarted: self._action_started,
             ActionTaken: self._action_taken,
             HostOutOfService: self._out,
@@ -142,9 +154,10 @@ class RunMetrics:
         self.phases.step_started(event.host, event.at)
 
     def _step_finished(self, event: HostStepFinished) -> None:
+        result = event.result
+        self._settle(result)
         if event.retrying:
             return
-        result = event.result
         self.steps[result.status.value] += 1
         succeeded = result.status in SUCCEEDED
         self.phases.step_finished(result.host, result.key, succeeded, event.at)
@@ -155,8 +168,38 @@ class RunMetrics:
         self.actions_started[event.action] += 1
         self.phases.action_started(event.host, event.key, event.action, event.at)
 
+    def _item_finished(self, event: LoopItemFinished) -> None:
+        self._settle(event.result)
+
     def _action_taken(self, event: ActionTaken) -> None:
-        self.actions[(event.action, "failed" if event.failed else "ok")] += 1
+        # Its commands ended; whether it worked is the step's verdict (verification included)
+        self._unsettled.setdefault((event.host, event.key), []).append(event)
+
+    def _settle(self, result: StepResult) -> None:
+        """Count the step's finished actions with the outcome the engine gave each rung of its
+        escalation ladder, verification included: a reboot whose commands ran but that did not
+        bring the GPUs back failed. An action no rung names keeps its own outcome."""
+        taken = self._unsettled.pop((result.host, result.key), None)
+        if taken is None:
+            return
+        rungs = _rungs(result)
+        for event in taken:
+            failed = event.failed
+            for rung in rungs:
+                if rung.get("action") == event.action:
+                    failed = failed or bool(rung.get("failed"))
+                    break
+            self._count_action(event.action, failed)
+
+    def _settle_the_rest(self) -> None:
+        """Actions whose step never ended (the run was interrupted) count as they ended."""
+        for taken in self._unsettled.values():
+            for event in taken:
+                self._count_action(event.action, event.failed)
+        self._unsettled.clear()
+
+    def _count_action(self, action: str, failed: bool) -> None:
+        self.actions[(action, "failed" if failed else "ok")] += 1
 
     def _out(self, _event: HostOutOfService) -> None:
         self.taken_out += 1
@@ -174,6 +217,7 @@ class RunMetrics:
         self.safety_stops += 1
 
     def _run_finished(self, event: RunFinished) -> None:
+        self._settle_the_rest()
         self.finished = event.at
         self.outcome = int(event.result.outcome(check_changes_exit=self.check_changes_exit))
         # The run's own list of holds is the one its exit code reads (one per held rung of an
@@ -328,9 +372,13 @@ class RunMetrics:
         holds = self.run_holds if self.run_holds is not None else self.step_holds
         left = Counter(self.left.values())
         kinds = (*LEFT_KINDS, *sorted(set(left) - set(LEFT_KINDS)))
+        # Every domain kind, holding or not, from 0: an alert or increase() has a series
+        seen = {kind for kind, _ in self.findings}
+        finding_kinds = (*DOMAIN_KINDS, *sorted(seen - set(DOMAIN_KINDS)))
         findings = tuple(
-            Sample(self._base(kind=kind, hold="true" if hold else "false"), count)
-            for (kind, hold), count in sorted(self.findings.items())
+            Sample(self._base(kind=kind, hold=hold), self.findings[(kind, hold == "true")])
+            for kind in finding_kinds
+            for hold in ("false", "true")
         )
         return [
             Family(

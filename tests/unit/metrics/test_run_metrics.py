@@ -31,9 +31,16 @@ from fleetfix.journal import Journal
 from fleetfix.metrics.exposition import render
 from fleetfix.metrics.run import HOLD_KEY, RunMetrics, hold_reason
 from fleetfix.results import HostStats, RunResult, Status, StepResult
+from fleetfix.topology import DOMAIN_KINDS
 from tests.unit.metrics.promtext import MetricFamily, parse, samples, value
 
 BUDGET_HOLD = "gpu2: slurm_drain held: repair budget reached: 1 hosts already out of service"
+VERIFY_FAILED = {
+    "action": "reboot",
+    "failed": True,
+    "msg": "reboot: verification failed: GPUs missing after reboot: 7 visible",
+}
+"""A rung of engine/remediate.py's ladder: the reboot ran and did not bring the GPUs back."""
 
 
 def step_started(at: float, host: str, key: str) -> HostStepStarted:
@@ -85,8 +92,9 @@ def rma_host(host: str) -> list[Event]:
         action(106, host, "drain", "slurm_drain", failed=False),
         step_finished(107, host, "drain", Status.CHANGED),
         action(130, host, "reboot", "reboot"),
-        action(140, host, "reboot", "reboot", failed=True),
-        step_finished(150, host, "reboot", Status.FAILED),
+        # The reboot's commands ran (its ActionTaken says so); its verification failed
+        action(140, host, "reboot", "reboot", failed=False),
+        step_finished(150, host, "reboot", Status.FAILED, {"ladder": [VERIFY_FAILED]}),
         action(151, host, "rma", "slurm_drain"),
         action(152, host, "rma", "slurm_drain", failed=False),
         step_finished(153, host, "rma", Status.CHANGED),
@@ -222,6 +230,50 @@ def test_an_interrupted_run_counts_the_action_it_started_and_never_finished() ->
     assert value(families, "fleetfix_run_outcome") == 99
     assert value(families, "fleetfix_actions_started_total", action="reboot") == 1
     assert samples(families, "fleetfix_actions_total") == []
+
+
+def test_an_action_counts_with_its_steps_verdict_verification_included() -> None:
+    """An escalation ladder: a GPU reset that did not verify, then a reboot that did."""
+    ladder = [
+        {"action": "gpu_reset", "failed": True, "msg": "gpu_reset: verification failed: x"},
+        {"action": "reboot", "failed": False, "msg": ""},
+    ]
+    events = [
+        RunStarted(at=0, run_id="r", playbook="xid79.yml", hosts=("a",), check=False),
+        action(1, "a", "fix", "gpu_reset"),
+        action(2, "a", "fix", "gpu_reset", failed=False),
+        action(3, "a", "fix", "reboot"),
+        action(4, "a", "fix", "reboot", failed=False),
+    ]
+    metrics = fed(events)
+    assert samples(read(metrics), "fleetfix_actions_total") == []  # still verifying
+    metrics(step_finished(5, "a", "fix", Status.CHANGED, {"ladder": ladder}))
+    finished = {
+        (labels["action"], labels["outcome"]): count
+        for labels, count in samples(read(metrics), "fleetfix_actions_total")
+    }
+    assert finished == {("gpu_reset", "failed"): 1, ("reboot", "ok"): 1}
+
+
+def test_an_action_whose_step_never_ended_counts_as_it_ended_when_the_run_does() -> None:
+    events = [
+        RunStarted(at=0, run_id="r", playbook="xid79.yml", hosts=("a",), check=False),
+        action(1, "a", "reboot", "reboot"),
+        action(2, "a", "reboot", "reboot", failed=False),
+        RunFinished(at=3, result=RunResult(interrupted=True)),
+    ]
+    families = read(fed(events))
+    assert value(families, "fleetfix_actions_total", action="reboot", outcome="ok") == 1
+
+
+def test_every_finding_kind_has_a_series_from_zero() -> None:
+    families = read(fed(whole_run()))
+    found = {
+        (labels["kind"], labels["hold"]): count
+        for labels, count in samples(families, "fleetfix_findings_total")
+    }
+    assert set(found) == {(kind, hold) for kind in DOMAIN_KINDS for hold in ("false", "true")}
+    assert {key: count for key, count in found.items() if count} == {("leaf", "true"): 1}
 
 
 def test_check_mode_changes_exit_only_when_asked() -> None:
