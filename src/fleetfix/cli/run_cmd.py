@@ -31,6 +31,7 @@ from fleetfix.cli.team_options import (
     run_observers,
     run_redactor,
     stored_argv,
+    tell_journal_lost,
 )
 from fleetfix.engine import Engine, RunOptions
 from fleetfix.engine.context import StepGate
@@ -385,6 +386,7 @@ async def _run(args: argparse.Namespace, plan: RunPlan) -> int:
                     result = await _execute(args, plan, runtime, bus, options)
             except JournalError as exc:
                 print(f"ERROR: {exc}\n{JOURNAL_LOST}", file=sys.stderr)
+                tell_journal_lost(observers, redactor.text(str(exc)))
                 publish(collector.model(plan.topology), args.report)
                 return Outcome.SAFETY_ABORT
             outcome = result.outcome(check_changes_exit=args.check and args.detailed_exitcode)

@@ -1,7 +1,8 @@
 """Options a team's runs share: where metrics go, which webhooks hear about a run, which
 extra-vars are secret; each has a config-file setting (fleetfix.config) the option overrides.
 Each observer subscribes to the run's events and is finished (its last write made, its last
-message delivered) when the run ends, also when it is interrupted."""
+message delivered) when the run ends, also when it is interrupted or stops because it lost
+its journal (then told so first: no RunFinished event comes)."""
 
 from __future__ import annotations
 
@@ -28,6 +29,11 @@ class RunObserver(Protocol):
     """A subscriber to a run's events that has work to finish when the run ends."""
 
     def __call__(self, event: Event) -> None: ...
+
+    def journal_lost(self, reason: str) -> None:
+        """The run stopped because it lost its journal (exit 6), so no RunFinished comes:
+        record that end (`finish()` follows); never raises."""
+        ...
 
     def finish(self) -> Awaitable[None]:
         """Make the last write, deliver what is pending (bounded in time); never raises."""
@@ -106,6 +112,13 @@ def run_observers(args: argparse.Namespace, journal: Journal) -> list[RunObserve
         observers.append(_metrics_file(args, Path(args.metrics_file), journal))
     observers.extend(webhook_observers(args))
     return observers
+
+
+def tell_journal_lost(observers: Sequence[RunObserver], reason: str) -> None:
+    """Tell every observer the run stopped because it lost its journal (`reason`: the error,
+    already redacted), before their `finish()`."""
+    for observer in observers:
+        observer.journal_lost(reason)
 
 
 def _metrics_file(args: argparse.Namespace, path: Path, journal: Journal) -> RunObserver:

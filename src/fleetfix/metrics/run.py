@@ -28,7 +28,7 @@ from fleetfix.events import (
 )
 from fleetfix.metrics.exposition import Family, Labels, Sample, histogram_samples, labels
 from fleetfix.metrics.phases import PHASES, PhaseClock
-from fleetfix.results import Status, StepResult
+from fleetfix.results import Outcome, Status, StepResult
 from fleetfix.topology.graph import DOMAIN_KINDS
 
 HOLD_KEY = "fleetfix_hold"
@@ -226,6 +226,14 @@ class RunMetrics:
         # the steps showed: a counter does not go back.
         held = Counter(hold_reason(text) for text in event.result.holds)
         self.run_holds = Counter({r: max(held[r], self.step_holds[r]) for r in HOLD_REASONS})
+        self.phases.finish()
+
+    def journal_lost(self, at: float) -> None:
+        """The run stopped at `at` because it lost its journal (no RunFinished comes): exit 6,
+        and its actions count as their commands ended."""
+        self._settle_the_rest()
+        self.finished = at
+        self.outcome = int(Outcome.SAFETY_ABORT)
         self.phases.finish()
 
     def _repaired(self, seconds: float) -> None:

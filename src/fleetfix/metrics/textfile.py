@@ -88,6 +88,13 @@ class MetricsTextfile:
         if self._timer is None and self._periodic and not self._finished:
             self._schedule()
 
+    def journal_lost(self, reason: str) -> None:
+        """The run stopped because it lost its journal: its outcome is 6 (SAFETY_ABORT)."""
+        try:
+            self.metrics.journal_lost(self._clock())
+        except Exception as exc:  # metrics must never cost the run
+            self._warn_once(f"metrics: {type(exc).__name__}: {exc} (journal lost: {reason})")
+
     async def finish(self) -> None:
         """The last write, with the run's outcome; never raises."""
         self._finished = True

@@ -142,6 +142,9 @@ class RunEnd:
     """Disruptive actions a topology gate or the repair budget held back."""
     interrupted: bool
     safety_stop: str | None
+    journal_lost: str | None = None
+    """Why the run stopped when it lost its journal (exit 6: it starts no action it cannot
+    record); the other fields then say what it had seen until then."""
 
 
 Body = Rma | Hold | BudgetRefused | RunEnd

@@ -5,11 +5,16 @@ about, and delivers them in the background on the run's event loop.
 keeps references and queues; bodies are rendered and sent by one task per webhook, in order.
 `finish()` gives what is still queued FINISH_WITHIN seconds in all, then gives up with a
 warning. Nothing here raises into the run or changes its exit code.
+
+A run that loses its journal stops without a RunFinished (the engine's result is lost with
+the exception); `journal_lost()` then queues its `run_finished` from what was heard: each
+host's verdicts, the hosts left, the holds and the safety stop.
 """
 
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import time
 from collections import deque
 from collections.abc import Callable, Sequence
@@ -22,6 +27,7 @@ from fleetfix.events import (
     CommandRan,
     Event,
     FindingRaised,
+    HostLeft,
     HostStepFinished,
     PlayFinished,
     RunFinished,
@@ -43,7 +49,7 @@ from fleetfix.notify.model import (
 )
 from fleetfix.notify.render import render
 from fleetfix.notify.webhook import DeliveryFailed, DeliveryPolicy, Webhook, deliver
-from fleetfix.results import HostStats, RunResult
+from fleetfix.results import HostStats, Outcome, RunResult
 
 FINISH_WITHIN = 10.0
 """Seconds `finish()` waits, in all, for what is still queued when the run ends."""
@@ -93,11 +99,15 @@ class Notifier:
         self._refused: dict[str, str] = {}
         self._refused_at = 0.0
         self._failed_inside = False
+        self._heard = RunResult()
+        """What the run's events said so far (stats, left, holds, safety stop): its end when
+        no RunFinished comes (journal_lost)."""
         self._handlers: dict[type[Event], Callable[[Any], None]] = {
             RunStarted: self._run_started,
             HostStepFinished: self._step_finished,
             FindingRaised: self._finding,
             SafetyStop: self._safety_stop,
+            HostLeft: self._host_left,
             BatchStarted: self._between_batches,
             PlayFinished: self._between_batches,
             RunFinished: self._run_finished,
@@ -130,6 +140,18 @@ class Notifier:
         finally:
             await self._abandon_the_rest()
 
+    def journal_lost(self, reason: str) -> None:
+        """The run stopped because its journal failed (exit 6) and no RunFinished will come:
+        queue its `run_finished` from what the events said until then; never raises."""
+        try:
+            at = time.time()
+            self._flush(at)
+            result = self._heard
+            end = self._run_end(result, at, Outcome.SAFETY_ABORT)
+            self._queue(Kind.RUN_FINISHED, at, dataclasses.replace(end, journal_lost=reason))
+        except Exception as exc:
+            self._inside(exc)
+
     # --- deciding --------------------------------------------------------------------------
 
     def _run_started(self, event: RunStarted) -> None:
@@ -140,11 +162,17 @@ class Notifier:
         if event.retrying:
             return
         result = event.result
+        stats = self._heard.stats.get(result.host)
+        if stats is None:
+            stats = self._heard.stats[result.host] = HostStats()
+        stats.count(result)
         if Kind.RMA in self._kinds:
             reason = self._evidence.step_finished(result)
             if reason is not None and result.host not in self._rma_sent:
                 self._rma_pending[result.host] = (reason, event.at)
         held = result.data.get(HOLD_KEY)
+        if isinstance(held, str):
+            self._heard.holds.append(held)
         if Kind.BUDGET_REFUSED in self._kinds and isinstance(held, str) and BUDGET_MARK in held:
             self._refused.setdefault(result.host, held[held.index(BUDGET_MARK) :])
             self._refused_at = event.at
@@ -157,7 +185,11 @@ class Notifier:
             self._queue(Kind.HOLD, event.at, body)
 
     def _safety_stop(self, event: SafetyStop) -> None:
+        self._heard.aborted_by_safety = event.reason
         self._queue(Kind.HOLD, event.at, Hold("safety_stop", event.reason))
+
+    def _host_left(self, event: HostLeft) -> None:
+        self._heard.left[event.host] = event.reason
 
     def _between_batches(self, event: Event) -> None:
         """A batch ended: its hosts' tickets are complete (evidence kept, all tried)."""
@@ -165,7 +197,9 @@ class Notifier:
 
     def _run_finished(self, event: RunFinished) -> None:
         self._flush(event.at)
-        self._queue(Kind.RUN_FINISHED, event.at, self._run_end(event))
+        check_changes = self._run.check and self._detailed_exitcode
+        outcome = event.result.outcome(check_changes_exit=check_changes)
+        self._queue(Kind.RUN_FINISHED, event.at, self._run_end(event.result, event.at, outcome))
 
     def _flush(self, at: float) -> None:
         for host, (reason, _) in sorted(self._rma_pending.items(), key=lambda i: i[1][1]):
@@ -179,15 +213,12 @@ class Notifier:
             self._queue(Kind.BUDGET_REFUSED, self._refused_at, body)
             self._refused.clear()
 
-    def _run_end(self, event: RunFinished) -> RunEnd:
-        result = event.result
-        check_changes = self._run.check and self._detailed_exitcode
-        outcome = result.outcome(check_changes_exit=check_changes)
+    def _run_end(self, result: RunResult, at: float, outcome: Outcome) -> RunEnd:
         left = tuple(LeftHost(h, why) for h, why in sorted(result.left.items()))
         return RunEnd(
             outcome=outcome.name.lower(),
             exit_code=int(outcome),
-            duration_s=round(event.at - self._started, 3) if self._started else None,
+            duration_s=round(at - self._started, 3) if self._started else None,
             host_counts=host_counts(result),
             left=left[:LIST_LIMIT],
             left_total=len(left),

@@ -177,6 +177,8 @@ def _slack_end(end: RunEnd) -> tuple[str, list[str]]:
         notes.append("*interrupted*")
     if end.safety_stop:
         notes.append(f"*safety stop*: {_esc(end.safety_stop)}")
+    if end.journal_lost:
+        notes.append(f"*stopped: it lost its journal*: {_esc(end.journal_lost)}")
     left = (f"`{_esc(h.host)}`: {_esc(h.reason)}" for h in end.left)
     return title, [
         "\n".join(notes),

@@ -78,6 +78,19 @@ async def test_finish_writes_the_outcome(tmp_path: Path) -> None:
     assert warnings == []
 
 
+async def test_a_run_that_lost_its_journal_ends_with_outcome_6(tmp_path: Path) -> None:
+    """No RunFinished comes; without being told, the file would say in progress forever."""
+    warnings: list[str] = []
+    metrics = observer(tmp_path / "f.prom", warnings, every=0)
+    metrics(started())
+    metrics.journal_lost("cannot write the journal j.sqlite: disk I/O error")
+    await metrics.finish()
+    families = parse((tmp_path / "f.prom").read_text())
+    assert value(families, "fleetfix_run_outcome") == 6
+    assert value(families, "fleetfix_run_in_progress") == 0
+    assert warnings == []
+
+
 async def test_an_unwritable_path_is_one_warning_never_an_error(tmp_path: Path) -> None:
     warnings: list[str] = []
     path = tmp_path / "missing-dir" / "f.prom"

@@ -4,6 +4,7 @@ background; a bounded finish; warnings without the URL; never an exception into 
 from __future__ import annotations
 
 import asyncio
+import json
 import time
 from collections.abc import Iterable
 from pathlib import Path
@@ -14,6 +15,7 @@ from fleetfix.events import (
     CommandRan,
     Event,
     FindingRaised,
+    HostLeft,
     HostStepFinished,
     HostStepStarted,
     PlayFinished,
@@ -26,6 +28,8 @@ from fleetfix.results import CommandResult, HostStats, RunResult, Status, StepRe
 from tests.support import eventually
 from tests.support.webhook_receiver import HANG, Receiver
 from tests.unit.notify import gpu007
+from tests.unit.notify.test_payloads import SCHEMA
+from tests.unit.report.schema_check import validate
 
 SECRET = "services/T0/B0/XXXXsecretXXXX"
 QUICK = DeliveryPolicy(timeout=2.0, retries=2, backoff=0.01)
@@ -93,11 +97,52 @@ async def test_the_lab_rma_reaches_both_formats_in_order(
         "gpu007",
     )
     assert end["duration_s"] == 52.0 and end["host_counts"]["failed"] == 1
+    assert end["journal_lost"] is None
     slack = receiver.bodies("/slack")
     assert [b["text"] for b in slack] == [
         "fleetfix: gpu007 needs RMA",
         "fleetfix: run finished: host_failed (exit 2)",
     ]
+    assert warnings == []
+
+
+async def test_a_run_that_lost_its_journal_still_says_how_it_ended(
+    receiver: Receiver, tmp_path: Path
+) -> None:
+    """No RunFinished comes (the engine's result went with the exception): the run's end is
+    built from what the events said, exit 6, with why it stopped."""
+    fleet = gpu007.lab_fleet(tmp_path)
+    hooks = [Webhook(receiver.url("/json")), Webhook(receiver.url("/slack"), Format.SLACK)]
+    observer, warnings = notifier(hooks)
+    deferred = "deferred: job(s) 48213 still running on gpu005 after 3s: left drained"
+    emit(
+        observer,
+        [
+            *gpu007.probe_events(fleet),
+            *gpu007.remediation_events(fleet),
+            gpu007.end_events()[0],  # gpu007 marked failed
+            HostLeft(host="gpu005", kind="deferred", reason=deferred),
+        ],
+    )
+    lost = "journal postgresql://fleetfix@db01:5433/fleetfix: terminating connection"
+    observer.journal_lost(lost)
+    await observer.finish()
+    assert [b["kind"] for b in receiver.bodies("/json")] == ["rma", "run_finished"]
+    end = receiver.bodies("/json")[1]
+    validate(end, SCHEMA)
+    assert (end["outcome"], end["exit_code"], end["journal_lost"]) == ("safety_abort", 6, lost)
+    assert end["host_counts"] == {
+        "total": 1,
+        "ok": 0,
+        "changed": 0,
+        "failed": 1,
+        "unreachable": 0,
+    }
+    assert end["left"] == [{"host": "gpu005", "reason": deferred}] and end["left_total"] == 1
+    assert (end["interrupted"], end["safety_stop"]) == (False, None)
+    slack = receiver.bodies("/slack")[1]
+    assert slack["text"] == "fleetfix: run finished: safety_abort (exit 6)"
+    assert f"*stopped: it lost its journal*: {lost}" in json.dumps(slack["blocks"])
     assert warnings == []
 
 
