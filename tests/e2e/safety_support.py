@@ -166,11 +166,15 @@ def harmful(entry: Mapping[str, Any]) -> bool:
     return is_reboot(entry) or reset or entry["tool"] in HARMFUL_TOOLS
 
 
+REBOOT_ACTIONS = frozenset({"reboot", "command (reboot)"})
+"""fleetfix's reboot action, and a step's own reboot command (engine/disruptive.py)."""
+
+
 def actions_for(entry: Mapping[str, Any]) -> frozenset[str] | None:
     """The fleetfix actions that may issue this disruptive call; None: any action may."""
     tool, argv = entry["tool"], list(entry["argv"])
     if is_reboot(entry):
-        return frozenset({"reboot"})
+        return REBOOT_ACTIONS
     if tool == "scontrol" and argv[:1] in (["create"], ["delete"]):
         return frozenset({"slurm_reserve" if argv[0] == "create" else "slurm_release"})
     if tool == "scontrol":
@@ -181,9 +185,9 @@ def actions_for(entry: Mapping[str, Any]) -> frozenset[str] | None:
             return frozenset({"slurm_drain"})
         return frozenset({"slurm_drain", "slurm_resume"})  # a reason that says why
     if tool == "nvidia-smi" and {"-r", "--gpu-reset"} & set(argv):
-        return frozenset({"gpu_reset"})
+        return frozenset({"gpu_reset", "command (GPU reset)"})
     if tool in ("rmmod", "insmod", "modprobe"):
-        return frozenset({"reload_driver"})
+        return frozenset({"reload_driver", "command (driver unload)"})
     return None
 
 
@@ -199,7 +203,7 @@ def unjournaled(
             (
                 row
                 for row in rows
-                if row.host == host and row.action == "reboot" and row.state != UNDELIVERED
+                if row.host == host and row.action in REBOOT_ACTIONS and row.state != UNDELIVERED
             ),
             key=lambda row: row.at,
         )

@@ -10,6 +10,7 @@ Three runs, each on its own fresh lab and started together (the first is long: a
 nvidia-smi costs its timeouts): xid79.yml with `-e drain_wait=3s` on the whole fleet,
 health-sweep.yml on the whole fleet, and xid79.yml on gpu09 alone (in the whole-fleet run
 gpu09 may be held by rack-02's cap, gpu07 being out for good, before carol's drain can happen).
+A fourth: a user's runbook that reboots every node with `shell: sync; systemctl reboot`.
 """
 
 from __future__ import annotations
@@ -40,6 +41,7 @@ from tests.lab.support import running_lab
 pytestmark = pytest.mark.timeout(600)
 
 REBOOT_TIME = 0.5
+WIKI_REBOOT = Path(__file__).resolve().parents[1] / "fixtures/playbooks/user/wiki-reboot.yml"
 DRAIN_WAIT = "drain_wait=3s"
 BOB = "investigating NVLink, ticket OPS-2210"
 CAROL = "carol: keep drained, RMA pending, OPS-2231"
@@ -72,9 +74,10 @@ class Traps:
     fleet: Finished
     sweep: Finished
     takeover: Finished
+    wiki: Finished
 
 
-def _finished(playbook: str, base: Path, *extra: str) -> Finished:
+def _finished(playbook: str | Path, base: Path, *extra: str) -> Finished:
     with running_lab("traps", base / "lab", reboot_time=REBOOT_TIME) as lab:
         inventory = write_inventory(lab, base / "lab.ini")
         run = fleetfix_run(playbook, inventory, base, *extra, timeout=540)
@@ -101,7 +104,7 @@ def _finished(playbook: str, base: Path, *extra: str) -> Finished:
 
 @pytest.fixture(scope="module")
 def traps(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Traps]:
-    with ThreadPoolExecutor(3, thread_name_prefix="traps") as pool:
+    with ThreadPoolExecutor(4, thread_name_prefix="traps") as pool:
         fleet = pool.submit(
             _finished, "xid79.yml", tmp_path_factory.mktemp("fleet"), "-e", DRAIN_WAIT
         )
@@ -115,7 +118,8 @@ def traps(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Traps]:
             "--limit",
             "gpu09",
         )
-        yield Traps(fleet.result(), sweep.result(), takeover.result())
+        wiki = pool.submit(_finished, WIKI_REBOOT, tmp_path_factory.mktemp("wiki"))
+        yield Traps(fleet.result(), sweep.result(), takeover.result(), wiki.result())
 
 
 def _held(run: Run) -> set[str]:
@@ -274,3 +278,22 @@ def test_the_audit_check_finds_a_call_without_an_intent() -> None:
     undelivered = ActionRow(1, "r", "n1", "reboot", "undelivered", 99.0, "k")
     assert len(unjournaled({"n1": [reboot]}, [undelivered])) == 1, "it did happen"
     assert len(unjournaled({"n1": [drain]}, [intent])) == 1, "a reboot intent is no drain's"
+
+
+def test_a_users_shell_reboot_gets_the_reboot_actions_gates(traps: Traps) -> None:
+    """Safety that lives in the playbook does not hold: a runbook that reboots with a shell
+    command still cannot reboot bob's node, dave's busy node or a node whose Slurm state
+    cannot be read, and every reboot it does is journaled before it is sent."""
+    wiki = traps.wiki
+    out = wiki.run.output
+    for name in ("gpu03", "gpu04", "gpu05"):
+        assert wiki.truth[name]["boots"] == 1, f"{name} rebooted\n{out}"
+        assert [e for e in wiki.truth[name]["audit"] if is_reboot(e)] == [], name
+    assert wiki.truth["gpu04"]["audit"] == [], "bob's node was touched"
+    assert wiki.left["gpu04"][0] == "owned" and wiki.left["gpu05"][0] == "refused", wiki.left
+    assert wiki.truth["gpu03"]["slurm"]["job_id"] == DAVES_JOB
+    rebooted = {name for name, node in wiki.truth.items() if node["boots"] > 1}
+    assert rebooted, out  # the gates let the idle nodes through (up to the repair budget)
+    assert unjournaled(wiki.audit, wiki.rows) == []
+    assert {row.action for row in wiki.rows} == {"command (reboot)"}
+    assert wiki.run.returncode != 0, out

@@ -8,9 +8,10 @@ from pathlib import Path
 from typing import Any
 
 from fleetfix.engine.commands import announce_planned
+from fleetfix.engine.disruptive import command_action, disruptive_command
 from fleetfix.engine.hoststep import HostStep, Outcome, command_line
 from fleetfix.engine.inventory_kinds import add_host_step, group_by_step
-from fleetfix.engine.remediate import run_action
+from fleetfix.engine.remediate import run_action, run_command_action
 from fleetfix.errors import FleetfixError
 from fleetfix.events import HostLeft
 from fleetfix.modules.registry import run_module
@@ -39,6 +40,11 @@ async def _shell(hs: HostStep) -> Outcome:
     guard = await _creates_removes(hs, rendered)
     if guard is not None:
         return guard
+    what = disruptive_command(command)
+    if what is not None:  # a reboot, driver unload or GPU reset: an action's gates
+        return _leaving(
+            hs, await run_command_action(hs, command_action(command, what), KIND_HANDLERS)
+        )
     if hs.dry:
         announce_planned(hs.ctx, hs.state, hs.step, command)
         return Outcome(skipped=True, message=f"check mode: would run: {command}")

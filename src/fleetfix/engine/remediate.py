@@ -33,9 +33,9 @@ ATTEMPTS_WINDOW = 7 * 86400.0
 
 async def run_action(hs: HostStep, handlers: Handlers) -> Outcome:
     """The action, then its escalation ladder rung by rung until verification passes."""
-    not_listed = unlisted(hs.ctx, hs.state.name)
-    if not_listed is not None:
-        return _left(Refusal("refused", not_listed))
+    refused = _not_listed(hs)
+    if refused is not None:
+        return refused
     ladder: list[dict[str, Any]] = []
     outcome = Outcome()
     for rung in (hs.step, *hs.step.escalate):
@@ -47,6 +47,22 @@ async def run_action(hs: HostStep, handlers: Handlers) -> Outcome:
             break
     outcome.data["ladder"] = ladder
     return outcome
+
+
+async def run_command_action(hs: HostStep, action: Action, handlers: Handlers) -> Outcome:
+    """A shell, command or raw step whose command does what a disruptive action does
+    (engine/disruptive.py): one rung with that action's gates and intent, nothing to verify
+    but the step's own checks."""
+    refused = _not_listed(hs)
+    if refused is not None:
+        return refused
+    return await _one_rung(hs, hs.step, action, {}, handlers)
+
+
+def _not_listed(hs: HostStep) -> Outcome | None:
+    """No fleetfix action on a host the inventory does not list (implicit localhost, add_host)."""
+    not_listed = unlisted(hs.ctx, hs.state.name)
+    return _left(Refusal("refused", not_listed)) if not_listed is not None else None
 
 
 async def _one_rung(
