@@ -5,9 +5,11 @@ boards (src/fleetfix/lab/scenarios/boards.yml, driver 580): bd01 HGX A100 Xid 95
 bd02 HGX H100 Xid 119 -> Reset; bd03 driver asks Reboot; bd04 PCIe Xid 94 -> Reset; bd05 SRAM
 threshold exceeded; bd06 row-remap failure, unrepairable memory, banks exhausted; bd07/bd08 Xid
 79 without an Xid line (three-line and one-line forms); bd10 Fabric Manager restarted without a
-GPU reset (fabric In Progress); bd12 B200 whose nccl-tests give wrong results after its reset;
-bd13 GB200 Recover IMEX Domain; bd14 healthy. Every run has `-e validate_nccl=true`: a node is
-returned to service only after a short single-node nccl-tests run passes.
+GPU reset (fabric In Progress); bd11 HGX H200 whose Fabric Manager was stopped after boot (the
+fabric still says Completed, but no CUDA job can start: remedy's Fabric Manager rule); bd12
+B200 whose nccl-tests give wrong results after its reset; bd13 GB200 Recover IMEX Domain; bd14
+healthy. Every run has `-e validate_nccl=true`: a node is returned to service only after a short
+single-node nccl-tests run passes.
 
 Each node is recovered by its own `fleetfix run --limit NODE` (its own journal) on one lab, so
 no node is held by another's rack cap. The runs go two at a time.
@@ -30,12 +32,13 @@ pytestmark = pytest.mark.timeout(900)
 
 NODES = (
     *("bd01", "bd02", "bd03", "bd04", "bd05", "bd06", "bd07"),
-    *("bd08", "bd10", "bd12", "bd13", "bd14"),
+    *("bd08", "bd10", "bd11", "bd12", "bd13", "bd14"),
 )
 RESET = ("bd01", "bd02", "bd04", "bd10")
 REBOOTED = ("bd03", "bd07", "bd08")
 FOR_A_HUMAN = {"bd05": "needs field diagnostics", "bd06": "needs RMA"}
 FABRIC_MANAGER = "nvidia-fabricmanager"
+ALL_EIGHT = "-r -i 0,1,2,3,4,5,6,7"
 
 
 @dataclass(frozen=True, slots=True)
@@ -103,6 +106,32 @@ def test_resets_on_nvswitch_boards_keep_the_fabric_manager_running(
     assert result.after["fabric"]["manager"] == "active", result.after["fabric"]
 
 
+def test_a_stopped_fabric_manager_is_started_after_every_nvlink_peer_is_reset(
+    recovered: dict[str, Recovered],
+) -> None:
+    """bd11 (HGX H200) looked healthy to nvidia-smi: its GPUs registered before Fabric Manager
+    stopped. FM guide: on NVSwitch systems CUDA needs Fabric Manager, and after it starts again
+    the GPUs must be reset; nvidia-smi -r: on Hopper without Fabric Manager every NVLink peer
+    goes in the same command. So: one reset of all eight GPUs while it is stopped, then start
+    it, the fabric Completed, and the node back in service."""
+    result = recovered["bd11"]
+    out = result.run.output
+    assert result.before["fabric"]["manager"] == "inactive", result.before["fabric"]
+    assert result.run.returncode == 0, out
+    assert _gpu_resets(result) == [ALL_EIGHT], result.audit
+    commands = [
+        " ".join(e["argv"]) for e in result.audit if e["tool"] in ("nvidia-smi", "systemctl")
+    ]
+    started = f"start {FABRIC_MANAGER}"
+    assert started in commands[commands.index(ALL_EIGHT) :], commands
+    assert not [c for c in commands if c.startswith(("stop", "restart")) and FABRIC_MANAGER in c]
+    assert result.after["fabric"]["manager"] == "active", result.after["fabric"]
+    assert set(result.after["fabric"]["gpus"]) == {"Completed"}, result.after["fabric"]
+    assert result.after["boots"] == result.before["boots"]
+    assert result.after["slurm"]["drain"] is False, result.after["slurm"]
+    assert [c for c in _calls(result, "scontrol") if "State=RESUME" in c], result.audit
+
+
 @pytest.mark.parametrize("node", REBOOTED)
 def test_a_node_the_driver_wants_rebooted_is_rebooted_once_and_resumed(
     recovered: dict[str, Recovered], node: str
@@ -165,7 +194,7 @@ def test_a_node_that_fails_its_test_after_the_fix_stays_drained(
     assert not [c for c in _calls(result, "scontrol") if "State=RESUME" in c], result.audit
 
 
-@pytest.mark.parametrize("node", [*RESET, *REBOOTED, "bd13"])
+@pytest.mark.parametrize("node", [*RESET, *REBOOTED, "bd11", "bd13"])
 def test_a_returned_node_passed_its_test_first(recovered: dict[str, Recovered], node: str) -> None:
     lines = recovered[node].run.stdout.splitlines()
     banner = [i for i, line in enumerate(lines) if "single-node test before return" in line]

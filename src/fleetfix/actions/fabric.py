@@ -48,10 +48,11 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
 from fleetfix.actions.base import PlannedCommand
+from fleetfix.knowledge.remedy import FABRIC_MANAGER as FABRIC_MANAGER  # noqa: PLC0414
+from fleetfix.knowledge.remedy import unit_presence
 from fleetfix.probes.gpu_facts import NvidiaSmiFacts
-from fleetfix.probes.services import ServicesFacts, UnitState
+from fleetfix.probes.services import ServicesFacts
 
-FABRIC_MANAGER = "nvidia-fabricmanager"
 IMEX = "nvidia-imex"
 AMPERE_AND_LATER = ("ampere", "ada", "ada lovelace", "hopper", "blackwell", "rubin")
 """Architectures (nvidia-smi's Product Architecture, lower case) that reset GPUs individually."""
@@ -119,10 +120,7 @@ def unit_state(services: ServicesFacts | None, unit: str) -> str:
     about, is absent (never guessed installed)."""
     if services is None:
         return "absent"
-    state = services.units.get(unit)
-    if state is None or state in (UnitState.NOT_FOUND, UnitState.UNKNOWN):
-        return "absent"
-    return "running" if unit in services.active else "stopped"
+    return unit_presence(services.units, services.active, unit)
 
 
 def _topology(architecture: str | None, registers: bool, fabric_manager: str) -> Topology:

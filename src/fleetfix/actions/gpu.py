@@ -195,17 +195,19 @@ def _check_reset_ecc(ctx: ActionContext) -> str | None:
 def _reset_targets(ctx: ActionContext, smi: NvidiaSmiFacts) -> list[int]:
     """The `gpus` param (indexes or 'all'), else the GPUs whose need is a reset by fleetfix's
     one rule set (knowledge/remedy.py: the driver's recovery action, Reset Required, pending
-    remaps or retirements, volatile DBEs, a fabric not registered)."""
+    remaps or retirements, volatile DBEs, a fabric not registered, Fabric Manager stopped on an
+    NVSwitch board)."""
     wanted = ctx.params.get("gpus")
     if wanted == "all":
         return sorted(g.index for g in smi.gpus if g.index is not None)
     if wanted is not None:
         return sorted({int(i) for i in (wanted if isinstance(wanted, list) else [wanted])})
-    return _needing_reset(smi)
+    return _needing_reset(smi, ctx.facts.get("services"))
 
 
-def _needing_reset(smi: NvidiaSmiFacts) -> list[int]:
-    verdict = remedy.decide(to_data(smi))
+def _needing_reset(smi: NvidiaSmiFacts, services: ServicesFacts | None) -> list[int]:
+    units = None if services is None else to_data(services)
+    verdict = remedy.decide(to_data(smi), services=units)
     return _indexes((*verdict.reset_gpus, *smi.reset_required_gpus, *smi.row_remap_pending_gpus))
 
 
@@ -252,7 +254,7 @@ def _check_gpu_reset(ctx: ActionContext) -> str | None:
     fabric = fabric_problems(smi)
     if fabric:
         problems.append(f"NVLink fabric not registered after the reset: {', '.join(fabric)}")
-    still = _needing_reset(smi)
+    still = _needing_reset(smi, ctx.facts.get("services"))
     if still:
         problems.append(f"GPUs {still} still need a reset")
     down = not_running(ctx, remembered(ctx, "services"))

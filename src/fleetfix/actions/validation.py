@@ -12,6 +12,7 @@ from typing import Any
 
 from fleetfix.actions.base import ActionContext
 from fleetfix.knowledge.health import Level, summarize
+from fleetfix.knowledge.remedy import Remedy, from_log
 from fleetfix.probes.base import to_data
 
 
@@ -49,9 +50,10 @@ def return_to_service_problems(ctx: ActionContext) -> list[str]:
         elif smi.gpu_count < expected[0]:
             problems.append(f"{smi.gpu_count} of {expected[0]} GPUs visible ({expected[1]})")
     xid = ctx.facts.get("xid")
-    if xid is not None and xid.reboot_required:
-        codes = ", ".join(str(c) for c in xid.codes)
-        problems.append(f"Xid {codes} since boot calls for a reboot")
+    if xid is not None:
+        logged = from_log(to_data(xid), None if smi is None else to_data(smi))
+        if logged.remedy is not Remedy.NONE:
+            problems.append(f"{'; '.join(logged.why)}: needs {logged.remedy.word}")
     return problems
 
 

@@ -6,7 +6,8 @@ from collections.abc import Mapping
 from typing import Any
 
 from fleetfix.engine.context import HostState, RunContext
-from fleetfix.knowledge.health import Level, summarize
+from fleetfix.knowledge.health import Level, gpu_health, summarize
+from fleetfix.knowledge.remedy import Remedy, from_log
 from fleetfix.results import Status
 
 HEALTH_PROBES = frozenset(
@@ -39,16 +40,20 @@ def _problems(state: HostState) -> list[str]:
         f"{name}: {state.probe_failures[name]}"
         for name in sorted(HEALTH_PROBES & state.probe_failures.keys())
     ]
-    for name in sorted(HEALTH_PROBES & state.probe_data.keys()):
-        data = state.probe_data[name]
+    data = state.probe_data
+    for name in sorted(HEALTH_PROBES & data.keys()):
         if name == "xid":
             # The log since boot keeps an Xid a GPU reset already cured; only one that calls
             # for a reboot is still a fault in this boot (nvidia-smi tells the rest).
-            if data.get("reboot_required"):
-                codes = ", ".join(str(c) for c in data.get("codes", ()))
-                problems.append(f"xid: Xid {codes} since boot calls for a reboot")
+            logged = from_log(data[name], data.get("nvidia_smi"))
+            if logged.remedy is not Remedy.NONE:
+                problems.append(f"xid: {'; '.join(logged.why)}: needs {logged.remedy.word}")
             continue
-        verdict = summarize(name, data)
+        if name == "nvidia_smi":
+            # The same rules as recover.yml's, Fabric Manager's state included.
+            verdict = gpu_health(data[name], data.get("services"))
+        else:
+            verdict = summarize(name, data[name])
         if verdict.level is Level.BAD:
             problems.append(f"{name}: {verdict.text}")
     return problems

@@ -3,9 +3,10 @@
 Pure functions over plain probe data (`to_data(facts)`), so every rule is a unit test. The GPU
 rules are knowledge/remedy.py's, the ones every playbook and `slurm_resume` use: a GPU the
 driver wants reset or the node rebooted, a row-remap failure (RMA), a GPU missing against the
-expected count. The kernel log adds what only it knows: an Xid this boot whose catalog action
-is a reboot (the reboot has not happened since). A check that could not run (a hung
-nvidia-smi, output that is not nvidia-smi's) is a problem, never "healthy".
+expected count. The kernel log adds what only it knows (remedy's `from_log`): an Xid this boot
+that calls for a reboot (Xid 79, or an Xid 154 asking for one) not yet done. A check that
+could not run (a hung nvidia-smi, output that is not nvidia-smi's) is a problem, never
+"healthy".
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from fleetfix.knowledge.remedy import Remedy, decide
+from fleetfix.knowledge.remedy import Remedy, decide, from_log
 from fleetfix.probes.slurm_node import FLEETFIX_REASON_PREFIX
 
 Data = Mapping[str, Any]
@@ -69,7 +70,8 @@ def findings(
         xid = observed.get("xid") if "xid" in checks else None
         found += _gpu_findings(observed["nvidia_smi"], xid, expected_gpus)
     if "xid" in checks:
-        found += _xid_findings(observed["xid"])
+        smi = observed["nvidia_smi"].data if "nvidia_smi" in checks else None
+        found += _xid_findings(observed["xid"], smi)
     if "ib" in checks:
         found += _ib_findings(observed["ib"])
     return _unique(found)
@@ -112,15 +114,13 @@ def with_expected_count(smi: Data, expected: int | None) -> Data:
     return {**smi, "expected_gpus": expected, "count_ok": count_ok}
 
 
-def _xid_findings(xid: Observation) -> list[Finding]:
+def _xid_findings(xid: Observation, smi: Data | None) -> list[Finding]:
     if xid.data is None:
         return [Finding("xid", xid.failure)]
-    if not xid.data.get("reboot_required"):
+    logged = from_log(xid.data, smi)
+    if logged.remedy is Remedy.NONE:
         return []
-    events = xid.data.get("events", ())
-    codes = sorted({e["code"] for e in events if e.get("recommended_action") == "RESTART_BM"})
-    listed = ", ".join(str(c) for c in codes) or "?"
-    return [Finding("xid", f"needs reboot: Xid {listed} in this boot's kernel log")]
+    return [Finding("xid", f"needs {logged.remedy.word}: " + "; ".join(logged.why))]
 
 
 def _ib_findings(ib: Observation) -> list[Finding]:

@@ -10,7 +10,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from fleetfix.knowledge.remedy import Remedy, decide
+from fleetfix.knowledge.remedy import Remedy, decide, from_log
 
 Facts = Mapping[str, Any]
 
@@ -35,12 +35,14 @@ def _verdict(problems: list[str], warnings: list[str], fine: str) -> Health:
     return Health(Level.OK, fine)
 
 
-def _nvidia_smi(f: Facts) -> Health:
+def gpu_health(f: Facts, services: Facts | None = None) -> Health:
+    """nvidia-smi's verdict: errors, the GPU count, and what knowledge/remedy.py says the GPUs
+    need (with `services` data, a Fabric Manager stopped on an NVSwitch board counts too)."""
     count, expected = f.get("gpu_count", 0), f.get("expected_gpus")
     problems = [str(e) for e in f.get("errors", ())[:1]]
     if f.get("count_ok") is False:
         problems.append(f"{count}/{expected} GPUs")
-    verdict = decide(f)
+    verdict = decide(f, services=services)
     if verdict.remedy is not Remedy.NONE:
         problems.append(f"needs {verdict.remedy.word}: " + "; ".join(verdict.why[:3]))
     warnings = (
@@ -55,7 +57,8 @@ def _xid(f: Facts) -> Health:
     codes = list(f.get("codes", ()))
     if not codes:
         return Health(Level.OK, "no Xid")
-    level = Level.BAD if f.get("critical_codes") or f.get("reboot_required") else Level.WARN
+    asks = from_log(f).remedy is not Remedy.NONE  # a reboot still due in this boot
+    level = Level.BAD if f.get("critical_codes") or asks else Level.WARN
     return Health(level, f"Xid {', '.join(str(c) for c in codes)}")
 
 
@@ -113,7 +116,7 @@ def _generic(f: Facts) -> Health:
 
 
 SUMMARIES: Mapping[str, Callable[[Facts], Health]] = {
-    "nvidia_smi": _nvidia_smi,
+    "nvidia_smi": gpu_health,
     "xid": _xid,
     "gpu_processes": _gpu_processes,
     "shm": _shm,

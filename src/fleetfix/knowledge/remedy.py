@@ -3,8 +3,10 @@
 Every playbook that resets, reboots or returns a node to service, the check before `slurm_resume`
 and the end-of-run health check ask this module, so a GPU the driver wants reset is never
 "healthy" to one of them and fine to another. It reads plain probe data (`to_data(facts)`) of
-`nvidia_smi` and, optionally, `xid`, so the same verdict comes from a live probe, a registered
-result in a playbook (the `remedy` filter) or the journal.
+`nvidia_smi` and, optionally, `xid` and `services`, so the same verdict comes from a live probe,
+a registered result in a playbook (the `fleetfix_remedy` filter) or the journal. `from_log` is
+the kernel log's part alone (for a check without nvidia-smi), `for_xid` says what these rules do
+for a GPU that logged a given Xid (`fleetfix xid`).
 
 The rules, most severe first (sources in docs/gpu-procedures.md):
 
@@ -19,11 +21,18 @@ The rules, most severe first (sources in docs/gpu-procedures.md):
    or System Reboot -> reboot; Reset, Drain and Reset, Drain P2P, Bus Reset -> drain and reset the
    GPU; Recover IMEX Domain -> restart IMEX; an action the table cannot name -> a human.
    On older drivers the same verdict comes from "Reset Required" / "Drain and Reset Recommended".
-4. A GPU the node should have and does not show (Xid 79, fallen off the bus) -> reboot.
+4. A GPU the node should have and does not show (Xid 79, fallen off the bus) -> reboot,
+   whatever the recovery action says.
 5. State a reset clears although the driver raises no flag: a pending row remap, a pending page
    retirement, volatile uncorrectable (double-bit) errors, an NVLink fabric state other than
    Completed (Fabric Manager guide: GPUs not registered after Fabric Manager started must be
    reset) -> reset.
+6. Fabric Manager installed but not running on a board whose GPUs register with an NVLink fabric
+   (a fabric state is reported: NVSwitch, Hopper and later) -> reset every GPU (given `services`
+   data). Fabric Manager guide: NVSwitch systems need Fabric Manager for CUDA (on H100 new jobs
+   fail without it unless persistence mode is on, and after any GPU reset even with it), and
+   GPUs must be reset before it starts again (Hopper and later: every NVLink peer in one command
+   while it is stopped, then start it; gpu_reset does that, actions/fabric.py).
 
 Old log lines alone never ask for anything: after a reset the kernel log still holds the Xid
 that caused it. Xid 154 lines count only when nvidia-smi does not report the recovery action
@@ -33,12 +42,20 @@ itself (it reports the current one; the log keeps every change).
 from __future__ import annotations
 
 import enum
-from collections.abc import Iterable, Mapping
+from collections.abc import Collection, Iterable, Mapping
 from dataclasses import dataclass, field
+from types import MappingProxyType
 from typing import Any
+
+from fleetfix.knowledge.recovery import RecoveryAction
 
 Facts = Mapping[str, Any]
 GpuKey = int | str
+
+FABRIC_MANAGER = "nvidia-fabricmanager"
+GPU_GONE_XIDS = frozenset({79})
+"""Xids that mean a GPU is gone from the bus (rule 4): only a reboot brings it back. The
+fallen-off-the-bus messages without an Xid line are read as Xid 79 too (probes/xid.py)."""
 
 
 class Remedy(enum.IntEnum):
@@ -57,21 +74,46 @@ class Remedy(enum.IntEnum):
     def word(self) -> str:
         return self.name.lower()
 
+    @property
+    def doing(self) -> str:
+        """What fleetfix does about it, in operator words (recover.yml's paths)."""
+        return _DOING[self]
 
-_RECOVERY: Mapping[str, Remedy] = {
-    "none": Remedy.NONE,
-    "reset": Remedy.RESET,
-    "drain_and_reset": Remedy.RESET,
-    "drain_p2p": Remedy.RESET,
-    "bus_reset": Remedy.RESET,
-    "reboot": Remedy.REBOOT,
-    "system_reboot": Remedy.REBOOT,
-    "recover_imex_domain": Remedy.RECOVER_IMEX,
-    "unknown": Remedy.HUMAN,
-}
+
+_DOING: Mapping[Remedy, str] = MappingProxyType(
+    {
+        Remedy.NONE: "nothing",
+        Remedy.RESET: "drain the node and reset the GPU",
+        Remedy.RECOVER_IMEX: "drain the node and restart nvidia-imex",
+        Remedy.REBOOT: "drain the node and reboot it",
+        Remedy.HUMAN: 'drain the node "needs a human"',
+        Remedy.FIELD_DIAG: 'drain the node "needs field diagnostics"',
+        Remedy.RMA: 'drain the node "needs RMA"',
+    }
+)
+
+_RECOVERY: Mapping[str, Remedy] = MappingProxyType(
+    {
+        "none": Remedy.NONE,
+        "reset": Remedy.RESET,
+        "drain_and_reset": Remedy.RESET,
+        "drain_p2p": Remedy.RESET,
+        "bus_reset": Remedy.RESET,
+        "reboot": Remedy.REBOOT,
+        "system_reboot": Remedy.REBOOT,
+        "recover_imex_domain": Remedy.RECOVER_IMEX,
+        "unknown": Remedy.HUMAN,
+    }
+)
 """The driver's recovery action (fact names, knowledge/recovery.py) -> what fleetfix does.
 Drain P2P: NVML asks to drain peer-to-peer traffic and reset; fleetfix drains the whole node
 (no job can keep P2P traffic off one GPU) and resets."""
+
+
+def recovery_remedy(action: str) -> Remedy:
+    """What fleetfix does for a recovery action the driver reports (its fact name: `reset`,
+    `drain_and_reset`, ...); one it cannot name is a human's call."""
+    return _RECOVERY.get(action, Remedy.HUMAN)
 
 
 @dataclass(frozen=True, slots=True)
@@ -99,26 +141,125 @@ class Verdict:
         }
 
 
-def decide(smi: Facts | None, xid: Facts | None = None) -> Verdict:
-    """The node's verdict from `nvidia_smi` (and `xid`) probe data. No nvidia-smi data means
-    nothing can be judged: that is a human's call, never "fine"."""
+_Found = dict[str, tuple[Remedy, str]]
+
+
+def decide(smi: Facts | None, xid: Facts | None = None, services: Facts | None = None) -> Verdict:
+    """The node's verdict from `nvidia_smi` (and `xid`, `services`) probe data. No nvidia-smi
+    data means nothing can be judged: that is a human's call, never "fine". Without `services`
+    the Fabric Manager rule (6) is not applied."""
     if smi is None:
         return Verdict(Remedy.HUMAN, why=("nvidia-smi gave no facts",))
-    found: dict[str, tuple[Remedy, str]] = {}
-    reports_recovery = False
+    found: _Found = {}
     for gpu in smi.get("gpus", ()):
-        key = _key(gpu)
-        reports_recovery = reports_recovery or gpu.get("recovery_action") is not None
         for remedy, reason in _gpu_needs(gpu):
-            _note(found, key, remedy, reason)
-    if not reports_recovery and xid is not None:
+            _note(found, _key(gpu), remedy, reason)
+    if xid is not None and not _reports_recovery(smi):
         for key, action in _xid154(xid, smi).items():
-            remedy = _RECOVERY.get(action, Remedy.HUMAN)
+            remedy = recovery_remedy(action)
             if remedy is not Remedy.NONE:
                 _note(found, key, remedy, f"Xid 154: driver asks for {action}")
+    stopped = _fabric_manager_stopped(smi, services)
+    if stopped:
+        for gpu in smi.get("gpus", ()):
+            _note(found, _key(gpu), Remedy.RESET, stopped)
     lost = _missing(smi, xid)
     if lost:
         _note(found, "node", Remedy.REBOOT, lost)
+    return _verdict(found)
+
+
+def from_log(xid: Facts, smi: Facts | None = None) -> Verdict:
+    """What this boot's kernel log (`xid` probe data) asks for that no GPU reset can have
+    answered since: a reboot, for a GPU fallen off the bus (Xid 79) or for an Xid 154 whose
+    latest action on a GPU is a reboot (counted only when `smi` does not report the recovery
+    action itself, as in `decide`). For checks that judge the log apart from nvidia-smi: an ask
+    a reset answers stays in the log after the reset that cured it, so it is not taken from
+    there. Returns NONE or REBOOT."""
+    found: _Found = {}
+    if smi is None or not _reports_recovery(smi):
+        for key, action in _xid154(xid, smi).items():
+            if recovery_remedy(action) is Remedy.REBOOT:
+                _note(found, key, Remedy.REBOOT, f"Xid 154 in this boot's kernel log: {action}")
+    gone = sorted(GPU_GONE_XIDS & set(xid.get("codes") or ()))
+    if gone:
+        codes = ", ".join(str(code) for code in gone)
+        _note(found, "node", Remedy.REBOOT, f"Xid {codes} in this boot's kernel log")
+    return _verdict(found)
+
+
+@dataclass(frozen=True, slots=True)
+class XidRemedy:
+    """What these rules do for a GPU that logged an Xid (`fleetfix xid CODE`)."""
+
+    code: int
+    remedy: Remedy | None
+    """What fleetfix does; None when that depends on what the node reports now."""
+    why: str
+    by_action: tuple[tuple[RecoveryAction, Remedy], ...]
+    """What fleetfix does for this Xid when the driver reports each recovery action."""
+
+
+def for_xid(code: int, recovery_action: RecoveryAction | None = None) -> XidRemedy:
+    """What fleetfix does for a GPU that logged Xid `code`, when the driver reports
+    `recovery_action` (None: not given, or a driver that reports none).
+
+    The log line itself decides nothing (rule 3's recovery action and the GPU's state do),
+    except for an Xid meaning the GPU is gone (`GPU_GONE_XIDS`): a reboot, whatever the action.
+    """
+    gone = code in GPU_GONE_XIDS
+    floor = Remedy.REBOOT if gone else Remedy.NONE
+    by_action = tuple((a, max(recovery_remedy(a.fact_name), floor)) for a in RecoveryAction)
+    if recovery_action is not None:
+        asked = recovery_remedy(recovery_action.fact_name)
+        remedy = max(asked, floor)
+        return XidRemedy(code, remedy, _reported_why(code, recovery_action, asked), by_action)
+    if gone:
+        return XidRemedy(code, Remedy.REBOOT, _GONE.format(code=code), by_action)
+    return XidRemedy(code, None, _XID154 if code == 154 else _NOW, by_action)
+
+
+_NOW = (
+    "fleetfix acts on what the node reports now, not on this log line (it stays after the fix):"
+    ' the driver\'s recovery action (nvidia-smi "GPU Recovery Action" from driver 570; the latest'
+    " Xid 154 where nvidia-smi prints none), Reset Required on older drivers, and on any driver"
+    " a pending row remap or page retirement, double-bit errors or an NVLink fabric not"
+    " registered (a reset) and a missing GPU (a reboot)"
+)
+_XID154 = (
+    "Xid 154 is the driver announcing its recovery action: fleetfix does what the driver"
+    ' reports now (nvidia-smi "GPU Recovery Action"; the latest Xid 154 line only where'
+    " nvidia-smi prints none)"
+)
+_GONE = (
+    "Xid {code}: the GPU fell off the bus and only a reboot brings it back; fleetfix reboots a"
+    " node that logged it this boot, or that shows fewer GPUs than it should, whatever the"
+    " recovery action says"
+)
+_STATE = (
+    "a pending row remap or page retirement, double-bit errors, an NVLink fabric not registered"
+    " or Fabric Manager stopped on an NVSwitch board (a reset), a missing GPU (a reboot)"
+)
+
+
+AFTER_SXID = (
+    "nothing about the SXid itself (fleetfix reads NVSwitch log lines, it does not act on them or"
+    " reset NVSwitches); it acts on the state the SXid leaves on the GPUs: the recovery action"
+    " the driver reports, followed as after any Xid, an NVLink fabric state other than Completed"
+    " or Fabric Manager stopped on the board (a reset), a GPU gone (a reboot)"
+)
+"""What these rules do after an NVSwitch SXid (`fleetfix xid --sxid`)."""
+
+
+def _reported_why(code: int, action: RecoveryAction, asked: Remedy) -> str:
+    if code in GPU_GONE_XIDS and asked < Remedy.REBOOT:
+        return f"Xid {code}: the GPU fell off the bus; a reboot, whatever the action ({action})"
+    if asked is Remedy.NONE:
+        return f"the driver's recovery action None asks nothing; fleetfix still acts on {_STATE}"
+    return f"the driver's recovery action {action}: fleetfix follows it, whatever the Xid"
+
+
+def _verdict(found: _Found) -> Verdict:
     if not found:
         return Verdict(Remedy.NONE)
     worst = max(remedy for remedy, _ in found.values())
@@ -127,6 +268,10 @@ def decide(smi: Facts | None, xid: Facts | None = None) -> Verdict:
     reasons = tuple(f"GPU {k}: {w}" if k != "node" else w for k, (_, w) in found.items())
     by_gpu = {k: r.word for k, (r, _) in found.items()}
     return Verdict(worst, gpus, resets, reasons, by_gpu)
+
+
+def _reports_recovery(smi: Facts) -> bool:
+    return any(gpu.get("recovery_action") is not None for gpu in smi.get("gpus", ()))
 
 
 def _gpu_needs(gpu: Facts) -> Iterable[tuple[Remedy, str]]:
@@ -145,7 +290,7 @@ def _gpu_needs(gpu: Facts) -> Iterable[tuple[Remedy, str]]:
         yield Remedy.FIELD_DIAG, "SRAM error threshold exceeded: needs field diagnostics"
     action = gpu.get("recovery_action")
     if action is not None:
-        remedy = _RECOVERY.get(str(action), Remedy.HUMAN)
+        remedy = recovery_remedy(str(action))
         if remedy is not Remedy.NONE:
             yield remedy, f"driver recovery action: {action}"
     elif gpu.get("reset_required") is True or gpu.get("drain_and_reset_recommended") is True:
@@ -157,8 +302,7 @@ def _gpu_needs(gpu: Facts) -> Iterable[tuple[Remedy, str]]:
     dbe = volatile.get("dbe")
     if isinstance(dbe, int) and dbe > 0:
         yield Remedy.RESET, f"{dbe} volatile uncorrectable ECC error(s)"
-    fabric = gpu.get("fabric") or {}
-    state = str(fabric.get("state") or "n/a")
+    state = _fabric_state(gpu) or "n/a"
     if state.lower() not in _FABRIC_READY:
         yield Remedy.RESET, f"NVLink fabric state {state}: reset after Fabric Manager runs"
 
@@ -167,11 +311,60 @@ _FABRIC_READY = frozenset({"completed", "n/a", "not supported", "unknown"})
 """Fabric states that need nothing: registered, or a board without an NVLink fabric. Fabric
 Manager guide: GPUs not registered after Fabric Manager started must be reset before CUDA
 works."""
+_NO_FABRIC = frozenset({"n/a", "not supported"})
 
 
-def _xid154(xid: Facts, smi: Facts) -> dict[str, str]:
+def _fabric_state(gpu: Facts) -> str | None:
+    state = (gpu.get("fabric") or {}).get("state")
+    return None if state is None else str(state)
+
+
+def _fabric_manager_stopped(smi: Facts, services: Facts | None) -> str | None:
+    """Rule 6: why every GPU needs a reset when Fabric Manager is installed (systemd's LoadState
+    loaded: not masked, not merely unknown) but not running on a board whose GPUs register with
+    an NVLink fabric; None otherwise."""
+    if services is None or not _installed(services, FABRIC_MANAGER):
+        return None
+    if FABRIC_MANAGER in (services.get("active") or ()):
+        return None
+    if not any(_registers(gpu) for gpu in smi.get("gpus", ())):
+        return None
+    return (
+        f"{FABRIC_MANAGER} is not running on an NVSwitch board: new CUDA jobs fail without it"
+        " (with persistence mode, from the next GPU reset on); reset the GPUs, then start it"
+    )
+
+
+def _registers(gpu: Facts) -> bool:
+    """The GPU reports a fabric state: it registers with an NVLink fabric (NVSwitch boards from
+    Hopper on, GB200), as actions/fabric.py's `board_of` reads it."""
+    state = _fabric_state(gpu)
+    return state is not None and state.lower() not in _NO_FABRIC
+
+
+def _installed(services: Facts, unit: str) -> bool:
+    """systemd says the unit is installed (LoadState loaded). `is-active` alone says "inactive"
+    for a unit that does not exist, and a masked unit is one a site chose not to run."""
+    return any(
+        s.get("unit") == unit and s.get("load_state") == "loaded"
+        for s in services.get("services") or ()
+    )
+
+
+def unit_presence(units: Mapping[str, str], active: Collection[str], unit: str) -> str:
+    """`running`, `stopped` (installed, not active) or `absent`, from the `services` probe's
+    `units` (unit -> state) and `active` (typed facts or plain data alike). A unit systemd does
+    not know, or that nobody could ask about, is absent: never guessed installed."""
+    state = units.get(unit)
+    if state is None or state in ("not-found", "unknown"):
+        return "absent"
+    return "running" if unit in active else "stopped"
+
+
+def _xid154(xid: Facts, smi: Facts | None) -> dict[str, str]:
     """GPU -> the last recovery action an Xid 154 line asked for (this boot's log)."""
-    by_bus = {str(g.get("bus_id") or "").lower(): _key(g) for g in smi.get("gpus", ())}
+    gpus = smi.get("gpus", ()) if smi is not None else ()
+    by_bus = {str(g.get("bus_id") or "").lower(): _key(g) for g in gpus}
     latest: dict[str, str] = {}
     for event in xid.get("events", ()):
         action = event.get("recovery_action")
@@ -187,12 +380,13 @@ def _missing(smi: Facts, xid: Facts | None) -> str | None:
     if smi.get("count_ok") is False or lost:
         seen, expected = smi.get("gpu_count"), smi.get("expected_gpus")
         return f"{seen} of {expected} GPUs visible: reboot to bring them back"
-    if xid is not None and 79 in (xid.get("codes") or ()):
-        return "Xid 79 (GPU fallen off the bus) in this boot's log: reboot"
+    gone = sorted(GPU_GONE_XIDS & set(xid.get("codes") or ())) if xid is not None else []
+    if gone:
+        return f"Xid {gone[0]} (GPU fallen off the bus) in this boot's log: reboot"
     return None
 
 
-def _note(found: dict[str, tuple[Remedy, str]], key: str, remedy: Remedy, why: str) -> None:
+def _note(found: _Found, key: str, remedy: Remedy, why: str) -> None:
     if key not in found or remedy > found[key][0]:
         found[key] = (remedy, why)
 

@@ -282,13 +282,15 @@ def zip_lists(*lists: Iterable[Any]) -> list[tuple[Any, ...]]:
     return list(zip(*lists, strict=False))
 
 
-def fleetfix_remedy(smi: Any, xid: Any = None) -> dict[str, Any]:
+def fleetfix_remedy(smi: Any, xid: Any = None, services: Any = None) -> dict[str, Any]:
     """fleetfix's own filter: what the node's GPUs need now (knowledge/remedy.py), from
-    registered `nvidia_smi` (and `xid`) facts: `{{ smi.facts | fleetfix_remedy(xid.facts) }}`
-    gives `remedy` (none, reset, recover_imex, reboot, human, field_diag, rma), `gpus`,
-    `reset_gpus`, `why`, `needs_action`, `rma`. Undefined or failed facts give `human`."""
+    registered `nvidia_smi` (and `xid`, `services`) facts:
+    `{{ smi.facts | fleetfix_remedy(xid.facts, services.facts) }}` gives `remedy` (none, reset,
+    recover_imex, reboot, human, field_diag, rma), `gpus`, `reset_gpus`, `why`, `needs_action`,
+    `rma`. Undefined or failed nvidia-smi facts give `human`; without `services` the Fabric
+    Manager rule is not applied."""
     smi_data = _facts_data(smi)
-    return decide(smi_data, _facts_data(xid)).to_data()
+    return decide(smi_data, _facts_data(xid), _facts_data(services)).to_data()
 
 
 def _facts_data(value: Any) -> Mapping[str, Any] | None:

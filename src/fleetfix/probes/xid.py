@@ -17,10 +17,11 @@ and the other events stand. Kernel records are line-independent, so a cut-off lo
 events it holds; `complete` is False when the text did not end with a newline (the capture was
 cut).
 
-Per-event `recommended_action` applies knowledge.xid's rule using the latest Xid 154 the same GPU
-logged (a 154 whose action fleetfix cannot read leaves the catalog's advice for the other codes
-and asks CONTACT_SUPPORT for itself); a playbook holding nvidia-smi's live recovery action should
-call `knowledge.xid.recommended_action` itself with it.
+Per-event `recommended_action` (and `actions`, `reboot_required`, `reset_required_gpus` drawn
+from it) is NVIDIA's catalog advice, for reports: knowledge.xid's rule with the latest Xid 154 the
+same GPU logged (a 154 whose action fleetfix cannot read leaves the catalog's advice for the other
+codes and asks CONTACT_SUPPORT for itself). It is not what fleetfix does: that is decided by
+knowledge/remedy.py from the node's current state (`decide`; `from_log` for this log alone).
 """
 
 from __future__ import annotations
@@ -135,6 +136,7 @@ class XidEvent:
     immediate_action: str | None
     severity: str | None
     recommended_action: str
+    """NVIDIA's catalog advice for this event (a bucket name), not what fleetfix does."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -176,9 +178,11 @@ class XidFacts:
     recovery_actions: Mapping[str, str]
     """Bus id -> the recovery action (fact name) of that GPU's latest Xid 154."""
     actions: tuple[str, ...]
-    """Distinct recommended actions, sorted."""
+    """Distinct recommended actions (NVIDIA's catalog buckets), sorted."""
     reboot_required: bool
+    """NVIDIA's catalog advises RESTART_BM for an event (fleetfix decides with remedy.from_log)."""
     reset_required_gpus: tuple[str, ...]
+    """Bus ids NVIDIA's catalog advises resetting (advice; fleetfix decides with remedy)."""
     critical_codes: tuple[int, ...]
     sxid_events: tuple[SxidEvent, ...]
     sxid_count: int

@@ -8,11 +8,20 @@ from typing import Any
 
 import pytest
 
-from fleetfix.knowledge.health import Level, summarize
-from fleetfix.knowledge.remedy import Remedy, decide
+from fleetfix.knowledge.health import Level, gpu_health, summarize
+from fleetfix.knowledge.recovery import RecoveryAction
+from fleetfix.knowledge.remedy import (
+    Remedy,
+    decide,
+    for_xid,
+    from_log,
+    recovery_remedy,
+    unit_presence,
+)
 from fleetfix.playbook.filters import FILTERS
 from fleetfix.probes.base import to_data
 from fleetfix.probes.nvidia_smi import PROBE
+from fleetfix.probes.services import PROBE as SERVICES
 from tests.probes.cases import SAMPLES
 
 HEALTHY = (
@@ -138,3 +147,123 @@ def test_the_health_verdict_and_the_filter_say_the_same() -> None:
     shown = FILTERS["fleetfix_remedy"](data)
     assert shown["remedy"] == "reset" and shown["needs_action"] and shown["reset_gpus"] == [0]
     assert FILTERS["fleetfix_remedy"](None)["remedy"] == "human"
+
+
+# --- rule 6: Fabric Manager stopped on an NVSwitch board ---------------------------------------
+
+HGX_H100 = "nvidia-smi-xml/lab-healthy-1000-8xh100-550.90.07.xml"
+"""Eight H100s registered with the fabric (state Completed)."""
+A100_SXM = "nvidia-smi-xml/telegraf-a100-sxm4-80gb-mig-v12.xml"
+"""No fabric state (N/A): no NVLink fabric registration."""
+UNITS = SAMPLES / "synthetic-services"
+
+
+def _units(sample: str) -> dict[str, Any]:
+    text = (UNITS / sample).read_text(encoding="utf-8") if sample.endswith(".txt") else sample
+    data = to_data(SERVICES.parse(text))
+    assert isinstance(data, dict)
+    return data
+
+
+FM_ACTIVE = "synthetic-services-hgx-h100-all-active.txt"
+FM_FAILED = "synthetic-services-fm-failed-persistenced-off.txt"
+NO_SYSTEMD = "synthetic-services-no-systemd-unknown.txt"
+
+
+def test_fabric_manager_not_running_on_an_nvswitch_board_resets_every_gpu() -> None:
+    smi = _data(HGX_H100)
+    verdict = decide(smi, services=_units(FM_FAILED))
+    assert verdict.remedy is Remedy.RESET
+    assert set(verdict.reset_gpus) == set(range(8)) == set(verdict.gpus)
+    assert all("nvidia-fabricmanager is not running" in why for why in verdict.why)
+    shown = FILTERS["fleetfix_remedy"](smi, None, _units(FM_FAILED))
+    assert shown["remedy"] == "reset" and shown["reset_gpus"] == list(range(8))
+
+
+@pytest.mark.parametrize(
+    ("sample", "units"),
+    [
+        (HGX_H100, FM_ACTIVE),  # running
+        (HGX_H100, NO_SYSTEMD),  # nobody could ask: never guessed installed
+        (HGX_H100, None),  # no services data: the rule is not applied
+        (A100_SXM, FM_FAILED),  # no fabric state: not a board whose GPUs register
+        # `is-active` alone says "inactive" for a unit that does not exist: not installed
+        (HGX_H100, "synthetic-services-is-active-loop-two-column.txt"),
+        # masked: a site whose Fabric Manager runs elsewhere (a service VM, switch trays)
+        (HGX_H100, "nvidia-fabricmanager masked inactive\n"),
+    ],
+)
+def test_fabric_manager_rule_needs_a_stopped_unit_and_a_registering_board(
+    sample: str, units: str | None
+) -> None:
+    services = None if units is None else _units(units)
+    verdict = decide(_data(sample), services=services)
+    assert verdict.remedy is Remedy.NONE, verdict.why
+
+
+def test_the_health_verdict_sees_fabric_manager_given_the_units() -> None:
+    assert gpu_health(_data(HGX_H100)).level is Level.OK
+    health = gpu_health(_data(HGX_H100), _units(FM_FAILED))
+    assert health.level is Level.BAD and "nvidia-fabricmanager" in health.text
+
+
+def test_unit_presence_reads_typed_and_plain_facts_alike() -> None:
+    typed = SERVICES.parse((UNITS / FM_FAILED).read_text(encoding="utf-8"))
+    plain = _units(FM_FAILED)
+    for unit, expected in [
+        ("nvidia-fabricmanager", "stopped"),
+        ("dcgm", "stopped"),
+        ("nvidia-dcgm", "absent"),
+        ("nvidia-imex", "stopped"),
+        ("nvsm", "absent"),
+    ]:
+        assert unit_presence(typed.units, typed.active, unit) == expected, unit
+        assert unit_presence(plain["units"], plain["active"], unit) == expected, unit
+
+
+# --- the kernel log alone ------------------------------------------------------------------------
+
+
+def test_from_log_asks_only_what_a_reset_cannot_have_answered() -> None:
+    assert from_log({"codes": [79], "events": []}).remedy is Remedy.REBOOT
+    assert from_log({"codes": [48, 63, 95], "events": []}).remedy is Remedy.NONE
+    reset = {"codes": [154], "events": [{"code": 154, "bus_id": "b", "recovery_action": "reset"}]}
+    assert from_log(reset).remedy is Remedy.NONE
+    reboot = {"codes": [154], "events": [{"code": 154, "bus_id": "b", "recovery_action": "reboot"}]}
+    assert from_log(reboot).remedy is Remedy.REBOOT
+    assert from_log(reboot, _data(RTX4090_535)).remedy is Remedy.REBOOT  # reports no action
+    assert from_log(reboot, _data(H100_590)).remedy is Remedy.NONE  # reports None now
+
+
+# --- for_xid: `fleetfix xid` from the same rules -------------------------------------------------
+
+
+def test_every_recovery_action_has_a_remedy() -> None:
+    """Only an action fleetfix cannot name is left for a person."""
+    for action in RecoveryAction:
+        human = recovery_remedy(action.fact_name) is Remedy.HUMAN
+        assert human == (action is RecoveryAction.UNKNOWN), action
+
+
+@pytest.mark.parametrize("code", [79, 119, 95, 154, 74, 13])
+@pytest.mark.parametrize("action", list(RecoveryAction))
+def test_for_xid_says_what_decide_does(code: int, action: RecoveryAction) -> None:
+    """What `fleetfix xid CODE --recovery-action A` says is what `decide` does on a node whose
+    GPU reports A and whose log holds Xid CODE."""
+    smi = _with_gpu0(H100_590, recovery_action=action.fact_name)
+    xid = {"codes": [code], "events": []}
+    said = for_xid(code, action)
+    assert said.remedy is decide(smi, xid).remedy, said.why
+    assert (action, said.remedy) in said.by_action
+
+
+def test_for_xid_without_an_action() -> None:
+    gone = for_xid(79)
+    assert gone.remedy is Remedy.REBOOT and "whatever the recovery action says" in gone.why
+    assert {remedy for _, remedy in gone.by_action} == {Remedy.REBOOT, Remedy.HUMAN}
+    now = for_xid(119)
+    assert now.remedy is None
+    assert now.why.startswith("fleetfix acts on what the node reports now, not on this log line")
+    assert dict(now.by_action)[RecoveryAction.GPU_RESET] is Remedy.RESET
+    assert dict(now.by_action)[RecoveryAction.NONE] is Remedy.NONE
+    assert for_xid(154).why.startswith("Xid 154 is the driver announcing its recovery action")
