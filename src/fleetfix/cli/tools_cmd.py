@@ -6,10 +6,13 @@ import argparse
 import json
 import sys
 import textwrap
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 from fleetfix.errors import FleetfixError, UsageError
+from fleetfix.knowledge import remedy
+from fleetfix.knowledge.recovery import RecoveryAction, parse_recovery_action
 from fleetfix.knowledge.sxid import SxidCatalog, SxidInfo, sxid_catalog
 from fleetfix.knowledge.xid import (
     Recommendation,
@@ -80,7 +83,7 @@ _SEVERITY_WORDS = {
     Severity.WARNING: "application-level, or to investigate; the GPU keeps serving",
     Severity.CRITICAL: "the GPU or node must be recovered or serviced",
 }
-_LABEL = 18  # width of the label column in `fleetfix xid`
+_LABEL = 24  # width of the label column in `fleetfix xid`
 
 
 def xid_command(args: argparse.Namespace) -> int:
@@ -97,31 +100,38 @@ def _explain_xid(catalog: XidCatalog, code: int, recovery_action: str | None) ->
         first, last = catalog.codes[0], catalog.codes[-1]
         return _unknown(
             f"Xid {code} is not in NVIDIA's Xid catalog as fleetfix ships it (table"
-            f" {catalog.version}: codes {first}-{last}); fleetfix treats it as CONTACT_SUPPORT"
+            f" {catalog.version}: codes {first}-{last}); NVIDIA's advice for an unknown code is"
+            " CONTACT_SUPPORT, and fleetfix acts on what the GPUs report, not on the code"
         )
     try:
-        advice = catalog.recommended_action(code, recovery_action)
+        reported = parse_recovery_action(recovery_action)
     except FleetfixError as exc:
         raise UsageError(str(exc)) from None
-    print("\n".join(xid_lines(catalog, info, advice)))
+    advice = catalog.recommended_action(code, reported)
+    print("\n".join(xid_lines(catalog, info, advice, remedy.for_xid(code, reported))))
     return Outcome.OK
 
 
-def xid_lines(catalog: XidCatalog, info: XidInfo, advice: Recommendation) -> list[str]:
-    """`fleetfix xid CODE` for a catalogued code, in operator words."""
+def xid_lines(
+    catalog: XidCatalog, info: XidInfo, advice: Recommendation, does: remedy.XidRemedy
+) -> list[str]:
+    """`fleetfix xid CODE` for a catalogued code, in operator words: NVIDIA's catalog, labelled
+    as NVIDIA's, then what fleetfix does (knowledge/remedy.py) and with which playbooks."""
     lines = [f"Xid {info.code}: {info.mnemonic}"]
     lines += _field("NVIDIA says", info.description)
-    lines += _field("when", info.trigger)
-    lines += _field("severity", f"{info.severity} ({_SEVERITY_WORDS[info.severity]})")
-    lines += _field("do now", _bucket_words(catalog, info))
+    lines += _field("when (NVIDIA)", info.trigger)
+    lines += _field("do now (NVIDIA)", _bucket_words(catalog, info))
     if info.investigatory_action and info.investigatory_action == info.immediate_action:
-        lines += _field("if it recurs", f"{info.investigatory_action}, as above")
+        lines += _field("if it recurs (NVIDIA)", f"{info.investigatory_action}, as above")
     elif info.investigatory_action:
         text = catalog.bucket_text(info.investigatory_action)
-        lines += _field("if it recurs", _named(info.investigatory_action, text))
-    lines += _field("Xid 154", _xid154_words(info))
-    lines += _field("fleetfix does", _advice_words(advice))
-    lines += _field("playbook", _playbook_words(catalog, info.fleetfix_playbook))
+        lines += _field("if it recurs (NVIDIA)", _named(info.investigatory_action, text))
+    lines += _field("Xid 154 (NVIDIA)", _xid154_words(info))
+    if advice.recovery_action is not None:
+        lines += _field("reported (NVIDIA)", _reported_words(advice))
+    lines += _field("severity", f"{info.severity} (fleetfix's: {_SEVERITY_WORDS[info.severity]})")
+    lines += _field("fleetfix does", _does_words(does))
+    lines += _playbook_lines(catalog, info.fleetfix_playbooks, "Xid")
     lines += _field("table", f"fleetfix Xid table {catalog.version} ({catalog.source})")
     return lines
 
@@ -140,33 +150,60 @@ def _bucket_words(catalog: XidCatalog, info: XidInfo) -> str:
 def _xid154_words(info: XidInfo) -> str:
     if info.code == 154:
         return (
-            "this is the driver's recovery action report itself: fleetfix follows the action it"
-            " names for the Xids it summarises (pass it with --recovery-action)"
+            "this is the driver's recovery action report itself: NVIDIA says to follow the action"
+            " it names for the Xids it summarises"
         )
     if info.links_to_154:
         return (
             f"linked ({info.xid154_since}): the driver derives a recovery action for this Xid"
-            ' (Xid 154, nvidia-smi "GPU Recovery Action"); when it reports one, fleetfix'
-            ' follows it instead of this table, even "None"'
+            ' (Xid 154, nvidia-smi "GPU Recovery Action"); NVIDIA: a reported one replaces the'
+            ' buckets above, even "None"'
         )
     return (
-        "not linked: the driver's recovery action does not summarise this Xid; a reported"
-        " action other than None still overrides this table, a reported None does not"
+        "not linked: the driver's recovery action does not summarise this Xid; NVIDIA: a reported"
+        " action other than None still replaces the buckets above, a reported None does not"
     )
 
 
-def _advice_words(advice: Recommendation) -> str:
+def _reported_words(advice: Recommendation) -> str:
+    reported = advice.recovery_action
     if advice.source is RecommendationSource.RECOVERY_ACTION:
-        return f"{_named(advice.action, advice.action_text)} ({advice.reason})"
-    if advice.action != advice.catalog_action:  # a workflow bucket, resolved
-        reason = advice.reason.removeprefix("catalog: ")
-        return f"{_named(advice.action, advice.action_text)} ({reason})"
-    return f"{advice.action}, as above"
+        return (
+            f"{reported}: replaces the buckets above: {_named(advice.action, advice.action_text)}"
+        )
+    return f"{reported}: does not replace the buckets above (this Xid is not linked to Xid 154)"
 
 
-def _playbook_words(catalog: XidCatalog, playbook: str | None) -> str:
-    if playbook is None:
-        return "none: fleetfix reports it, no shipped playbook acts on it"
+def _does_words(does: remedy.XidRemedy) -> str:
+    if does.remedy is not None:
+        return f"{does.remedy.doing} ({does.why})"
+    return f"{does.why}. By recovery action: {_by_action(does)}"
+
+
+def _by_action(does: remedy.XidRemedy) -> str:
+    grouped: dict[remedy.Remedy, list[str]] = {}
+    for action, need in does.by_action:
+        name = "one it cannot name" if action is RecoveryAction.UNKNOWN else str(action)
+        grouped.setdefault(need, []).append(name)
+    return "; ".join(f"{', '.join(names)}: {need.doing}" for need, names in grouped.items())
+
+
+def _playbook_lines(catalog: XidCatalog, playbooks: Sequence[str], what: str) -> list[str]:
+    if not playbooks:
+        return _field(
+            "playbook",
+            f"none for this {what} itself: fleetfix reports it; playbooks/recover.yml acts on"
+            " what the GPUs report, whatever they logged",
+        )
+    label = "playbook" if len(playbooks) == 1 else "playbooks"
+    lines: list[str] = []
+    for playbook in playbooks:
+        lines += _field(label, _playbook_words(catalog, playbook))
+        label = ""
+    return lines
+
+
+def _playbook_words(catalog: XidCatalog, playbook: str) -> str:
     what = catalog.playbook_text(playbook)
     return f"playbooks/{playbook}" + (f": {what}" if what else "")
 
@@ -189,19 +226,19 @@ def sxid_lines(catalog: SxidCatalog, info: SxidInfo, xids: XidCatalog) -> list[s
     lines = [f"SXid {info.code}: {info.name or '(NVIDIA gives no error string)'}"]
     lines += _field("NVIDIA lists it", f"{kind.title}, Fabric Manager user guide")
     lines += _field("NVIDIA says", kind.text if info.impact is None else info.impact)
-    lines += _field("note", info.note)
-    lines += _field("NVIDIA recovery", info.recovery)
-    lines += _field("other VMs", info.other)
-    lines += _field("severity", f"{info.severity} ({_SEVERITY_WORDS[info.severity]})")
+    lines += _field("note (NVIDIA)", info.note)
+    lines += _field("recovery (NVIDIA)", info.recovery)
+    lines += _field("other VMs (NVIDIA)", info.other)
+    lines += _field("severity", f"{info.severity} (fleetfix's: {_SEVERITY_WORDS[info.severity]})")
     action = catalog.action_text(info.fleetfix_action)
-    lines += _field("fleetfix does", _named(info.fleetfix_action, action))
-    playbook = info.fleetfix_playbook
-    words = _playbook_words(xids, playbook)
-    if playbook is not None:
-        words += (
-            " (it finds and drains nodes whose NVLink fabric fails; the recovery above is manual)"
-        )
-    lines += _field("playbook", words)
+    lines += _field(
+        "for an operator",
+        _named(info.fleetfix_action, action) + " (fleetfix's reading of the guide for one"
+        " bare-metal node; fleetfix does not do this itself)",
+    )
+    lines += _field("fleetfix does", remedy.AFTER_SXID)
+    playbooks = ["recover.yml", info.fleetfix_playbook] if info.fleetfix_playbook else []
+    lines += _playbook_lines(xids, playbooks, "SXid")
     lines += _field("table", f"fleetfix SXid table {catalog.version} ({catalog.source})")
     return lines
 
@@ -211,9 +248,10 @@ def _named(name: str, text: str | None) -> str:
 
 
 def _field(label: str, text: str | None) -> list[str]:
+    """`label: text` wrapped at 100 columns; an empty label continues the field above."""
     if not text:
         return []
-    head = f"  {label + ':':<{_LABEL}}"
+    head = f"  {label + ':' if label else '':<{_LABEL}}"
     return textwrap.wrap(
         text,
         width=100,

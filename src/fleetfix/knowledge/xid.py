@@ -1,8 +1,10 @@
-"""The Xid knowledge table (knowledge/xid.yml) as typed data, and what to do about an Xid.
+"""The Xid knowledge table (knowledge/xid.yml) as typed data, and NVIDIA's advice about an Xid.
 
-`xid_catalog()` loads the packaged table once. `recommended_action(code, recovery_action)` applies
-NVIDIA's rule that the recovery action the driver reports (Xid 154, or NVML / nvidia-smi "GPU
-Recovery Action") overrides the static table:
+`xid_catalog()` loads the packaged table once. `recommended_action(code, recovery_action)` is
+NVIDIA's catalog advice, for reports and `fleetfix xid`: it is not what fleetfix does (that is
+knowledge/remedy.py, from the node's current state). It applies NVIDIA's rule that the recovery
+action the driver reports (Xid 154, or NVML / nvidia-smi "GPU Recovery Action") overrides the
+static table:
 
 * a reported action other than None always wins: the driver has derived what this GPU needs now;
 * a reported None wins only for codes the catalog links to Xid 154 (and for 154 itself): for the
@@ -58,7 +60,7 @@ class RecommendationSource(enum.StrEnum):
 
 @dataclass(frozen=True, slots=True)
 class XidInfo:
-    """One catalog entry: NVIDIA's columns plus fleetfix's severity, playbook and own action."""
+    """One catalog entry: NVIDIA's columns plus fleetfix's severity, playbooks and own action."""
 
     code: int
     mnemonic: str
@@ -72,7 +74,8 @@ class XidInfo:
     xid154_since: str | None
     """NVIDIA's "Xid 154 linkage" cell: the CUDA and driver release that reports it."""
     severity: Severity
-    fleetfix_playbook: str | None
+    fleetfix_playbooks: tuple[str, ...]
+    """The shipped playbooks for the code, the best fit first (xid.yml says which and why)."""
     trigger: str | None
     fleetfix_action: str | None = None
     """fleetfix's bucket where NVIDIA's immediate bucket is empty; None otherwise."""
@@ -87,7 +90,8 @@ class XidInfo:
 
 @dataclass(frozen=True, slots=True)
 class Recommendation:
-    """What to do about one Xid, and why (for the report and `fleetfix xid CODE`)."""
+    """NVIDIA's catalog advice about one Xid, and why (for reports and `fleetfix xid CODE`);
+    what fleetfix does is knowledge/remedy.py's."""
 
     code: int
     action: str
@@ -98,7 +102,7 @@ class Recommendation:
     catalog_action: str | None
     """The table's bucket for the code (NVIDIA's, or fleetfix_action where NVIDIA has none)."""
     recovery_action: RecoveryAction | None
-    playbook: str | None
+    playbooks: tuple[str, ...]
     reason: str
 
 
@@ -154,7 +158,7 @@ class XidCatalog:
         *,
         with_codes: Iterable[int] = (),
     ) -> Recommendation:
-        """What to do about Xid `code` given the driver's reported recovery action, if any.
+        """NVIDIA's advice for Xid `code` given the driver's reported recovery action, if any.
 
         Args:
             code: the Xid code.
@@ -168,7 +172,7 @@ class XidCatalog:
         info = self.get(code)
         recovery = parse_recovery_action(recovery_action)
         catalog_action = info.action if info else None
-        playbook = info.fleetfix_playbook if info else None
+        playbooks = info.fleetfix_playbooks if info else ()
         if _recovery_overrides(info, recovery) and recovery is not None:
             action = _RECOVERY_BUCKETS[recovery]
             reason = (
@@ -193,7 +197,7 @@ class XidCatalog:
             source=source,
             catalog_action=catalog_action,
             recovery_action=recovery,
-            playbook=playbook,
+            playbooks=playbooks,
             reason=reason,
         )
 
@@ -300,7 +304,7 @@ def _entry(raw: Any, buckets: Mapping[str, str], playbooks: Mapping[str, str]) -
         links_to_154=_links(raw, where),
         xid154_since=_optional_text(raw, "xid154_since", where),
         severity=_severity(raw, where),
-        fleetfix_playbook=_playbook(raw, playbooks, where),
+        fleetfix_playbooks=_playbooks(raw, playbooks, where),
         trigger=_optional_text(raw, "trigger", where),
         fleetfix_action=_fleetfix_action(raw, immediate, buckets, where),
         fleetfix_note=_optional_text(raw, "fleetfix_note", where),
@@ -344,13 +348,24 @@ def _severity(raw: Mapping[str, Any], where: str) -> Severity:
         raise KnowledgeError(f"xid catalog: {where}: bad severity {raw.get('severity')!r}") from exc
 
 
-def _playbook(raw: Mapping[str, Any], playbooks: Mapping[str, str], where: str) -> str | None:
-    playbook = _optional_text(raw, "fleetfix_playbook", where)
-    if playbook is not None and playbook not in playbooks:
+def _playbooks(raw: Mapping[str, Any], playbooks: Mapping[str, str], where: str) -> tuple[str, ...]:
+    if "fleetfix_playbook" in raw:
         raise KnowledgeError(
-            f"xid catalog: {where}: playbook {playbook!r} is not described under 'playbooks'"
+            f"xid catalog: {where}: 'fleetfix_playbook' is now 'fleetfix_playbooks'"
         )
-    return playbook
+    named = raw.get("fleetfix_playbooks", [])
+    if not isinstance(named, list) or not all(isinstance(p, str) for p in named):
+        raise KnowledgeError(
+            f"xid catalog: {where}: 'fleetfix_playbooks' must be a list of playbook files"
+        )
+    for playbook in named:
+        if playbook not in playbooks:
+            raise KnowledgeError(
+                f"xid catalog: {where}: playbook {playbook!r} is not described under 'playbooks'"
+            )
+    if len(set(named)) != len(named):
+        raise KnowledgeError(f"xid catalog: {where}: a playbook is named twice")
+    return tuple(named)
 
 
 def _list(raw: Any, name: str) -> list[Any]:

@@ -25,6 +25,7 @@ from fleetfix.knowledge.xid import (
 )
 
 ROOT = Path(__file__).resolve().parents[3]
+XID79 = ("xid79.yml", "recover.yml")
 FIXTURE = ROOT / "tests" / "fixtures" / "xid-catalog" / "xid-catalog.csv"
 
 REQUIRED = (
@@ -51,31 +52,55 @@ def test_every_entry_quotes_the_text_of_the_bucket_it_starts_from() -> None:
         assert catalog.bucket_text(info.action), code
 
 
+MEMORY = ("ecc.yml", "recover.yml")
+NVLINK = ("recover.yml", "nccl-health.yml")
+
+
 @pytest.mark.parametrize(
-    ("code", "mnemonic", "immediate", "links", "playbook"),
+    ("code", "mnemonic", "immediate", "links", "playbooks"),
     [
-        (79, "ROBUST_CHANNEL_GPU_HAS_FALLEN_OFF_THE_BUS", "RESTART_BM", True, "xid79.yml"),
-        (48, "ROBUST_CHANNEL_GPU_ECC_DBE", "WORKFLOW_XID_48", True, "ecc.yml"),
-        (63, "INFOROM_DRAM_RETIREMENT_EVENT", "IGNORE", True, "ecc.yml"),
-        (64, "INFOROM_DRAM_RETIREMENT_FAILURE", "RESET_GPU", True, "ecc.yml"),
-        (74, "NVLINK_ERROR", "WORKFLOW_NVLINK_ERR", True, "nccl-health.yml"),
-        (92, "EXCESSIVE_SBE_INTERRUPTS", "IGNORE", False, None),
-        (94, "ROBUST_CHANNEL_CONTAINED_ERROR", "RESTART_APP", True, "ecc.yml"),
-        (95, "ROBUST_CHANNEL_UNCONTAINED_ERROR", "RESET_GPU", True, "ecc.yml"),
-        (119, "GSP_RPC_TIMEOUT", "RESET_GPU", False, "driver-reload.yml"),
-        (120, "GSP_ERROR", "RESET_GPU", True, "driver-reload.yml"),
-        (140, "UNRECOVERABLE_ECC_ERROR_ESCAPE", "RESET_GPU", False, "ecc.yml"),
-        (149, "NVLINK_NETIR_ERROR", "WORKFLOW_NVLINK5_ERR", True, "nccl-health.yml"),
-        (154, "GPU_RECOVERY_ACTION_CHANGED", "XID_154", False, None),
+        (79, "ROBUST_CHANNEL_GPU_HAS_FALLEN_OFF_THE_BUS", "RESTART_BM", True, XID79),
+        (48, "ROBUST_CHANNEL_GPU_ECC_DBE", "WORKFLOW_XID_48", True, MEMORY),
+        (63, "INFOROM_DRAM_RETIREMENT_EVENT", "IGNORE", True, MEMORY),
+        (64, "INFOROM_DRAM_RETIREMENT_FAILURE", "RESET_GPU", True, MEMORY),
+        (74, "NVLINK_ERROR", "WORKFLOW_NVLINK_ERR", True, NVLINK),
+        (92, "EXCESSIVE_SBE_INTERRUPTS", "IGNORE", False, ()),
+        (94, "ROBUST_CHANNEL_CONTAINED_ERROR", "RESTART_APP", True, MEMORY),
+        (95, "ROBUST_CHANNEL_UNCONTAINED_ERROR", "RESET_GPU", True, MEMORY),
+        (119, "GSP_RPC_TIMEOUT", "RESET_GPU", False, ("recover.yml",)),
+        (120, "GSP_ERROR", "RESET_GPU", True, ("recover.yml",)),
+        (140, "UNRECOVERABLE_ECC_ERROR_ESCAPE", "RESET_GPU", False, MEMORY),
+        (149, "NVLINK_NETIR_ERROR", "WORKFLOW_NVLINK5_ERR", True, NVLINK),
+        (154, "GPU_RECOVERY_ACTION_CHANGED", "XID_154", False, ("recover.yml",)),
     ],
 )
 def test_design_mappings(
-    code: int, mnemonic: str, immediate: str, links: bool, playbook: str | None
+    code: int, mnemonic: str, immediate: str, links: bool, playbooks: tuple[str, ...]
 ) -> None:
     info = xid_catalog().get(code)
     assert info is not None
     assert (info.mnemonic, info.immediate_action) == (mnemonic, immediate)
-    assert (info.links_to_154, info.fleetfix_playbook) == (links, playbook)
+    assert (info.links_to_154, info.fleetfix_playbooks) == (links, playbooks)
+
+
+def test_recover_yml_is_named_wherever_the_drivers_action_or_the_gpus_state_decides() -> None:
+    """xid.yml's rule for the column: recover.yml for every code linked to Xid 154, every code
+    NVIDIA resets or reboots for, 154 itself and the memory codes; driver-reload.yml for none
+    (it does nothing on a working driver); nccl-health.yml only after recover.yml."""
+    catalog = xid_catalog()
+    for code in catalog.codes:
+        info = catalog.get(code)
+        assert info is not None
+        drives = (
+            info.links_to_154
+            or info.immediate_action in ("RESET_GPU", "RESTART_BM")
+            or code == 154
+            or "ecc.yml" in info.fleetfix_playbooks
+        )
+        assert ("recover.yml" in info.fleetfix_playbooks) == drives, code
+        assert "driver-reload.yml" not in info.fleetfix_playbooks, code
+        if "nccl-health.yml" in info.fleetfix_playbooks:
+            assert info.fleetfix_playbooks == NVLINK, code
 
 
 def test_xid79_entry_in_full() -> None:
@@ -146,7 +171,7 @@ def test_recommendation_explains_itself() -> None:
     advice = recommended_action(79, "GPU_RECOVERY_ACTION_GPU_RESET")
     assert advice.catalog_action == "RESTART_BM"
     assert advice.recovery_action is RecoveryAction.GPU_RESET
-    assert advice.playbook == "xid79.yml"
+    assert advice.playbooks == XID79
     assert "overrides the catalog (RESTART_BM)" in advice.reason
     assert advice.action_text == xid_catalog().bucket_text("RESET_GPU")
 
@@ -387,10 +412,9 @@ def test_fleetfix_decides_only_where_nvidia_gives_no_bucket(
 
 def test_every_named_playbook_is_shipped_and_described() -> None:
     catalog = xid_catalog()
-    named = {info.fleetfix_playbook for info in catalog.entries.values()} - {None}
-    assert named == {"xid79.yml", "ecc.yml", "driver-reload.yml", "nccl-health.yml"}
-    for playbook in named:
-        assert playbook is not None
+    named = {p for info in catalog.entries.values() for p in info.fleetfix_playbooks}
+    assert named == {"recover.yml", "xid79.yml", "ecc.yml", "nccl-health.yml"}
+    for playbook in [*named, *catalog.playbooks]:
         assert (ROOT / "playbooks" / playbook).is_file(), playbook
         assert catalog.playbook_text(playbook), playbook
 
@@ -442,8 +466,16 @@ ENTRY = "{code: 1, mnemonic: M, description: D, links_to_154: false, severity: i
         (ENTRY + ", immediate_action: null, fleetfix_action: NOPE}", "unknown bucket 'NOPE'"),
         (ENTRY + ", immediate_action: IGNORE, investigatory_action: NOPE}", "unknown bucket"),
         (
-            ENTRY + ", immediate_action: IGNORE, fleetfix_playbook: nope.yml}",
+            ENTRY + ", immediate_action: IGNORE, fleetfix_playbooks: [nope.yml]}",
             "playbook 'nope.yml' is not described under 'playbooks'",
+        ),
+        (
+            ENTRY + ", immediate_action: IGNORE, fleetfix_playbooks: x.yml}",
+            "'fleetfix_playbooks' must be a list of playbook files",
+        ),
+        (
+            ENTRY + ", immediate_action: IGNORE, fleetfix_playbook: x.yml}",
+            "'fleetfix_playbook' is now 'fleetfix_playbooks'",
         ),
     ],
 )
@@ -455,13 +487,14 @@ def test_table_schema_for_fleetfix_columns(entry: str, message: str) -> None:
 def test_a_fleetfix_action_entry_loads() -> None:
     catalog = load_catalog(
         BASE
-        + "playbooks: {x.yml: does x}\n"
+        + "playbooks: {x.yml: does x, y.yml: does y}\n"
         + f"xids: [{ENTRY}, immediate_action: null, fleetfix_action: IGNORE,"
-        + " fleetfix_note: why, fleetfix_playbook: x.yml}]\n"
+        + " fleetfix_note: why, fleetfix_playbooks: [y.yml, x.yml]}]\n"
     )
     info = catalog.get(1)
     assert info is not None
     assert (info.immediate_action, info.action, info.fleetfix_note) == (None, "IGNORE", "why")
+    assert info.fleetfix_playbooks == ("y.yml", "x.yml")
     assert catalog.playbook_text("x.yml") == "does x"
     advice = catalog.recommended_action(1)
     assert (advice.action, advice.source) == ("IGNORE", RecommendationSource.FLEETFIX)
