@@ -379,6 +379,8 @@ def _missing(smi: Facts, xid: Facts | None) -> str | None:
     lost = smi.get("lost_gpus") or ()
     if smi.get("count_ok") is False or lost:
         seen, expected = smi.get("gpu_count"), smi.get("expected_gpus")
+        if expected is None:  # the driver lost one (a GPU off the bus): no count was expected
+            expected = (seen or 0) + len(lost)
         return f"{seen} of {expected} GPUs visible: reboot to bring them back"
     gone = sorted(GPU_GONE_XIDS & set(xid.get("codes") or ())) if xid is not None else []
     if gone:

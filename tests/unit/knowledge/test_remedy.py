@@ -118,6 +118,17 @@ def test_a_missing_gpu_asks_for_a_reboot() -> None:
     assert decide(data).remedy is Remedy.REBOOT
 
 
+def test_a_gpu_the_driver_lost_is_counted_without_an_expected_count() -> None:
+    """No inventory count, no Gres: the GPU the driver lists as lost is still one the node
+    has (the health sweep said "7 of None GPUs visible")."""
+    data = _data(H100_590)
+    data.update(expected_gpus=None, lost_gpus=["00000000:9D:00.0"])
+    verdict = decide(data)
+    assert verdict.remedy is Remedy.REBOOT
+    seen = data["gpu_count"]
+    assert f"{seen} of {seen + 1} GPUs visible" in " ".join(verdict.why), verdict.why
+
+
 def test_no_reading_is_a_humans_call() -> None:
     assert decide(None).remedy is Remedy.HUMAN
 
