@@ -226,6 +226,7 @@ ACTIONS = (
         plan=_plan_resume,
         params={"node": "Slurm node name (default: short inventory hostname)"},
         requires=("slurm_node", "nvidia_smi", "xid"),
+        optional=("services",),  # Fabric Manager stopped on an NVSwitch board: not resumed
         verify=("slurm_node",),
         check=_check_resumed,
         repeatable=True,

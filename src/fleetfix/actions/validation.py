@@ -1,4 +1,5 @@
-"""Validation before return to service: the node has every GPU it should, and the fault is gone.
+"""Validation before return to service: the node has every GPU it should, and the fault is gone
+(nvidia-smi, the kernel log of this boot, and Fabric Manager running where the GPUs need it).
 
 The expected GPU count never depends on the inventory alone: it is the most of the inventory's
 `gpus`, Slurm's configured Gres, and the most GPUs fleetfix ever saw on the node (this run or
@@ -11,7 +12,7 @@ from __future__ import annotations
 from typing import Any
 
 from fleetfix.actions.base import ActionContext
-from fleetfix.knowledge.health import Level, summarize
+from fleetfix.knowledge.health import Level, gpu_health
 from fleetfix.knowledge.remedy import Remedy, from_log
 from fleetfix.probes.base import to_data
 
@@ -39,7 +40,8 @@ def return_to_service_problems(ctx: ActionContext) -> list[str]:
     if smi is None:
         problems.append("nvidia-smi gave no facts")
     else:
-        verdict = summarize("nvidia_smi", to_data(smi))
+        services = ctx.facts.get("services")
+        verdict = gpu_health(to_data(smi), None if services is None else to_data(services))
         if verdict.level is Level.BAD:
             problems.append(f"nvidia-smi: {verdict.text}")
         if expected is None:
