@@ -136,7 +136,9 @@ RECOVER = Lab(
     "boards",
     "recover.yml",
     ("-e", "drain_wait=3s"),
-    # bd05 leaves for field diagnostics; rack-01's cap then holds bd06 and bd07 (exit 6)
+    # the repair play fixes every node a reset, IMEX or a reboot fixes (bd11's stopped Fabric
+    # Manager included); then bd05 is drained for field diagnostics and rack-01's cap holds
+    # bd06's drain for RMA (exit 6)
     reference_rc=6,
     unreached=frozenset({"leave drained, saying why", "mark the node failed"}),
 )
