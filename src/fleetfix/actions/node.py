@@ -149,7 +149,9 @@ def _plan_evidence(ctx: ActionContext) -> ActionPlan:
     lines = int(ctx.params.get("dmesg_lines", 500))
     commands = [
         PlannedCommand(f"dmesg -T | tail -n {lines}", "kernel log excerpt", ignore_rc=True),
-        PlannedCommand("nvidia-smi -q", "full nvidia-smi report", timeout=120, ignore_rc=True),
+        # A full report takes seconds on a healthy 8-GPU node; on a hung GPU (often why the
+        # node is here) it never answers, and 120 s of waiting per node bought nothing.
+        PlannedCommand("nvidia-smi -q", "full nvidia-smi report", timeout=30, ignore_rc=True),
     ]
     if flag(ctx.params, "bug_report"):
         timeout = seconds(ctx.params.get("bug_report_timeout"), 900.0)
