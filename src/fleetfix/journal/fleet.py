@@ -7,6 +7,7 @@ timers and controllers, not just inside one run.
 
 from __future__ import annotations
 
+import contextlib
 import time
 
 from fleetfix.journal.db import Database, DatabaseError
@@ -35,8 +36,9 @@ def take_out(db: Database, run_id: str, host: str, action: str, limit: int | Non
             "INSERT INTO out_of_service VALUES (?,?,?,?)", (host, run_id, time.time(), action)
         )
         db.commit()
-    except DatabaseError:
-        db.rollback()
+    except BaseException:  # Ctrl-C too: never leave the fleet transaction (and its lock) open
+        with contextlib.suppress(DatabaseError):  # a lost connection: the real error wins
+            db.rollback()
         raise
     return None
 
