@@ -4,6 +4,8 @@ of disruptive tool calls."""
 
 from __future__ import annotations
 
+import json
+import os
 import signal
 import sqlite3
 import subprocess
@@ -14,14 +16,27 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from fleetfix.journal.failpoint import STOP_AT_ENV
 from tests.e2e.labrun import run_env
 
 POLL = 0.01
-"""Seconds between two looks at the journal while waiting for a kill point."""
+"""Seconds between two looks at a controller that should stop itself at its kill point."""
 REBOOT_TOOLS = frozenset({"reboot", "shutdown"})
 SYSTEMCTL_REBOOTS = frozenset({"reboot", "poweroff", "halt", "kexec"})
 UNDELIVERED = "undelivered"
+LOOK = os.WSTOPPED | os.WEXITED | os.WNOHANG | os.WNOWAIT
+"""waitid flags: has the child stopped or exited? Without reaping it (Popen.wait does)."""
 HARMFUL_TOOLS = frozenset({"reboot", "shutdown", "rmmod", "insmod", "modprobe", "scancel", "kill"})
+
+
+@dataclass(frozen=True, slots=True)
+class StopAt:
+    """The journaled event a controller stops itself at (fleetfix.journal.failpoint): the
+    `nth` of type `kind` whose body contains `contains`."""
+
+    kind: str
+    nth: int = 1
+    contains: str | None = None
 
 
 @dataclass
@@ -43,14 +58,19 @@ class Started:
 
 
 @contextmanager
-def started_run(argv: Sequence[str], workdir: Path, name: str) -> Iterator[Started]:
-    """Start `argv` in `workdir`; on leaving the block a process still running is killed and
-    reaped, so no controller outlives its test."""
+def started_run(
+    argv: Sequence[str], workdir: Path, name: str, stop_at: StopAt | None = None
+) -> Iterator[Started]:
+    """Start `argv` in `workdir`, stopping itself at `stop_at` (wait_stopped); on leaving the
+    block a process still running is killed and reaped, so no controller outlives its test."""
     out, err = workdir / f"{name}.stdout", workdir / f"{name}.stderr"
-    with out.open("wb") as stdout, err.open("wb") as stderr:
-        process = subprocess.Popen(
-            list(argv), stdout=stdout, stderr=stderr, env=run_env(), cwd=workdir
+    env = run_env()
+    if stop_at is not None:
+        env[STOP_AT_ENV] = json.dumps(
+            {"type": stop_at.kind, "nth": stop_at.nth, "contains": stop_at.contains}
         )
+    with out.open("wb") as stdout, err.open("wb") as stderr:
+        process = subprocess.Popen(list(argv), stdout=stdout, stderr=stderr, env=env, cwd=workdir)
     started = Started(process, out, err)
     try:
         yield started
@@ -81,35 +101,25 @@ def count_events(journal: Path, kind: str, body_contains: str | None = None) -> 
     return int(rows[0][0])
 
 
-def wait_for_events(
-    journal: Path,
-    run: Started,
-    kind: str,
-    count: int,
-    body_contains: str | None = None,
-    timeout: float = 180.0,
-) -> None:
-    """Return as soon as the journal holds `count` events of type `kind` (whose body contains
-    `body_contains`); fail when the run ends first or the deadline passes."""
+def wait_stopped(run: Started, timeout: float = 180.0) -> None:
+    """Return once the controller has stopped itself at its StopAt event (SIGSTOP: it stays
+    stopped); fail when it exits first or the deadline passes."""
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
-        try:
-            if count_events(journal, kind, body_contains) >= count:
-                return
-        except sqlite3.OperationalError:  # the run is still creating the journal's tables
-            pass
-        if run.process.poll() is not None:
-            raise AssertionError(
-                f"the run exited ({run.process.returncode}) before {count} {kind} event(s)"
-                f" matching {body_contains!r}\n{run.output()}"
-            )
-        time.sleep(POLL)  # the condition is a row in another process's SQLite file: poll it
-    raise AssertionError(f"no {count} {kind} event(s) within {timeout}s\n{run.output()}")
+        state = os.waitid(os.P_PID, run.process.pid, LOOK)
+        if state is not None and state.si_code == os.CLD_STOPPED:
+            return
+        if state is not None:
+            raise AssertionError(f"the run exited before its stop point\n{run.output()}")
+        time.sleep(POLL)  # waitid has no timeout; a stop is a state that stays: poll it
+    raise AssertionError(f"the run did not reach its stop point within {timeout}s\n{run.output()}")
 
 
 def interrupt(run: Started, signum: int, timeout: float = 90.0) -> int:
-    """Send `signum` to the controller and return its exit code."""
+    """Send `signum` to the controller (stopped or not) and return its exit code."""
     run.process.send_signal(signum)
+    if signum != signal.SIGKILL:
+        run.process.send_signal(signal.SIGCONT)  # a stopped controller takes it on waking
     try:
         return run.wait(timeout)
     except subprocess.TimeoutExpired as exc:

@@ -11,7 +11,9 @@ busy one and a human's; the sweep's hygiene faults, two nodes a batch). A node w
 keeps the short runs going past the last intent of the others, so a stop there is mid-run.
 The nccl and sweep labs end healthy, so their clean runs exit 0. A clean reference
 run first; then, for each kill point, a fresh lab and journal, `fleetfix run` stopped by a
-signal the moment the journal holds a given event, and `--resume RUN_ID`. The outcome must be
+signal the moment the journal holds a given event (the controller stops itself there,
+fleetfix.journal.failpoint, so a stop after the last banner is not lost to a run that
+already finished), and `--resume RUN_ID`. The outcome must be
 the reference's: every node's boot count, faults and Slurm record, the set of (host, action)
 the journal says were carried out, one delivered reboot per rebooted node, and an intent in the
 journal for every disruptive call the lab saw. A second --resume of the finished run is refused
@@ -56,6 +58,7 @@ from tests.e2e.labrun import (
 )
 from tests.e2e.safety_support import (
     ActionRow,
+    StopAt,
     action_rows,
     count_events,
     delivered,
@@ -66,7 +69,7 @@ from tests.e2e.safety_support import (
     slurm_view,
     started_run,
     unjournaled,
-    wait_for_events,
+    wait_stopped,
 )
 from tests.lab.support import running_lab
 
@@ -477,8 +480,8 @@ def _interrupted(point: KillPoint, base: Path, reference: Future[Outcome]) -> In
         inventory = write_inventory(lab, base / "lab.ini")
         journal = base / "j.sqlite"
         argv = run_argv(lab_case.playbook, inventory, journal, *lab_case.extra)
-        with started_run(argv, base, "first") as first:
-            wait_for_events(journal, first, kind, nth, contains)
+        with started_run(argv, base, "first", StopAt(kind, nth, contains)) as first:
+            wait_stopped(first)
             first_rc = interrupt(first, point.signum)
             first_output = first.output()
             said_run_id = "run id: " in first.stdout.read_text(errors="replace")
@@ -501,12 +504,13 @@ def _live_resume(base: Path) -> LiveResume:
         inventory = write_inventory(lab, base / "lab.ini")
         journal = base / "j.sqlite"
         argv = run_argv("xid79.yml", inventory, journal, *XID79.extra)
-        with started_run(argv, base, "first") as first:
-            wait_for_events(journal, first, "TaskStarted", 1)
+        with started_run(argv, base, "first", StopAt("TaskStarted")) as first:
+            wait_stopped(first)
             run_id = only_run_id(journal)
             resume = ("--resume", run_id, *XID79.extra)
             refused = fleetfix_run("xid79.yml", inventory, base, *resume, timeout=120)
             alive = first.process.poll() is None
+            first.process.send_signal(signal.SIGCONT)
             first_rc = first.wait(300)
             first_output = first.output()
         run = Run(first_rc, first_output, "")

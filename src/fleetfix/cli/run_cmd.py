@@ -43,6 +43,7 @@ from fleetfix.inventory import Inventory, load_inventory
 from fleetfix.inventory.runtime import EMPTY_INVENTORY_WARNING, with_implicit_localhost
 from fleetfix.inventory.runtime import select as select_hosts
 from fleetfix.journal import LEASE_RENEW, Journal, JournalError, ResumeRefused, journal_target
+from fleetfix.journal.failpoint import stop_at_from_env
 from fleetfix.modules.specs import MODULE_SPECS
 from fleetfix.playbook.conditions import Templar
 from fleetfix.playbook.extravars import parse_extra_vars
@@ -346,6 +347,7 @@ class RunPlan:
 
 async def _run(args: argparse.Namespace, plan: RunPlan) -> int:
     redactor = run_redactor(args)
+    failpoint = stop_at_from_env()
     bus = EventBus(redactor)
     bus.subscribe(ConsoleView(verbosity=args.verbose, diff=args.diff))
     journal = Journal(journal_target(args.journal))
@@ -375,6 +377,8 @@ async def _run(args: argparse.Namespace, plan: RunPlan) -> int:
         observers = run_observers(args, journal)
         for observer in observers:
             bus.subscribe(observer)
+        if failpoint is not None:
+            bus.subscribe(failpoint)  # last: after the journal committed the event
         print(f"run id: {journal.run_id} (journal: {journal.where})")
         options = _engine_options(args, plan, resume, journal)
         try:
