@@ -14,7 +14,6 @@ from fleetfix.engine.inventory_kinds import add_host_step, group_by_step
 from fleetfix.engine.remediate import run_action, run_command_action
 from fleetfix.errors import FleetfixError
 from fleetfix.events import HostLeft
-from fleetfix.modules.registry import run_module
 from fleetfix.playbook.includes import candidates
 from fleetfix.playbook.model import StepKind
 from fleetfix.results import CommandResult
@@ -122,6 +121,10 @@ async def _action(hs: HostStep) -> Outcome:
 
 
 async def _module(hs: HostStep) -> Outcome:
+    # Imported here: the modules build on engine.hoststep and engine.remediate, so a module
+    # imported at the top would make `import fleetfix.modules.copy` (before the engine) a cycle.
+    from fleetfix.modules.registry import run_module  # noqa: PLC0415
+
     # reboot runs fleetfix's reboot action: like any action it may leave the host.
     return _leaving(hs, await run_module(hs, KIND_HANDLERS))
 
