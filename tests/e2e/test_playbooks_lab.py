@@ -203,3 +203,18 @@ def test_bad_leaf_is_named_and_its_nodes_are_not_drained(bad_leaf_lab: Lab, tmp_
     cases = suite.findall(".//testcase")
     # A case per host, and one per finding: the suspect leaf's fails in their stead.
     assert {c.get("classname") for c in cases} == {*nodes, "leaf leaf-03"}
+
+
+def test_drain_with_wait_defers_a_node_whose_job_outlives_drain_wait(xid79_lab: Lab) -> None:
+    """drain.yml -e wait=true: the idle node ends DRAINED; alice's job on gpu005 outlives
+    drain_wait, so gpu005 stays draining with its job running, reported deferred (exit 2)."""
+    done = xid79_lab.run(
+        "drain.yml", "--limit", "gpu005,gpu006", "-e", "wait=true", "-e", "drain_wait=2s"
+    )
+    assert done.returncode == 2, done.stdout[-3000:] + done.stderr
+    nodes = xid79_lab.truth()
+    idle, busy = nodes["gpu006"]["slurm"], nodes["gpu005"]["slurm"]
+    assert idle["drain"] and idle["reason"] == "fleetfix: drained by operator", idle
+    assert busy["drain"] and busy["job_id"] is not None, busy
+    assert nodes["gpu005"]["gpu_processes"], "the drain's wait must not touch the job"
+    assert "deferred: job(s) 48213 still running on gpu005 after 2s" in done.stdout, done.stdout
