@@ -11,7 +11,7 @@ from fleetfix.knowledge.remedy import Remedy, from_log
 from fleetfix.results import Status
 
 HEALTH_PROBES = frozenset(
-    {"nvidia_smi", "xid", "nvlink", "ib", "kernel_modules", "services", "nccl_tests"}
+    {"nvidia_smi", "xid", "nvlink", "ib", "kernel_modules", "services", "nccl_tests", "dcgm_diag"}
 )
 """Probes whose verdict says whether a node can run jobs. Not slurm_node, gpu_processes or
 shm: a busy node or a full /dev/shm is not a broken one."""

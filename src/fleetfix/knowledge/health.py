@@ -111,6 +111,24 @@ def _nccl(f: Facts) -> Health:
     return Health(Level.OK, f"avg busbw {f.get('avg_busbw')} GB/s")
 
 
+def _dcgm(f: Facts) -> Health:
+    """DCGM's own verdict (`overall`): a failed test, or a diagnostic that did not run, is a
+    node the run cannot call healthy; warnings and a cut-off table are warnings."""
+    overall = str(f.get("overall", ""))
+    gpus = list(f.get("failed_gpus", ()))
+    on = f" on GPU {', '.join(str(g) for g in gpus)}" if gpus else ""
+    if overall == "fail":
+        failed = ", ".join(f.get("failed_tests", ())) or "an Error row"
+        return Health(Level.BAD, f"DCGM diag failed: {failed}{on}")
+    if overall == "error":
+        return Health(Level.BAD, f"DCGM diag did not run: {f.get('runtime_error') or 'error'}")
+    if overall == "warn":
+        return Health(Level.WARN, f"DCGM diag warned: {', '.join(f.get('warned_tests', ()))}")
+    if overall == "incomplete":
+        return Health(Level.WARN, "DCGM diag output cut off before its end")
+    return Health(Level.OK, "DCGM diag passed")
+
+
 def _generic(f: Facts) -> Health:
     return Health(Level.OK, "ok" if f.get("complete", True) else "partial output")
 
@@ -126,6 +144,7 @@ SUMMARIES: Mapping[str, Callable[[Facts], Health]] = {
     "nvlink": _nvlink,
     "kernel_modules": _modules,
     "nccl_tests": _nccl,
+    "dcgm_diag": _dcgm,
 }
 
 

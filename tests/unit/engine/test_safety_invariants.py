@@ -363,6 +363,29 @@ async def test_a_fault_left_in_service_fails_the_run(
     assert run.result.outcome() is Outcome.HOST_FAILED
 
 
+DCGMI = Path(__file__).parents[2] / "fixtures" / "samples" / "dcgmi"
+
+
+async def test_a_failed_dcgm_diag_fails_the_run(run_playbook: Runner, fake: FakeTransport) -> None:
+    """A sweep that reads `dcgmi diag` is not green over a node DCGM fails (a real capture:
+    persistence mode off on GPU 0), nor over one where the diagnostic could not run."""
+    failed = DCGMI / "unresolved-gpumemtest-page-diag-r4-persistence-fail-memtest-pass.txt"
+    paused = DCGMI / "synthetic-diag-json-runtime-error-paused.json"
+    passed = DCGMI / "synthetic-diag-r1-json-3.x-gpu-ids-pass.json"
+    for host, sample in (("gpu001", failed), ("gpu002", paused), ("gpu003", passed)):
+        fake.host(host).on(r"dcgmi diag", Reply(stdout=sample.read_text()))
+    run = await run_playbook(
+        "- hosts: gpu\n  tasks:\n    - probe: dcgm_diag\n",
+        hosts=["gpu001", "gpu002", "gpu003"],
+    )
+    assert set(run.result.left) == {"gpu001", "gpu002"}
+    assert run.result.left["gpu001"] == (
+        "unhealthy: dcgm_diag: DCGM diag failed: Persistence Mode on GPU 0"
+    )
+    assert run.result.left["gpu002"].startswith("unhealthy: dcgm_diag: DCGM diag did not run: ")
+    assert run.result.outcome() is Outcome.HOST_FAILED
+
+
 async def test_unrelated_commands_are_untouched(run_playbook: Runner, fake: FakeTransport) -> None:
     run = await run_playbook("- hosts: gpu\n  tasks:\n    - shell: echo hi\n", hosts=["gpu001"])
     assert not [
