@@ -57,6 +57,16 @@ class Started:
         return self.process.wait(timeout=timeout)
 
 
+def stopping_env(stop_at: StopAt | None) -> dict[str, str]:
+    """run_env(), with the failpoint that stops the controller at `stop_at`."""
+    env = run_env()
+    if stop_at is not None:
+        env[STOP_AT_ENV] = json.dumps(
+            {"type": stop_at.kind, "nth": stop_at.nth, "contains": stop_at.contains}
+        )
+    return env
+
+
 @contextmanager
 def started_run(
     argv: Sequence[str], workdir: Path, name: str, stop_at: StopAt | None = None
@@ -64,11 +74,7 @@ def started_run(
     """Start `argv` in `workdir`, stopping itself at `stop_at` (wait_stopped); on leaving the
     block a process still running is killed and reaped, so no controller outlives its test."""
     out, err = workdir / f"{name}.stdout", workdir / f"{name}.stderr"
-    env = run_env()
-    if stop_at is not None:
-        env[STOP_AT_ENV] = json.dumps(
-            {"type": stop_at.kind, "nth": stop_at.nth, "contains": stop_at.contains}
-        )
+    env = stopping_env(stop_at)
     with out.open("wb") as stdout, err.open("wb") as stderr:
         process = subprocess.Popen(list(argv), stdout=stdout, stderr=stderr, env=env, cwd=workdir)
     started = Started(process, out, err)
@@ -101,15 +107,24 @@ def count_events(journal: Path, kind: str, body_contains: str | None = None) -> 
     return int(rows[0][0])
 
 
+def stop_state(process: subprocess.Popen[bytes]) -> str | None:
+    """ "stopped" once the controller stopped itself (SIGSTOP: it stays stopped), "exited"
+    once it ended, else None; without reaping it (Popen.wait does)."""
+    state = os.waitid(os.P_PID, process.pid, LOOK)
+    if state is None:
+        return None
+    return "stopped" if state.si_code == os.CLD_STOPPED else "exited"
+
+
 def wait_stopped(run: Started, timeout: float = 180.0) -> None:
-    """Return once the controller has stopped itself at its StopAt event (SIGSTOP: it stays
-    stopped); fail when it exits first or the deadline passes."""
+    """Return once the controller has stopped itself at its StopAt event; fail when it exits
+    first or the deadline passes."""
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
-        state = os.waitid(os.P_PID, run.process.pid, LOOK)
-        if state is not None and state.si_code == os.CLD_STOPPED:
+        state = stop_state(run.process)
+        if state == "stopped":
             return
-        if state is not None:
+        if state == "exited":
             raise AssertionError(f"the run exited before its stop point\n{run.output()}")
         time.sleep(POLL)  # waitid has no timeout; a stop is a state that stays: poll it
     raise AssertionError(f"the run did not reach its stop point within {timeout}s\n{run.output()}")

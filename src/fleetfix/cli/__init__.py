@@ -29,6 +29,7 @@ from fleetfix.cli import (
     run_cmd,
     tools_cmd,
 )
+from fleetfix.cli.streams import tolerant_output
 from fleetfix.errors import FleetfixError, InputError, UsageError
 from fleetfix.plugins import UnknownPluginError
 from fleetfix.results import Outcome
@@ -68,7 +69,9 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> NoReturn:
-    sys.exit(run_cli(argv))
+    with tolerant_output():  # a reader that goes away ends the output, not the run
+        code = run_cli(argv)
+    sys.exit(code)
 
 
 def run_cli(argv: Sequence[str] | None = None) -> int:

@@ -335,6 +335,11 @@ def _confirm(args: argparse.Namespace, playbook: Playbook, selection: dict[int, 
         raise UsageError("not confirmed; nothing was run")
 
 
+STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+"""Signals that stop a run cleanly (interrupted, journaled, resumable with --resume). SIGHUP:
+the operator's terminal hung up (a dropped SSH session); no one is left to watch the run."""
+
+
 @dataclass(frozen=True, slots=True)
 class RunPlan:
     """A validated run: the inventory, the playbook and the hosts of each play."""
@@ -499,10 +504,10 @@ async def _execute(
     loop = asyncio.get_running_loop()
     task = asyncio.current_task()
     assert task is not None
-    for sig in (signal.SIGINT, signal.SIGTERM):
+    for sig in STOP_SIGNALS:
         loop.add_signal_handler(sig, task.cancel)
     try:
         return await engine.run(plan.playbook, lambda pattern: by_pattern.get(pattern, []))
     finally:
-        for sig in (signal.SIGINT, signal.SIGTERM):
+        for sig in STOP_SIGNALS:
             loop.remove_signal_handler(sig)
