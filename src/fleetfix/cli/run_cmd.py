@@ -330,7 +330,10 @@ def _confirm(args: argparse.Namespace, playbook: Playbook, selection: dict[int, 
         raise UsageError(
             f"refusing to change {len(hosts)} hosts without --yes (no terminal to ask)"
         )
-    answer = input(question).strip().lower()
+    try:
+        answer = input(question).strip().lower()
+    except EOFError:  # Ctrl-D: no
+        answer = ""
     if answer not in ("y", "yes"):
         raise UsageError("not confirmed; nothing was run")
 
@@ -468,13 +471,21 @@ def _engine_options(
 
 
 def _ask_each_step() -> StepGate:
-    """--step: ask before each step, Ansible's (N)o/(y)es/(c)ontinue."""
-    answers = {"continue": False}
+    """--step: ask before each step, Ansible's (N)o/(y)es/(c)ontinue. At end of input (Ctrl-D,
+    no terminal) no one can say yes: that step and every later one are not performed."""
+    answers = {"continue": False, "ended": False}
 
     def gate(name: str) -> bool:
         if answers["continue"]:
             return True
-        reply = input(f"Perform task: {name} (N)o/(y)es/(c)ontinue: ").strip().lower()
+        if answers["ended"]:
+            return False
+        try:
+            reply = input(f"Perform task: {name} (N)o/(y)es/(c)ontinue: ").strip().lower()
+        except EOFError:
+            print("\nno answer (end of input): this step and the rest are not performed")
+            answers["ended"] = True
+            return False
         if reply in ("c", "continue"):
             answers["continue"] = True
         return reply in ("y", "yes", "c", "continue")

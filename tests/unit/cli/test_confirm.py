@@ -51,3 +51,15 @@ def test_changing_steps_want_yes_without_a_terminal(
     args = argparse.Namespace(check=False, yes=False)
     with pytest.raises(UsageError, match="refusing to change 8 hosts without --yes"):
         _confirm(args, load_builtin_playbook(_playbook(tmp_path, step)), HOSTS)
+
+
+def test_ctrl_d_at_the_question_is_a_no(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr("sys.stdin.isatty", lambda: True)
+
+    def end_of_input(_question: str) -> str:
+        raise EOFError
+
+    monkeypatch.setattr("builtins.input", end_of_input)
+    args = argparse.Namespace(check=False, yes=False)
+    with pytest.raises(UsageError, match="not confirmed; nothing was run"):
+        _confirm(args, load_builtin_playbook(_playbook(tmp_path, "raw: uptime")), HOSTS)

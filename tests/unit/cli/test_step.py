@@ -1,0 +1,62 @@
+"""--step: Ansible's (N)o/(y)es/(c)ontinue before each step, answered on stdin, and the end of
+input (Ctrl-D, no terminal), which answers no to every step left."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+PLAYBOOK = """
+- hosts: localhost
+  gather_facts: false
+  tasks:
+    - name: first
+      debug: {msg: said-one}
+    - name: second
+      debug: {msg: said-two}
+    - name: third
+      debug: {msg: said-three}
+    - name: fourth
+      debug: {msg: said-four}
+"""
+
+
+def _step(tmp_path: Path, answers: str) -> subprocess.CompletedProcess[str]:
+    (tmp_path / "site.yml").write_text(PLAYBOOK)
+    (tmp_path / "hosts.ini").write_text("localhost ansible_connection=local\n")
+    env = {**os.environ, "NO_COLOR": "1", "FLEETFIX_JOURNAL": str(tmp_path / "j.sqlite")}
+    command = [sys.executable, "-m", "fleetfix", "run", "-i", str(tmp_path / "hosts.ini")]
+    command += ["--transport", "local", "--yes", "--step", str(tmp_path / "site.yml")]
+    return subprocess.run(
+        command,
+        env=env,
+        cwd=tmp_path,
+        input=answers,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+
+
+def _said(stdout: str) -> list[str]:
+    words = ("said-one", "said-two", "said-three", "said-four")
+    return [word for word in words if f"=> {word}" in stdout]
+
+
+def test_each_answer_decides_its_step(tmp_path: Path) -> None:
+    done = _step(tmp_path, "y\nn\nc\n")
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert done.stdout.count("Perform task:") == 3  # continue: no more questions
+    assert _said(done.stdout) == ["said-one", "said-three", "said-four"], done.stdout
+
+
+def test_the_end_of_input_performs_nothing_more(tmp_path: Path) -> None:
+    done = _step(tmp_path, "y\n")
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert _said(done.stdout) == ["said-one"], done.stdout
+    assert done.stdout.count("Perform task:") == 2  # asked once more, then no one to ask
+    assert "no answer (end of input)" in done.stdout
+    assert "internal error" not in done.stderr, done.stderr
