@@ -5,9 +5,11 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import os
 import signal
 import sys
-from collections.abc import AsyncIterator
+import threading
+from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -474,23 +476,67 @@ def _ask_each_step() -> StepGate:
     """--step: ask before each step, Ansible's (N)o/(y)es/(c)ontinue. At end of input (Ctrl-D,
     no terminal) no one can say yes: that step and every later one are not performed."""
     answers = {"continue": False, "ended": False}
+    stdin = _Lines(sys.stdin.fileno())
 
-    def gate(name: str) -> bool:
+    async def gate(name: str) -> bool:
         if answers["continue"]:
             return True
         if answers["ended"]:
             return False
-        try:
-            reply = input(f"Perform task: {name} (N)o/(y)es/(c)ontinue: ").strip().lower()
-        except EOFError:
+        print(f"Perform task: {name} (N)o/(y)es/(c)ontinue: ", end="", flush=True)
+        reply = await _off_the_loop(stdin.line)
+        if reply is None:
             print("\nno answer (end of input): this step and the rest are not performed")
             answers["ended"] = True
             return False
+        reply = reply.strip().lower()
         if reply in ("c", "continue"):
             answers["continue"] = True
         return reply in ("y", "yes", "c", "continue")
 
     return gate
+
+
+class _Lines:
+    """Lines of a file descriptor, read with os.read: a thread blocked here holds no lock of
+    sys.stdin's, so the interpreter can exit while it waits."""
+
+    def __init__(self, fd: int) -> None:
+        self._fd = fd
+        self._pending = b""
+
+    def line(self) -> str | None:
+        """The next line, without its newline; None at end of input."""
+        while b"\n" not in self._pending:
+            try:
+                chunk = os.read(self._fd, 1024)
+            except OSError:
+                chunk = b""
+            if not chunk:
+                rest, self._pending = self._pending, b""
+                return rest.decode(errors="replace") if rest else None
+            self._pending += chunk
+        line, _, self._pending = self._pending.partition(b"\n")
+        return line.decode(errors="replace")
+
+
+async def _off_the_loop(read: Callable[[], str | None]) -> str | None:
+    """`read()` in a daemon thread: the event loop stays free, so Ctrl-C at a question stops
+    the run at once (a read on the loop held the signal until the operator answered)."""
+    loop = asyncio.get_running_loop()
+    answer: asyncio.Future[str | None] = loop.create_future()
+
+    def settle(reply: str | None) -> None:
+        if not answer.done():  # else the run was stopped while the question waited
+            answer.set_result(reply)
+
+    def work() -> None:
+        reply = read()
+        with contextlib.suppress(RuntimeError):  # the loop is closed: nobody waits
+            loop.call_soon_threadsafe(settle, reply)
+
+    threading.Thread(target=work, name="step-question", daemon=True).start()
+    return await answer
 
 
 async def _execute(

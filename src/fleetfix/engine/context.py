@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -42,7 +42,7 @@ class FleetMemory(Protocol):
         ...
 
 
-StepGate = Callable[[str], bool]
+StepGate = Callable[[str], Awaitable[bool]]
 """--step: asked before each step with its name; False skips it."""
 
 

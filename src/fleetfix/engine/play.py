@@ -162,7 +162,7 @@ async def _linear_section(run: BatchRun, steps: Sequence[Step]) -> None:
         if not active:
             return
         gate = run.ctx.options.step_gate
-        if gate is not None and not gate(step.name):
+        if gate is not None and not await gate(step.name):
             continue
         run.announce(step)
         if step.run_once or step.kind is StepKind.ADD_HOST:  # add_host: once, as Ansible

@@ -4,10 +4,12 @@ input (Ctrl-D, no terminal), which answers no to every step left."""
 from __future__ import annotations
 
 import os
+import signal
 import subprocess
 import sys
 from pathlib import Path
 
+INTERRUPTED = 99
 PLAYBOOK = """
 - hosts: localhost
   gather_facts: false
@@ -23,12 +25,17 @@ PLAYBOOK = """
 """
 
 
-def _step(tmp_path: Path, answers: str) -> subprocess.CompletedProcess[str]:
+def _command(tmp_path: Path) -> tuple[list[str], dict[str, str]]:
     (tmp_path / "site.yml").write_text(PLAYBOOK)
     (tmp_path / "hosts.ini").write_text("localhost ansible_connection=local\n")
     env = {**os.environ, "NO_COLOR": "1", "FLEETFIX_JOURNAL": str(tmp_path / "j.sqlite")}
     command = [sys.executable, "-m", "fleetfix", "run", "-i", str(tmp_path / "hosts.ini")]
     command += ["--transport", "local", "--yes", "--step", str(tmp_path / "site.yml")]
+    return command, env
+
+
+def _step(tmp_path: Path, answers: str) -> subprocess.CompletedProcess[str]:
+    command, env = _command(tmp_path)
     return subprocess.run(
         command,
         env=env,
@@ -60,3 +67,25 @@ def test_the_end_of_input_performs_nothing_more(tmp_path: Path) -> None:
     assert done.stdout.count("Perform task:") == 2  # asked once more, then no one to ask
     assert "no answer (end of input)" in done.stdout
     assert "internal error" not in done.stderr, done.stderr
+
+
+def test_ctrl_c_at_the_question_stops_the_run(tmp_path: Path) -> None:
+    """The question waits off the event loop: Ctrl-C stops the run there (exit 99), without
+    an answer. Before, the signal waited until someone answered."""
+    command, env = _command(tmp_path)
+    with subprocess.Popen(
+        command, env=env, cwd=tmp_path, stdin=subprocess.PIPE, stdout=subprocess.PIPE
+    ) as process:
+        try:
+            assert process.stdout is not None
+            shown = b""
+            while b"Perform task: first" not in shown:  # the prompt has no newline: read bytes
+                chunk = os.read(process.stdout.fileno(), 4096)
+                assert chunk, f"the run ended before asking\n{shown.decode()}"
+                shown += chunk
+            process.send_signal(signal.SIGINT)
+            returncode = process.wait(timeout=60)  # a bound for a hang, not a timing claim
+        finally:
+            if process.poll() is None:
+                process.kill()
+    assert returncode == INTERRUPTED
