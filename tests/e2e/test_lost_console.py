@@ -1,9 +1,11 @@
-"""A run whose console goes away: the output ends, the run does not lie about it.
+"""A run whose console or report goes away: the output ends, the run does not lie about it.
 
 `fleetfix run ... | head` (or a pager quit, a log shipper that died) once ended a remediation
 at its next line, journaled unfinished, with exit 0. Now the run finishes its work and exits
 as a clean run does. A dropped SSH session hangs the terminal up: SIGHUP stops the run as
 Ctrl-C does (interrupted, exit 99, journaled, resumable) and `--resume` ends it as a clean run.
+A report file that cannot be written at the end is said, the others are written, and the exit
+code stays the run's (1 when the run itself was clean: the file is missing).
 """
 
 from __future__ import annotations
@@ -20,7 +22,15 @@ from typing import Any
 import pytest
 
 from tests.e2e.labrun import fleetfix_run, nodes, run_argv, run_env, write_inventory
-from tests.e2e.safety_support import StopAt, only_run_id, query, stop_state, stopping_env
+from tests.e2e.safety_support import (
+    StopAt,
+    only_run_id,
+    query,
+    started_run,
+    stop_state,
+    stopping_env,
+    wait_stopped,
+)
 from tests.lab.support import running_lab
 
 pytestmark = [pytest.mark.slow]
@@ -135,3 +145,34 @@ def test_a_terminal_hangup_stops_the_run_cleanly_and_resume_finishes_it(tmp_path
     assert journaled == INTERRUPTED, "the hangup must stop the run the way Ctrl-C does"
     assert resumed.returncode == HOST_FAILED, resumed.output[-3000:]
     _documented(view)
+
+
+REPORT_BOOK = """
+- hosts: localhost
+  gather_facts: false
+  tasks:
+    - name: say
+      debug: {msg: hello}
+"""
+
+
+def test_a_report_that_cannot_be_written_at_the_end_keeps_the_run(tmp_path: Path) -> None:
+    """The report's directory exists when the run starts (checked then) and is gone when the
+    run ends: the other report is written, the journal says the run was clean, exit 1."""
+    (tmp_path / "site.yml").write_text(REPORT_BOOK)
+    (tmp_path / "hosts.ini").write_text("localhost ansible_connection=local\n")
+    (tmp_path / "gone").mkdir()
+    (tmp_path / "kept").mkdir()
+    journal = tmp_path / "j.sqlite"
+    argv = run_argv(tmp_path / "site.yml", tmp_path / "hosts.ini", journal, "--transport", "local")
+    argv += ["--report", "gone/run.json", "--report", "kept/run.html"]
+    with started_run(argv, tmp_path, "first", StopAt("RunFinished")) as run:
+        wait_stopped(run)
+        (tmp_path / "gone").rmdir()
+        run.process.send_signal(signal.SIGCONT)
+        returncode = run.wait(120)
+        output = run.output()
+    assert returncode == 1, output
+    assert "ERROR: --report gone/run.json: cannot write" in output
+    assert (tmp_path / "kept" / "run.html").read_text().startswith("<!DOCTYPE html>")
+    assert _outcome(journal) == 0, "the run was clean and is journaled so"

@@ -7,11 +7,12 @@ from pathlib import Path
 from typing import Any
 
 from fleetfix.cli.options import add_inventory_option, add_journal_option
+from fleetfix.errors import UsageError
 from fleetfix.inventory import load_inventory
 from fleetfix.journal import Journal, journal_target
 from fleetfix.report.collect import ReportCollector
 from fleetfix.report.publish import fleet_topology, publish
-from fleetfix.report.render import renderer_for
+from fleetfix.report.render import check_report_path
 from fleetfix.results import Outcome
 from fleetfix.topology import Topology
 
@@ -34,7 +35,7 @@ def add_parser(sub: Any) -> None:
 
 def report_command(args: argparse.Namespace) -> int:
     for path in args.report:
-        renderer_for(Path(path))
+        check_report_path(Path(path))
     journal = Journal(journal_target(args.journal))
     try:
         journal.run(args.run_id)  # a clear error for an unknown id
@@ -47,5 +48,7 @@ def report_command(args: argparse.Namespace) -> int:
     if args.inventory:
         inventory = load_inventory(args.inventory)
         topology = fleet_topology(inventory, {0: inventory.host_names()}, args.topology_file)
-    publish(collector.model(topology or Topology.from_hosts({})), args.report)
+    failed = publish(collector.model(topology or Topology.from_hosts({})), args.report)
+    if failed:
+        raise UsageError("; ".join(failed))
     return Outcome.OK

@@ -53,8 +53,9 @@ from fleetfix.playbook.model import Play, Playbook, Step, StepKind
 from fleetfix.probes import probe_registry
 from fleetfix.report.collect import ReportCollector
 from fleetfix.report.console import ConsoleView
+from fleetfix.report.model import Report
 from fleetfix.report.publish import fleet_topology, publish
-from fleetfix.report.render import renderer_for
+from fleetfix.report.render import check_report_path
 from fleetfix.results import Outcome, ResumeState, RunResult
 from fleetfix.runtime import Runtime, open_runtime
 from fleetfix.topology import Topology
@@ -178,7 +179,7 @@ def run_command(args: argparse.Namespace) -> int:
     if args.timeout <= 0:
         raise UsageError("--timeout must be positive")
     for path in args.report:
-        renderer_for(Path(path))  # an unknown report format fails before anything runs
+        check_report_path(Path(path))  # a typo fails before anything runs
     resolve_team_options(args)
     args.parsed_extra_vars = parse_extra_vars(args.extra_vars, Path.cwd())
     make_transport(args.transport)  # an unknown transport fails before the journal opens a run
@@ -401,11 +402,13 @@ async def _run(args: argparse.Namespace, plan: RunPlan) -> int:
             except JournalError as exc:
                 print(f"ERROR: {exc}\n{JOURNAL_LOST}", file=sys.stderr)
                 tell_journal_lost(observers, redactor.text(str(exc)))
-                publish(collector.model(plan.topology), args.report)
+                _reports(collector.model(plan.topology), args.report)
                 return Outcome.SAFETY_ABORT
             outcome = result.outcome(check_changes_exit=args.check and args.detailed_exitcode)
             journal.finish_run(outcome)
-            publish(collector.model(plan.topology), args.report)
+            if not _reports(collector.model(plan.topology), args.report):
+                # the run's own code says more; a clean run whose report is missing is not
+                outcome = outcome if outcome != Outcome.OK else Outcome.ERROR
         finally:
             for observer in observers:
                 await observer.finish()
@@ -413,6 +416,15 @@ async def _run(args: argparse.Namespace, plan: RunPlan) -> int:
     finally:
         journal.release_leases()
         journal.close()
+
+
+def _reports(report: Report, paths: list[str]) -> bool:
+    """Print the summary and write the report files; False when one could not be written
+    (said on stderr: the run's work and its journal stand, the file is what is missing)."""
+    failed = publish(report, paths)
+    for why in failed:
+        print(f"ERROR: {why}", file=sys.stderr)
+    return not failed
 
 
 def _resume_state(args: argparse.Namespace, journal: Journal) -> ResumeState:

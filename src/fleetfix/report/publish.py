@@ -8,6 +8,7 @@ from typing import Any, Protocol
 
 from rich.console import Console
 
+from fleetfix.errors import UsageError
 from fleetfix.report.model import Report
 from fleetfix.report.render import write_report
 from fleetfix.report.terminal import TerminalReport
@@ -29,10 +30,17 @@ def fleet_topology(
     return Topology.from_hosts(host_vars, Path(topology_file) if topology_file else None)
 
 
-def publish(report: Report, paths: Iterable[str], console: Console | None = None) -> None:
-    """Print the topology summary and write every requested report file."""
+def publish(report: Report, paths: Iterable[str], console: Console | None = None) -> list[str]:
+    """Print the topology summary and write every requested report file; returns why each
+    file that could not be written was not (the others are written all the same)."""
     out = console or Console(highlight=False)
     out.print(TerminalReport(report))
+    failed = []
     for path in paths:
-        write_report(report, Path(path))
-        out.print(f"report: {path}")
+        try:
+            write_report(report, Path(path))
+        except UsageError as exc:
+            failed.append(str(exc))
+        else:
+            out.print(f"report: {path}")
+    return failed

@@ -32,6 +32,19 @@ def renderer_for(path: Path) -> Callable[[Report], str]:
     return renderer
 
 
+def check_report_path(path: Path) -> None:
+    """Before a run: a known format, in a directory that exists and that this user can write,
+    so a typo fails before anything runs, not after the run did its work. Raises UsageError."""
+    renderer_for(path)
+    directory = path.parent
+    if not directory.is_dir():
+        raise UsageError(f"--report {path}: no directory {str(directory)!r}")
+    if path.is_dir():
+        raise UsageError(f"--report {path}: is a directory")
+    if not os.access(directory, os.W_OK | os.X_OK):
+        raise UsageError(f"--report {path}: cannot write in {str(directory)!r}")
+
+
 def write_report(report: Report, path: Path) -> None:
     """Render and write atomically (a reader never sees half a file).
 

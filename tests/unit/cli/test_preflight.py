@@ -14,6 +14,7 @@ from fleetfix.journal import Journal
 def files(tmp_path: Path) -> Path:
     (tmp_path / "hosts.ini").write_text("[gpu]\nnode1 ansible_connection=local\n")
     (tmp_path / "pb.yml").write_text("- hosts: gpu\n  tasks:\n    - shell: touch never-run\n")
+    (tmp_path / "adir.json").mkdir()
     return tmp_path
 
 
@@ -24,6 +25,10 @@ def files(tmp_path: Path) -> Path:
         (["--transport", "sshh"], 5, "did you mean 'ssh'"),
         (["--limit", "node[1:"], 1, "unbalanced brackets"),
         (["--report", "out.pdf"], 5, "unknown report format"),
+        (["--report", "gone/out.json"], 5, "--report gone/out.json: no directory 'gone'"),
+        (["--report", "."], 5, "unknown report format"),
+        (["--report", "pb.yml/x.html"], 5, "no directory 'pb.yml'"),
+        (["--report", "adir.json"], 5, "--report adir.json: is a directory"),
         (["--forks", "0"], 5, "--forks must be at least 1"),
     ],
 )
