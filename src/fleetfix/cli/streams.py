@@ -56,9 +56,18 @@ class TolerantStream:
 def tolerant_output() -> Iterator[None]:
     """stdout and stderr as TolerantStreams for the block; the originals again after it."""
     saved = sys.stdout, sys.stderr
-    sys.stdout = TolerantStream(saved[0])
-    sys.stderr = TolerantStream(saved[1])
-    try:
-        yield
-    finally:
-        sys.stdout, sys.stderr = saved
+    with contextlib.ExitStack() as stack:
+        sys.stdout = TolerantStream(_or_devnull(saved[0], stack))
+        sys.stderr = TolerantStream(_or_devnull(saved[1], stack))
+        try:
+            yield
+        finally:
+            sys.stdout, sys.stderr = saved
+
+
+def _or_devnull(stream: TextIO | None, stack: contextlib.ExitStack) -> TextIO:
+    """The stream, or /dev/null where Python found the descriptor closed at start (None: a
+    cron job's `>&-`)."""
+    if stream is not None:
+        return stream
+    return stack.enter_context(open(os.devnull, "w", encoding="utf-8"))

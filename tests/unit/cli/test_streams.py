@@ -1,8 +1,13 @@
-"""TolerantStream on a real pipe whose reader went away (EPIPE)."""
+"""TolerantStream on a real pipe whose reader went away (EPIPE); a run whose output is closed."""
 
 from __future__ import annotations
 
 import os
+import shlex
+import sqlite3
+import subprocess
+import sys
+from contextlib import closing
 from pathlib import Path
 
 from fleetfix.cli.streams import TolerantStream
@@ -31,3 +36,18 @@ def test_a_working_stream_is_passed_through(tmp_path: Path) -> None:
         assert stream.lost is None
         assert stream.isatty() is False  # everything else is the inner stream's
     assert path.read_text() == "a\n"
+
+
+def test_a_run_with_its_output_closed_from_the_start_runs(tmp_path: Path) -> None:
+    """A cron job's `>&- 2>&-`: Python starts with no sys.stdout at all; the run goes on."""
+    (tmp_path / "site.yml").write_text("- hosts: localhost\n  tasks:\n    - debug: {msg: hi}\n")
+    (tmp_path / "hosts.ini").write_text("localhost ansible_connection=local\n")
+    journal = tmp_path / "j.sqlite"
+    fleetfix = shlex.join([sys.executable, "-m", "fleetfix", "run", "-i", "hosts.ini"])
+    options = f"--transport local --yes --journal {shlex.quote(str(journal))} site.yml"
+    done = subprocess.run(
+        ["sh", "-c", f"{fleetfix} {options} >&- 2>&-"], cwd=tmp_path, timeout=120, check=False
+    )
+    assert done.returncode == 0
+    with closing(sqlite3.connect(journal)) as db:
+        assert db.execute("SELECT outcome FROM runs").fetchall() == [(0,)]
