@@ -329,7 +329,7 @@ def _confirm(args: argparse.Namespace, playbook: Playbook, selection: dict[int, 
     if args.check or args.yes or len(hosts) <= CONFIRM_ABOVE or not _mutating(playbook):
         return
     question = f"This run may change {len(hosts)} hosts. Continue? [y/N] "
-    if not sys.stdin.isatty():
+    if sys.stdin is None or not sys.stdin.isatty():  # None: stdin closed (`<&-`)
         raise UsageError(
             f"refusing to change {len(hosts)} hosts without --yes (no terminal to ask)"
         )
@@ -488,7 +488,7 @@ def _ask_each_step() -> StepGate:
     """--step: ask before each step, Ansible's (N)o/(y)es/(c)ontinue. At end of input (Ctrl-D,
     no terminal) no one can say yes: that step and every later one are not performed."""
     answers = {"continue": False, "ended": False}
-    stdin = _Lines(sys.stdin.fileno())
+    stdin = _Lines(0)  # the descriptor: sys.stdin is None when it was closed at start
 
     async def gate(name: str) -> bool:
         if answers["continue"]:

@@ -59,7 +59,7 @@ def _probe(name: str) -> Probe[Any]:
 def parse_command(args: argparse.Namespace) -> int:
     probe = _probe(args.probe)
     if args.file == "-":
-        text = sys.stdin.read()
+        text = sys.stdin.read() if sys.stdin is not None else ""  # None: stdin closed
     else:
         try:
             text = Path(args.file).read_text(encoding="utf-8", errors="surrogateescape")

@@ -4,6 +4,7 @@ input (Ctrl-D, no terminal), which answers no to every step left."""
 from __future__ import annotations
 
 import os
+import shlex
 import signal
 import subprocess
 import sys
@@ -89,3 +90,20 @@ def test_ctrl_c_at_the_question_stops_the_run(tmp_path: Path) -> None:
             if process.poll() is None:
                 process.kill()
     assert returncode == INTERRUPTED
+
+
+def test_a_closed_stdin_performs_nothing(tmp_path: Path) -> None:
+    """`<&-`: Python starts without sys.stdin; no one can answer, nothing is performed."""
+    command, env = _command(tmp_path)
+    done = subprocess.run(
+        ["sh", "-c", f"{shlex.join(command)} <&-"],
+        env=env,
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert _said(done.stdout) == [], done.stdout
+    assert "no answer (end of input)" in done.stdout, done.stdout + done.stderr
