@@ -20,6 +20,7 @@ from fleetfix.cli.ansible_options import resolve_ansible_options
 from fleetfix.cli.loading import builtin_task_loader
 from fleetfix.cli.loading import load_builtin_playbook as _load_playbook
 from fleetfix.cli.options import add_connection_options, add_inventory_option, add_journal_option
+from fleetfix.cli.resume_scope import refuse_another_scope, scope_of, stored_scope
 from fleetfix.cli.safety_options import (
     add_safety_options,
     hands_off,
@@ -33,6 +34,7 @@ from fleetfix.cli.team_options import (
     run_observers,
     run_redactor,
     stored_argv,
+    stored_extra_vars,
     tell_journal_lost,
 )
 from fleetfix.engine import Engine, RunOptions
@@ -58,6 +60,7 @@ from fleetfix.report.publish import fleet_topology, publish
 from fleetfix.report.render import check_report_path
 from fleetfix.results import Outcome, ResumeState, RunResult
 from fleetfix.runtime import Runtime, open_runtime
+from fleetfix.secrets import Redactor
 from fleetfix.topology import Topology
 from fleetfix.transport.registry import make_transport
 
@@ -364,7 +367,7 @@ async def _run(args: argparse.Namespace, plan: RunPlan) -> int:
     journal = Journal(journal_target(args.journal))
     try:
         try:
-            resume = _resume_state(args, journal)
+            resume = _resume_state(args, journal, redactor)
         except ResumeRefused as exc:
             print(f"ERROR: {exc}", file=sys.stderr)
             return Outcome.SAFETY_ABORT if exc.live else Outcome.BAD_OPTIONS
@@ -427,7 +430,7 @@ def _reports(report: Report, paths: list[str]) -> bool:
     return not failed
 
 
-def _resume_state(args: argparse.Namespace, journal: Journal) -> ResumeState:
+def _resume_state(args: argparse.Namespace, journal: Journal, redactor: Redactor) -> ResumeState:
     if not args.resume:
         return ResumeState()
     previous = journal.run(args.resume)
@@ -435,7 +438,17 @@ def _resume_state(args: argparse.Namespace, journal: Journal) -> ResumeState:
         raise UsageError(
             f"run {args.resume} ran {previous.playbook}, not {args.playbook}; resume it with that"
         )
+    then = stored_scope(_run_parser(), journal.run_argv(args.resume))
+    now = scope_of({**vars(args), "extra_vars": stored_extra_vars(args, redactor)})
+    refuse_another_scope(args.resume, then, now)
     return journal.resume_state(args.resume)
+
+
+def _run_parser() -> argparse.ArgumentParser:
+    """A parser of `fleetfix run` command lines as the journal stores them."""
+    parser = argparse.ArgumentParser(prog="fleetfix", add_help=False)
+    add_parsers(parser.add_subparsers())
+    return parser
 
 
 @asynccontextmanager

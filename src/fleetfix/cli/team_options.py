@@ -82,6 +82,11 @@ def stored_argv(args: argparse.Namespace, argv: Sequence[str], redactor: Redacto
     return [_without_password(word) for word in masked]
 
 
+def stored_extra_vars(args: argparse.Namespace, redactor: Redactor) -> list[str]:
+    """Each -e value as stored_argv stores it (secrets masked)."""
+    return [stored_argv(args, ["-e", value], redactor)[1] for value in args.extra_vars]
+
+
 def _without_password(word: str) -> str:
     """A DSN word, or the value of a `--option=DSN` word, as `shown()` prints it."""
     if is_postgres(word):

@@ -407,6 +407,16 @@ class Journal:
             raise JournalError(f"no run {run_id!r} in {self.where}")
         return found[0]
 
+    def run_argv(self, run_id: str) -> list[str]:
+        """The command line the run was started with, as stored (secrets masked)."""
+        self.flush()
+        found = self._guarded(
+            lambda db: db.execute("SELECT argv FROM runs WHERE run_id=?", (run_id,)).fetchall()
+        )
+        if not found:
+            raise JournalError(f"no run {run_id!r} in {self.where}")
+        return [str(word) for word in json.loads(found[0][0])]
+
     def events(self, run_id: str) -> Iterator[Event]:
         """The run's events in the order they happened, for replaying into a report."""
         self.flush()

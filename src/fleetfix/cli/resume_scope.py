@@ -1,0 +1,72 @@
+"""--resume goes on with the interrupted run's scope, or not at all.
+
+The options that choose the hosts and what the steps do (--limit, -e, --tags, --skip-tags,
+--check) must be the ones the run started with. A resume that forgot `--limit gpu042` would
+otherwise go on over the whole inventory: drain.yml, resumed so, drains the fleet. They are
+compared with the command line the journal keeps (secrets masked, and the resume's masked the
+same way); one this version cannot read is not compared.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import io
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from fleetfix.errors import UsageError
+
+SCOPE = (
+    ("--limit", "limit"),
+    ("-e", "extra_vars"),
+    ("--tags", "tags"),
+    ("--skip-tags", "skip_tags"),
+    ("--check", "check"),
+)
+"""(flag, argparse destination) of each option a resume must share with its run."""
+
+Scope = dict[str, Any]
+
+
+def scope_of(args: argparse.Namespace | Mapping[str, Any]) -> Scope:
+    """The scope options of parsed arguments, by flag."""
+    values = vars(args) if isinstance(args, argparse.Namespace) else args
+    return {flag: values.get(key) for flag, key in SCOPE}
+
+
+def stored_scope(parser: argparse.ArgumentParser, argv: Sequence[str]) -> Scope | None:
+    """The scope of a command line the journal stored (argv[0] is the program); None when
+    this version's parser cannot read it."""
+    try:
+        with contextlib.redirect_stderr(io.StringIO()):
+            return scope_of(parser.parse_args(list(argv[1:])))
+    except SystemExit:
+        return None
+
+
+def refuse_another_scope(run_id: str, then: Scope | None, now: Scope) -> None:
+    """Raise UsageError naming every scope option the resume changes."""
+    if then is None:
+        return
+    changed = [
+        f"{flag} was {_shown(then[flag])}, now {_shown(now[flag])}"
+        for flag in then
+        if then[flag] != now[flag]
+    ]
+    if changed:
+        raise UsageError(
+            f"cannot resume run {run_id} with other options: {'; '.join(changed)}. Resume it"
+            " with the options it ran with (they choose the hosts and what the steps do), or"
+            " start a new run"
+        )
+
+
+def _shown(value: Any) -> str:
+    if value is None or value == []:
+        return "none"
+    if isinstance(value, bool):
+        return "on" if value else "off"
+    if isinstance(value, list):
+        return " ".join(repr(str(item)) for item in value)
+    return repr(str(value))
