@@ -4,7 +4,8 @@ The options that choose the hosts and what the steps do (--limit, -e, --tags, --
 --check) must be the ones the run started with. A resume that forgot `--limit gpu042` would
 otherwise go on over the whole inventory: drain.yml, resumed so, drains the fleet. They are
 compared with the command line the journal keeps (secrets masked, and the resume's masked the
-same way); one this version cannot read is not compared.
+same way); one this version cannot read is not compared. And the inventory may have lost hosts
+since (a dead node taken out) but not gained any: the resume covers no host the run did not.
 """
 
 from __future__ import annotations
@@ -58,6 +59,24 @@ def refuse_another_scope(run_id: str, then: Scope | None, now: Scope) -> None:
         raise UsageError(
             f"cannot resume run {run_id} with other options: {'; '.join(changed)}. Resume it"
             " with the options it ran with (they choose the hosts and what the steps do), or"
+            " start a new run"
+        )
+
+
+SHOWN_HOSTS = 5
+
+
+def refuse_more_hosts(run_id: str, then: Sequence[str] | None, now: Sequence[str]) -> None:
+    """Raise UsageError when the resume would cover hosts the run did not (None: the run's
+    hosts are not known)."""
+    if then is None:
+        return
+    added = sorted(set(now) - set(then))
+    if added:
+        more = f" and {len(added) - SHOWN_HOSTS} more" if len(added) > SHOWN_HOSTS else ""
+        raise UsageError(
+            f"cannot resume run {run_id}: it would cover hosts the run did not:"
+            f" {', '.join(added[:SHOWN_HOSTS])}{more}. Resume it with the run's inventory, or"
             " start a new run"
         )
 

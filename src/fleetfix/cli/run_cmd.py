@@ -9,7 +9,7 @@ import os
 import signal
 import sys
 import threading
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -20,7 +20,12 @@ from fleetfix.cli.ansible_options import resolve_ansible_options
 from fleetfix.cli.loading import builtin_task_loader
 from fleetfix.cli.loading import load_builtin_playbook as _load_playbook
 from fleetfix.cli.options import add_connection_options, add_inventory_option, add_journal_option
-from fleetfix.cli.resume_scope import refuse_another_scope, scope_of, stored_scope
+from fleetfix.cli.resume_scope import (
+    refuse_another_scope,
+    refuse_more_hosts,
+    scope_of,
+    stored_scope,
+)
 from fleetfix.cli.safety_options import (
     add_safety_options,
     hands_off,
@@ -366,12 +371,12 @@ async def _run(args: argparse.Namespace, plan: RunPlan) -> int:
     bus.subscribe(ConsoleView(verbosity=args.verbose, diff=args.diff))
     journal = Journal(journal_target(args.journal))
     try:
+        hosts = sorted({h for hs in plan.selection.values() for h in hs})
         try:
-            resume = _resume_state(args, journal, redactor)
+            resume = _resume_state(args, journal, redactor, hosts)
         except ResumeRefused as exc:
             print(f"ERROR: {exc}", file=sys.stderr)
             return Outcome.SAFETY_ABORT if exc.live else Outcome.BAD_OPTIONS
-        hosts = sorted({h for hs in plan.selection.values() for h in hs})
         journal.start_run(
             args.playbook,
             stored_argv(args, sys.argv, redactor),
@@ -430,7 +435,9 @@ def _reports(report: Report, paths: list[str]) -> bool:
     return not failed
 
 
-def _resume_state(args: argparse.Namespace, journal: Journal, redactor: Redactor) -> ResumeState:
+def _resume_state(
+    args: argparse.Namespace, journal: Journal, redactor: Redactor, hosts: Sequence[str]
+) -> ResumeState:
     if not args.resume:
         return ResumeState()
     previous = journal.run(args.resume)
@@ -441,6 +448,7 @@ def _resume_state(args: argparse.Namespace, journal: Journal, redactor: Redactor
     then = stored_scope(_run_parser(), journal.run_argv(args.resume))
     now = scope_of({**vars(args), "extra_vars": stored_extra_vars(args, redactor)})
     refuse_another_scope(args.resume, then, now)
+    refuse_more_hosts(args.resume, journal.run_hosts(args.resume), hosts)
     return journal.resume_state(args.resume)
 
 

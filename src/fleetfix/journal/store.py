@@ -417,6 +417,20 @@ class Journal:
             raise JournalError(f"no run {run_id!r} in {self.where}")
         return [str(word) for word in json.loads(found[0][0])]
 
+    def run_hosts(self, run_id: str) -> list[str] | None:
+        """The hosts the run set out to cover (its first RunStarted), or None if it never
+        said (killed before its first event)."""
+        self.flush()
+        found = self._guarded(
+            lambda db: db.execute(
+                "SELECT body FROM events WHERE run_id=? AND type='RunStarted' ORDER BY id LIMIT 1",
+                (run_id,),
+            ).fetchall()
+        )
+        if not found:
+            return None
+        return [str(host) for host in json.loads(found[0][0]).get("hosts", ())]
+
     def events(self, run_id: str) -> Iterator[Event]:
         """The run's events in the order they happened, for replaying into a report."""
         self.flush()
