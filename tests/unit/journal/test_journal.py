@@ -22,6 +22,7 @@ from fleetfix.events import (
     HostBackInService,
     HostObserved,
     HostStepFinished,
+    RunStarted,
 )
 from fleetfix.journal import Journal, ResumeRefused, default_journal_path
 from fleetfix.journal.codec import EXCERPT
@@ -294,3 +295,21 @@ def test_a_version_2_journal_opens_and_reads_as_before(tmp_path: Path) -> None:
     assert isinstance(again, CommandRan) and again.result.stdout == "0\n"
     assert [row["host"] for row in reopened.step_rows("old")] == ["gpu001"]
     reopened.close()
+
+
+def test_a_run_keeps_its_command_line_and_hosts_for_a_resume(
+    open_journal: Callable[[], Journal],
+) -> None:
+    """What --resume compares (cli/resume_scope.py): the stored command line and the hosts
+    of the run's first RunStarted, not of a later resume's."""
+    journal = open_journal()
+    argv = ["fleetfix", "run", "pb.yml", "--limit", "gpu00[1:2]"]
+    run_id = journal.start_run("pb.yml", argv, check=False, hosts=2) or ""
+    assert journal.run_hosts(run_id) is None  # killed before its first event: not known
+    journal(RunStarted(run_id=run_id, playbook="pb.yml", hosts=("gpu001", "gpu002"), check=False))
+    journal(RunStarted(run_id=run_id, playbook="pb.yml", hosts=("gpu001",), check=False))
+    assert journal.run_argv(run_id) == argv
+    assert journal.run_hosts(run_id) == ["gpu001", "gpu002"]
+    with pytest.raises(JournalError, match="no run 'nope'"):
+        journal.run_argv("nope")
+    journal.close()
