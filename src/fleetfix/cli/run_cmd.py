@@ -6,6 +6,7 @@ import argparse
 import asyncio
 import contextlib
 import os
+import shlex
 import signal
 import sys
 import threading
@@ -377,9 +378,10 @@ async def _run(args: argparse.Namespace, plan: RunPlan) -> int:
         except ResumeRefused as exc:
             print(f"ERROR: {exc}", file=sys.stderr)
             return Outcome.SAFETY_ABORT if exc.live else Outcome.BAD_OPTIONS
+        command_line = stored_argv(args, sys.argv, redactor)
         journal.start_run(
             args.playbook,
-            stored_argv(args, sys.argv, redactor),
+            command_line,
             check=args.check,
             hosts=len(hosts),
             run_id=args.resume,
@@ -417,6 +419,8 @@ async def _run(args: argparse.Namespace, plan: RunPlan) -> int:
             if not _reports(collector.model(plan.topology), args.report):
                 # the run's own code says more; a clean run whose report is missing is not
                 outcome = outcome if outcome != Outcome.OK else Outcome.ERROR
+            if outcome == Outcome.INTERRUPTED:
+                print(f"to go on where it stopped: {resume_command(command_line, journal.run_id)}")
         finally:
             for observer in observers:
                 await observer.finish()
@@ -424,6 +428,22 @@ async def _run(args: argparse.Namespace, plan: RunPlan) -> int:
     finally:
         journal.release_leases()
         journal.close()
+
+
+def resume_command(command_line: Sequence[str], run_id: str | None) -> str:
+    """The command that resumes a run, from its stored command line (secrets stay masked:
+    `***` is to be typed again)."""
+    words = ["fleetfix", *command_line[1:]]
+    kept = []
+    skip = False
+    for word in words:
+        if skip:
+            skip = False
+        elif word == "--resume":
+            skip = True
+        elif not word.startswith("--resume="):
+            kept.append(word)
+    return shlex.join([*kept, "--resume", run_id or "?"])
 
 
 def _reports(report: Report, paths: list[str]) -> bool:

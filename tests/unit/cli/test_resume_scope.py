@@ -8,7 +8,7 @@ import argparse
 import pytest
 
 from fleetfix.cli.resume_scope import refuse_another_scope, scope_of, stored_scope
-from fleetfix.cli.run_cmd import _run_parser
+from fleetfix.cli.run_cmd import _run_parser, resume_command
 from fleetfix.cli.team_options import stored_argv, stored_extra_vars
 from fleetfix.errors import UsageError
 from fleetfix.secrets import Redactor
@@ -58,3 +58,15 @@ def test_a_secret_is_compared_as_stored() -> None:
 def test_a_command_line_this_version_cannot_read_is_not_compared() -> None:
     assert stored_scope(_run_parser(), ["pytest", "-q", "tests/"]) is None
     refuse_another_scope("r", None, scope_of(_args("--check")))
+
+
+def test_the_resume_command_repeats_the_run_and_names_it_once() -> None:
+    stored = [*RUN, "--limit", "gpu0[01:02]", "-e", "db_password=***"]
+    assert resume_command(stored, "r1") == (
+        "fleetfix run pb.yml -i hosts.ini --yes --limit 'gpu0[01:02]' -e 'db_password=***'"
+        " --resume r1"
+    )
+    assert resume_command([*RUN, "--resume", "r1"], "r1") == (
+        "fleetfix run pb.yml -i hosts.ini --yes --resume r1"
+    )
+    assert resume_command([*RUN, "--resume=r1"], "r1").endswith("--yes --resume r1")

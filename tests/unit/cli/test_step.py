@@ -72,7 +72,7 @@ def test_the_end_of_input_performs_nothing_more(tmp_path: Path) -> None:
 
 def test_ctrl_c_at_the_question_stops_the_run(tmp_path: Path) -> None:
     """The question waits off the event loop: Ctrl-C stops the run there (exit 99), without
-    an answer. Before, the signal waited until someone answered."""
+    an answer (before, the signal waited until someone answered), and says how to go on."""
     command, env = _command(tmp_path)
     with subprocess.Popen(
         command, env=env, cwd=tmp_path, stdin=subprocess.PIPE, stdout=subprocess.PIPE
@@ -86,10 +86,27 @@ def test_ctrl_c_at_the_question_stops_the_run(tmp_path: Path) -> None:
                 shown += chunk
             process.send_signal(signal.SIGINT)
             returncode = process.wait(timeout=60)  # a bound for a hang, not a timing claim
+            shown += process.stdout.read()
         finally:
             if process.poll() is None:
                 process.kill()
     assert returncode == INTERRUPTED
+    # the command it prints goes on: asked again, `c` performs every step
+    said = shown.decode().split("to go on where it stopped: ", 1)[1].splitlines()[0]
+    words = shlex.split(said)
+    assert words[0] == "fleetfix" and words[-2] == "--resume", said
+    resumed = subprocess.run(
+        [sys.executable, "-m", *words],
+        env=env,
+        cwd=tmp_path,
+        input="c\n",
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert resumed.returncode == 0, resumed.stdout + resumed.stderr
+    assert _said(resumed.stdout) == ["said-one", "said-two", "said-three", "said-four"]
 
 
 def test_a_closed_stdin_performs_nothing(tmp_path: Path) -> None:
