@@ -11,6 +11,7 @@ from __future__ import annotations
 import itertools
 import re
 import signal
+import subprocess
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 
@@ -18,7 +19,7 @@ import psycopg
 import pytest
 
 from fleetfix.lab.control import LabHandle
-from tests.e2e.labrun import REPO, fleetfix_run, node_shell, run_argv, write_inventory
+from tests.e2e.labrun import REPO, fleetfix_run, node_shell, run_argv, run_env, write_inventory
 from tests.e2e.safety_support import ActionRow, reboots, started_run, unjournaled
 from tests.lab.support import running_lab
 from tests.support import wait_until
@@ -177,3 +178,19 @@ def test_a_controller_that_loses_the_database_starts_no_further_action(
     assert reboots(lab.audit()).get("gpu003", 0) == 0, lab.audit()["gpu003"]
     slurm = lab.truth()["nodes"]["gpu003"]["slurm"]
     assert slurm["drain"] and slurm["reason"].startswith("fleetfix:"), slurm
+
+    # The database is back: the command it printed goes on (its DSN shown without the
+    # password: typed again here) and sends the one reboot.
+    said = output.split("Once the journal is back, go on with:\n", 1)[1].splitlines()[0]
+    run_id = said.split("--resume ", 1)[1].strip()
+    again = (*argv, "--resume", run_id)
+    resumed = subprocess.run(
+        again,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env=run_env(),
+        check=False,
+    )
+    assert resumed.returncode == 0, resumed.stdout + resumed.stderr
+    assert reboots(lab.audit()).get("gpu003", 0) == 1, lab.audit()["gpu003"]

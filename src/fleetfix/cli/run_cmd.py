@@ -72,7 +72,7 @@ from fleetfix.transport.registry import make_transport
 
 JOURNAL_LOST = (
     "  fleetfix stopped: without its journal it starts no action (nothing unrecorded, no lease"
-    " it can prove).\n  Hosts it had drained stay drained; run again once the journal is back."
+    " it can prove).\n  Hosts it had drained stay drained. Once the journal is back, go on with:"
 )
 CONFIRM_ABOVE = 3
 """Mutating runs on more hosts than this ask for confirmation unless --yes."""
@@ -410,7 +410,8 @@ async def _run(args: argparse.Namespace, plan: RunPlan) -> int:
                 ):
                     result = await _execute(args, plan, runtime, bus, options)
             except JournalError as exc:
-                print(f"ERROR: {exc}\n{JOURNAL_LOST}", file=sys.stderr)
+                go_on = resume_command(command_line, journal.run_id)
+                print(f"ERROR: {exc}\n{JOURNAL_LOST}\n  {go_on}", file=sys.stderr)
                 tell_journal_lost(observers, redactor.text(str(exc)))
                 _reports(collector.model(plan.topology), args.report)
                 return Outcome.SAFETY_ABORT
