@@ -66,11 +66,23 @@ async def _host_step(
         else:
             outcome, attempts = await _attempts(hs)
     except UnreachableError as exc:
+        if _stopping():
+            raise asyncio.CancelledError from exc
         await ctx.connections.drop(exc.host)
         return _unreachable_result(hs, exc)
     except Exception as exc:
+        if _stopping():
+            raise asyncio.CancelledError from exc
         outcome, attempts = _crashed(step, exc), 1
     return _verdict(hs, outcome, attempts)
+
+
+def _stopping() -> bool:
+    """The run is being stopped (Ctrl-C, SIGTERM) and this host's step with it. An error on
+    the way out (a connection closed under a command being killed) is not the host's verdict:
+    journaled as failed, a resumed run would replay that failure instead of running the step."""
+    task = asyncio.current_task()
+    return task is not None and task.cancelling() > 0
 
 
 def _crashed(step: Step, exc: Exception) -> Outcome:

@@ -27,6 +27,9 @@ class Reply:
     rc: int = 0
     hang: bool = False
     drop: bool = False  # the connection is lost while running this command
+    cancel_error: Exception | None = None
+    """Raised instead of the cancellation when a hanging command is cancelled: a transport
+    whose clean-up fails under a closing connection."""
 
 
 @dataclass(slots=True)
@@ -113,7 +116,12 @@ class FakeConnection:
         if reply.hang:
             if timeout is None:
                 raise UnreachableError(self._name, "fake command hangs with no timeout")
-            await asyncio.sleep(timeout)
+            try:
+                await asyncio.sleep(timeout)
+            except asyncio.CancelledError:
+                if reply.cancel_error is not None:
+                    raise reply.cancel_error from None
+                raise
             return CommandResult(command, None, "", "", timeout, timed_out=True)
         await asyncio.sleep(0)
         return CommandResult(command, reply.rc, reply.stdout, reply.stderr)

@@ -271,8 +271,12 @@ class SSHConnection:
             try:
                 return await self._wait(remote, command, timeout, started, stdin)
             except asyncio.CancelledError:
-                # Ctrl-C: kill the command rather than leave it to its remote timeout.
-                await asyncio.shield(self._kill(remote))
+                # Ctrl-C: kill the command rather than leave it to its remote timeout. Best
+                # effort: the run closes every connection as it stops, maybe under this kill's
+                # new channel, and asyncssh then fails in ways of its own (AttributeError,
+                # AssertionError); none of them may replace the cancellation.
+                with contextlib.suppress(Exception):
+                    await asyncio.shield(self._kill(remote))
                 raise
 
     async def _open(self, wire: str) -> asyncssh.SSHClientProcess[str]:

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import asyncio
 
-from fleetfix.events import BatchStarted, CommandRan, SafetyStop, TaskStarted
+from fleetfix.errors import UnreachableError
+from fleetfix.events import BatchStarted, CommandRan, HostStepFinished, SafetyStop, TaskStarted
 from fleetfix.results import Outcome
 from fleetfix.transport.fake import FakeTransport, Reply
 
@@ -498,6 +499,51 @@ async def test_cancel_stops_cleanly_and_marks_interrupted(
     assert run.result.outcome() is Outcome.INTERRUPTED
     assert run.recap("gpu001")["changed"] == 1  # the finished step is kept
     assert fake.closed
+
+
+async def test_an_error_on_the_way_out_of_a_cancel_is_no_verdict(
+    run_playbook: Runner, fake: FakeTransport
+) -> None:
+    """Ctrl-C closes every connection as the run stops, maybe under a command being killed:
+    asyncssh then fails with errors of its own (seen in CI: AttributeError, AssertionError).
+    Such an error is not the host's verdict: journaled as failed (or unreachable), a resumed
+    run would replay the failure instead of running the step."""
+    started = {"gpu001": asyncio.Event(), "gpu002": asyncio.Event()}
+    errors: dict[str, Exception] = {
+        "gpu001": AttributeError("'NoneType' object has no attribute 'session_started'"),
+        "gpu002": UnreachableError("gpu002", "connection lost: closed"),
+    }
+    for host, error in errors.items():
+
+        def hang(_command: str, _hits: int, host: str = host, error: Exception = error) -> Reply:
+            started[host].set()
+            return Reply(hang=True, cancel_error=error)
+
+        fake.host(host).on("long", hang)
+    task = asyncio.create_task(
+        run_playbook(
+            """
+            - hosts: gpu
+              tasks:
+                - shell: quick
+                - name: long one
+                  shell: long
+            """,
+            hosts=["gpu001", "gpu002"],
+        )
+    )
+    for event in started.values():
+        await event.wait()
+    task.cancel()
+    run = await task
+    assert run.result.interrupted
+    verdicts = [
+        e.result
+        for e in run.events
+        if isinstance(e, HostStepFinished) and e.result.step == "long one"
+    ]
+    assert verdicts == []
+    assert run.recap("gpu001")["failed"] == 0 and run.recap("gpu002")["unreachable"] == 0
 
 
 async def test_end_host_does_not_stop_later_batches(
