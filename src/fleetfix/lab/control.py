@@ -357,9 +357,11 @@ def _prepare(scenario: str | Path, state_dir: Path | None, options: LabOptions) 
     return _Launch(argv, directory, launch_id, directory / "server.log")
 
 
-_TRANSIENT_SPAWN = frozenset({errno.EAGAIN, errno.ENOMEM, errno.ETXTBSY, errno.EINTR})
+_TRANSIENT_SPAWN = frozenset({errno.EAGAIN, errno.ENOMEM, errno.ETXTBSY, errno.EINTR, errno.EFAULT})
 """fork/exec failures that pass once the machine has a moment (process or memory limits
-reached for an instant by a busy CI run): the spawn is tried again before giving up."""
+reached for an instant by a busy CI run): the spawn is tried again before giving up. EFAULT
+came once in CI from exec of the venv's python while four threads started labs at once; the
+cause is not known, and a spawn that failed started nothing, so it is tried again too."""
 SPAWN_TRIES = 5
 
 
