@@ -37,10 +37,16 @@ def _command(tmp_path: Path) -> tuple[list[str], dict[str, str]]:
 
 def _step(tmp_path: Path, answers: str) -> subprocess.CompletedProcess[str]:
     command, env = _command(tmp_path)
+    return _finished(command, env, tmp_path, answers)
+
+
+def _finished(
+    command: list[str], env: dict[str, str], cwd: Path, answers: str | None
+) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
         command,
         env=env,
-        cwd=tmp_path,
+        cwd=cwd,
         input=answers,
         capture_output=True,
         text=True,
@@ -95,16 +101,7 @@ def test_ctrl_c_at_the_question_stops_the_run(tmp_path: Path) -> None:
     said = shown.decode().split("to go on where it stopped: ", 1)[1].splitlines()[0]
     words = shlex.split(said)
     assert words[0] == "fleetfix" and words[-2] == "--resume", said
-    resumed = subprocess.run(
-        [sys.executable, "-m", *words],
-        env=env,
-        cwd=tmp_path,
-        input="c\n",
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=False,
-    )
+    resumed = _finished([sys.executable, "-m", *words], env, tmp_path, "c\n")
     assert resumed.returncode == 0, resumed.stdout + resumed.stderr
     assert _said(resumed.stdout) == ["said-one", "said-two", "said-three", "said-four"]
 
@@ -112,15 +109,7 @@ def test_ctrl_c_at_the_question_stops_the_run(tmp_path: Path) -> None:
 def test_a_closed_stdin_performs_nothing(tmp_path: Path) -> None:
     """`<&-`: Python starts without sys.stdin; no one can answer, nothing is performed."""
     command, env = _command(tmp_path)
-    done = subprocess.run(
-        ["sh", "-c", f"{shlex.join(command)} <&-"],
-        env=env,
-        cwd=tmp_path,
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=False,
-    )
+    done = _finished(["sh", "-c", f"{shlex.join(command)} <&-"], env, tmp_path, None)
     assert done.returncode == 0, done.stdout + done.stderr
     assert _said(done.stdout) == [], done.stdout
     assert "no answer (end of input)" in done.stdout, done.stdout + done.stderr
