@@ -13,6 +13,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import io
+import shlex
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -89,3 +90,19 @@ def _shown(value: Any) -> str:
     if isinstance(value, list):
         return " ".join(repr(str(item)) for item in value)
     return repr(str(value))
+
+
+def resume_command(command_line: Sequence[str], run_id: str | None) -> str:
+    """The command that resumes a run, from its stored command line (secrets stay masked:
+    `***` is to be typed again)."""
+    words = ["fleetfix", *command_line[1:]]
+    kept = []
+    skip = False
+    for word in words:
+        if skip:
+            skip = False
+        elif word == "--resume":
+            skip = True
+        elif not word.startswith("--resume="):
+            kept.append(word)
+    return shlex.join([*kept, "--resume", run_id or "?"])

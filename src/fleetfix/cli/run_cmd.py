@@ -5,12 +5,9 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
-import os
-import shlex
 import signal
 import sys
-import threading
-from collections.abc import AsyncIterator, Callable, Sequence
+from collections.abc import AsyncIterator, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -21,9 +18,11 @@ from fleetfix.cli.ansible_options import resolve_ansible_options
 from fleetfix.cli.loading import builtin_task_loader
 from fleetfix.cli.loading import load_builtin_playbook as _load_playbook
 from fleetfix.cli.options import add_connection_options, add_inventory_option, add_journal_option
+from fleetfix.cli.questions import CONFIRM_ABOVE, ask_each_step, confirm, leaf_steps
 from fleetfix.cli.resume_scope import (
     refuse_another_scope,
     refuse_more_hosts,
+    resume_command,
     scope_of,
     stored_scope,
 )
@@ -44,7 +43,6 @@ from fleetfix.cli.team_options import (
     tell_journal_lost,
 )
 from fleetfix.engine import Engine, RunOptions
-from fleetfix.engine.context import StepGate
 from fleetfix.engine.playkeys import rendered_play
 from fleetfix.engine.tags import PlayTags, selected
 from fleetfix.errors import InputError, UsageError
@@ -54,7 +52,6 @@ from fleetfix.inventory.runtime import EMPTY_INVENTORY_WARNING, with_implicit_lo
 from fleetfix.inventory.runtime import select as select_hosts
 from fleetfix.journal import LEASE_RENEW, Journal, JournalError, ResumeRefused, journal_target
 from fleetfix.journal.failpoint import stop_at_from_env
-from fleetfix.modules.specs import MODULE_SPECS
 from fleetfix.playbook.conditions import Templar
 from fleetfix.playbook.extravars import parse_extra_vars
 from fleetfix.playbook.model import Play, Playbook, Step, StepKind
@@ -73,21 +70,6 @@ from fleetfix.transport.registry import make_transport
 JOURNAL_LOST = (
     "  fleetfix stopped: without its journal it starts no action (nothing unrecorded, no lease"
     " it can prove).\n  Hosts it had drained stay drained. Once the journal is back, go on with:"
-)
-CONFIRM_ABOVE = 3
-"""Mutating runs on more hosts than this ask for confirmation unless --yes."""
-
-READ_ONLY_KINDS = frozenset(
-    {
-        StepKind.PROBE,
-        StepKind.DEBUG,
-        StepKind.SET_FACT,
-        StepKind.ASSERT,
-        StepKind.FAIL,
-        StepKind.META,
-        StepKind.ADD_HOST,
-        StepKind.GROUP_BY,
-    }
 )
 
 
@@ -175,7 +157,7 @@ def add_parsers(sub: Any) -> None:
 def validate_command(args: argparse.Namespace) -> int:
     playbook = _load_playbook(args.playbook)
     steps = sum(
-        len(_all_steps(play.pre_tasks + play.tasks + play.post_tasks)) for play in playbook.plays
+        len(leaf_steps(play.pre_tasks + play.tasks + play.post_tasks)) for play in playbook.plays
     )
     print(f"{args.playbook}: OK ({len(playbook.plays)} plays, {steps} steps)")
     return Outcome.OK
@@ -208,7 +190,7 @@ def run_command(args: argparse.Namespace) -> int:
         return Outcome.OK
     if not any(selection.values()):
         raise InputError("no hosts matched the playbook's patterns" + _limit_note(args.limit))
-    _confirm(args, playbook, selection)
+    confirm(args, playbook, selection)
     topology = fleet_topology(inventory, selection, args.topology_file)
     return asyncio.run(_run(args, RunPlan(inventory, playbook, selection, topology)))
 
@@ -307,49 +289,6 @@ def _tag_option(values: list[str]) -> frozenset[str]:
     return frozenset(t.strip() for item in values for t in item.split(",") if t.strip())
 
 
-def _all_steps(steps: tuple[Step, ...]) -> list[Step]:
-    out: list[Step] = []
-    for step in steps:
-        if step.kind is StepKind.BLOCK:
-            out.extend(_all_steps(step.block + step.rescue + step.always))
-        else:
-            out.append(step)
-    return out
-
-
-def _reads_only(step: Step) -> bool:
-    """A step that cannot change a node: a probe, debug, ..., or a read-only module (stat)."""
-    if step.kind is StepKind.MODULE:
-        spec = MODULE_SPECS.get(str(step.args.get("module")))
-        return spec is not None and spec.read_only
-    return step.kind in READ_ONLY_KINDS
-
-
-def _mutating(playbook: Playbook) -> bool:
-    for play in playbook.plays:
-        for step in _all_steps(play.pre_tasks + play.tasks + play.post_tasks + play.handlers):
-            if not _reads_only(step) and step.check_mode is not True:
-                return True
-    return False
-
-
-def _confirm(args: argparse.Namespace, playbook: Playbook, selection: dict[int, list[str]]) -> None:
-    hosts = {h for hs in selection.values() for h in hs}
-    if args.check or args.yes or len(hosts) <= CONFIRM_ABOVE or not _mutating(playbook):
-        return
-    question = f"This run may change {len(hosts)} hosts. Continue? [y/N] "
-    if sys.stdin is None or not sys.stdin.isatty():  # None: stdin closed (`<&-`)
-        raise UsageError(
-            f"refusing to change {len(hosts)} hosts without --yes (no terminal to ask)"
-        )
-    try:
-        answer = input(question).strip().lower()
-    except EOFError:  # Ctrl-D: no
-        answer = ""
-    if answer not in ("y", "yes"):
-        raise UsageError("not confirmed; nothing was run")
-
-
 STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
 """Signals that stop a run cleanly (interrupted, journaled, resumable with --resume). SIGHUP:
 the operator's terminal hung up (a dropped SSH session); no one is left to watch the run."""
@@ -431,22 +370,6 @@ async def _run(args: argparse.Namespace, plan: RunPlan) -> int:
         journal.close()
 
 
-def resume_command(command_line: Sequence[str], run_id: str | None) -> str:
-    """The command that resumes a run, from its stored command line (secrets stay masked:
-    `***` is to be typed again)."""
-    words = ["fleetfix", *command_line[1:]]
-    kept = []
-    skip = False
-    for word in words:
-        if skip:
-            skip = False
-        elif word == "--resume":
-            skip = True
-        elif not word.startswith("--resume="):
-            kept.append(word)
-    return shlex.join([*kept, "--resume", run_id or "?"])
-
-
 def _reports(report: Report, paths: list[str]) -> bool:
     """Print the summary and write the report files; False when one could not be written
     (said on stderr: the run's work and its journal stand, the file is what is missing)."""
@@ -514,7 +437,7 @@ def _engine_options(
         become_user=args.become_user,
         resume=resume,
         memory=journal,
-        step_gate=_ask_each_step() if args.step else None,
+        step_gate=ask_each_step() if args.step else None,
         override_holds=args.override_holds,
         run_id=journal.run_id or "",
         limit=args.limit,
@@ -524,73 +447,6 @@ def _engine_options(
         operator=operator(),
         task_loader=builtin_task_loader(),
     )
-
-
-def _ask_each_step() -> StepGate:
-    """--step: ask before each step, Ansible's (N)o/(y)es/(c)ontinue. At end of input (Ctrl-D,
-    no terminal) no one can say yes: that step and every later one are not performed."""
-    answers = {"continue": False, "ended": False}
-    stdin = _Lines(0)  # the descriptor: sys.stdin is None when it was closed at start
-
-    async def gate(name: str) -> bool:
-        if answers["continue"]:
-            return True
-        if answers["ended"]:
-            return False
-        print(f"Perform task: {name} (N)o/(y)es/(c)ontinue: ", end="", flush=True)
-        reply = await _off_the_loop(stdin.line)
-        if reply is None:
-            print("\nno answer (end of input): this step and the rest are not performed")
-            answers["ended"] = True
-            return False
-        reply = reply.strip().lower()
-        if reply in ("c", "continue"):
-            answers["continue"] = True
-        return reply in ("y", "yes", "c", "continue")
-
-    return gate
-
-
-class _Lines:
-    """Lines of a file descriptor, read with os.read: a thread blocked here holds no lock of
-    sys.stdin's, so the interpreter can exit while it waits."""
-
-    def __init__(self, fd: int) -> None:
-        self._fd = fd
-        self._pending = b""
-
-    def line(self) -> str | None:
-        """The next line, without its newline; None at end of input."""
-        while b"\n" not in self._pending:
-            try:
-                chunk = os.read(self._fd, 1024)
-            except OSError:
-                chunk = b""
-            if not chunk:
-                rest, self._pending = self._pending, b""
-                return rest.decode(errors="replace") if rest else None
-            self._pending += chunk
-        line, _, self._pending = self._pending.partition(b"\n")
-        return line.decode(errors="replace")
-
-
-async def _off_the_loop(read: Callable[[], str | None]) -> str | None:
-    """`read()` in a daemon thread: the event loop stays free, so Ctrl-C at a question stops
-    the run at once (a read on the loop held the signal until the operator answered)."""
-    loop = asyncio.get_running_loop()
-    answer: asyncio.Future[str | None] = loop.create_future()
-
-    def settle(reply: str | None) -> None:
-        if not answer.done():  # else the run was stopped while the question waited
-            answer.set_result(reply)
-
-    def work() -> None:
-        reply = read()
-        with contextlib.suppress(RuntimeError):  # the loop is closed: nobody waits
-            loop.call_soon_threadsafe(settle, reply)
-
-    threading.Thread(target=work, name="step-question", daemon=True).start()
-    return await answer
 
 
 async def _execute(

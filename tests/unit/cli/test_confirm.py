@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from fleetfix.cli.loading import load_builtin_playbook
-from fleetfix.cli.run_cmd import _confirm
+from fleetfix.cli.questions import confirm
 from fleetfix.errors import UsageError
 
 HOSTS = {0: [f"gpu{n:02d}" for n in range(1, 9)]}
@@ -32,7 +32,7 @@ def _playbook(tmp_path: Path, step: str) -> str:
 )
 def test_read_only_steps_need_no_confirmation(tmp_path: Path, step: str) -> None:
     args = argparse.Namespace(check=False, yes=False)
-    _confirm(args, load_builtin_playbook(_playbook(tmp_path, step)), HOSTS)
+    confirm(args, load_builtin_playbook(_playbook(tmp_path, step)), HOSTS)
 
 
 @pytest.mark.parametrize(
@@ -50,7 +50,7 @@ def test_changing_steps_want_yes_without_a_terminal(
     monkeypatch.setattr("sys.stdin.isatty", lambda: False)
     args = argparse.Namespace(check=False, yes=False)
     with pytest.raises(UsageError, match="refusing to change 8 hosts without --yes"):
-        _confirm(args, load_builtin_playbook(_playbook(tmp_path, step)), HOSTS)
+        confirm(args, load_builtin_playbook(_playbook(tmp_path, step)), HOSTS)
 
 
 def test_ctrl_d_at_the_question_is_a_no(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -62,4 +62,4 @@ def test_ctrl_d_at_the_question_is_a_no(tmp_path: Path, monkeypatch: pytest.Monk
     monkeypatch.setattr("builtins.input", end_of_input)
     args = argparse.Namespace(check=False, yes=False)
     with pytest.raises(UsageError, match="not confirmed; nothing was run"):
-        _confirm(args, load_builtin_playbook(_playbook(tmp_path, "raw: uptime")), HOSTS)
+        confirm(args, load_builtin_playbook(_playbook(tmp_path, "raw: uptime")), HOSTS)

@@ -7,8 +7,8 @@ import argparse
 
 import pytest
 
-from fleetfix.cli.resume_scope import refuse_another_scope, scope_of, stored_scope
-from fleetfix.cli.run_cmd import _run_parser, resume_command
+from fleetfix.cli.resume_scope import refuse_another_scope, resume_command, scope_of, stored_scope
+from fleetfix.cli.run_cmd import _run_parser
 from fleetfix.cli.team_options import stored_argv, stored_extra_vars
 from fleetfix.errors import UsageError
 from fleetfix.secrets import Redactor
