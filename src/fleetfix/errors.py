@@ -10,6 +10,7 @@
     ├── UsageError                 bad command-line options (exit 5)
     ├── ConditionError             a Jinja2 condition or template failed to evaluate
     ├── ProbeParseError            tool output a probe parser did not understand
+    │   └── ToolNotInstalled       the tool is not on the node (no Slurm, IB, DCGM there)
     ├── KnowledgeError             the shipped Xid catalog is broken, or a value it cannot read
     └── TransportError             talking to one host failed
         ├── UnreachableError       could not connect or authenticate (exit 4)
@@ -124,6 +125,15 @@ class ProbeParseError(FleetfixError):
         self.excerpt = _excerpt(text, line)
         where = f" at line {line}" if line is not None else ""
         super().__init__(f"{probe}: {reason}{where}: {self.excerpt!r}")
+
+
+class ToolNotInstalled(ProbeParseError):
+    """The probe's tool is not installed on the node (no Slurm, no InfiniBand, no DCGM there):
+    not a fault of the node, and not facts either, so a gate fed by them refuses."""
+
+    def __init__(self, probe: str, tool: str, text: str) -> None:
+        super().__init__(probe, f"{tool} is not installed on this node", text)
+        self.tool = tool
 
 
 class KnowledgeError(FleetfixError):

@@ -16,6 +16,9 @@ class ParsedOutput:
     facts: Any = None
     data: Any = None
     error: str | None = None
+    absent: str | None = None
+    """The tool that is not installed on the node (then `error` says so and there are no facts):
+    the node does not have it, which is not a fault (errors.ToolNotInstalled)."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -8,7 +8,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, Generic, TypeVar
 
-from fleetfix.errors import ProbeParseError
+from fleetfix.errors import ProbeParseError, ToolNotInstalled
 from fleetfix.results import ParsedOutput
 
 F = TypeVar("F")
@@ -67,6 +67,8 @@ def verdict(probe: Probe[Any], text: str) -> ParsedOutput:
     The one place output becomes facts, in the main process or in a host shard's worker."""
     try:
         facts = probe.parse(text)
+    except ToolNotInstalled as exc:
+        return ParsedOutput(error=str(exc), absent=exc.tool)
     except ProbeParseError as exc:
         return ParsedOutput(error=str(exc))
     return ParsedOutput(facts=facts, data=to_data(facts))
