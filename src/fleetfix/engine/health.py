@@ -6,6 +6,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from fleetfix.engine.context import HostState, RunContext
+from fleetfix.knowledge.gpu_count import expected_gpus, shortfall
 from fleetfix.knowledge.health import Level, gpu_health, summarize
 from fleetfix.knowledge.remedy import Remedy, from_log
 from fleetfix.results import Status
@@ -30,6 +31,9 @@ def left_unhealthy(ctx: RunContext) -> dict[str, str]:
             left[host] = f"failed: {_last_failure(ctx, host)}"
             continue
         problems = _problems(state)
+        short = gpus_short(ctx, state)
+        if short is not None:
+            problems.append(f"nvidia_smi: {short}")
         if problems and not _out_of_service(state.probe_data.get("slurm_node")):
             left[host] = "unhealthy: " + "; ".join(problems)
     return left
@@ -57,6 +61,24 @@ def _problems(state: HostState) -> list[str]:
         if verdict.level is Level.BAD:
             problems.append(f"{name}: {verdict.text}")
     return problems
+
+
+def gpus_short(ctx: RunContext, state: HostState) -> str | None:
+    """Why the host shows fewer GPUs than it has (knowledge/gpu_count.py), or None: the
+    inventory's `gpus`, Slurm's Gres, the PCI bus and the most GPUs ever seen (this run and the
+    journal) each claim a count; nvidia-smi must show the largest."""
+    smi = state.probe_data.get("nvidia_smi")
+    if not smi:
+        return None
+    memory = ctx.options.memory
+    remembered = memory.gpus_seen(state.name) if memory is not None else None
+    expected = expected_gpus(
+        inventory=state.base_vars.get("gpus"),
+        gres=(state.probe_data.get("slurm_node") or {}).get("gpus_total"),
+        pci=(state.probe_data.get("pci_gpus") or {}).get("count"),
+        seen=max(state.gpus_seen or 0, remembered or 0),
+    )
+    return shortfall(smi.get("gpu_count"), expected)
 
 
 def _out_of_service(slurm: Mapping[str, Any] | None) -> bool:

@@ -10,24 +10,34 @@ for a GPU that logged a given Xid (`fleetfix xid`).
 
 The rules, most severe first (sources in docs/gpu-procedures.md):
 
-1. RMA: a row-remapping failure ("Remapping Failure Occurred: Yes"), memory the GPU reports
-   unrepairable, or a bank with no spare rows left (the remap histogram's "None" bucket: the
-   next uncorrectable error there is a remapping failure). NVIDIA, GPU Memory Error Management:
-   such a GPU is to be replaced; no reset or counter reset fixes it.
-2. Field diagnostics: the SRAM error threshold exceeded (NVIDIA's Xid 48 workflow: "check the
-   SRAM Error Threshold flag; if set, RUN_FIELDDIAG"). fleetfix drains the node for that; it does
-   not run NVIDIA's field diagnostics itself.
-3. The driver's recovery action (drivers 570+: nvidia-smi "GPU Recovery Action", Xid 154): Reboot
-   or System Reboot -> reboot; Reset, Drain and Reset, Drain P2P, Bus Reset -> drain and reset the
-   GPU; Recover IMEX Domain -> restart IMEX; an action the table cannot name -> a human.
+1. RMA candidate (`field_diag`): a row-remapping failure ("Remapping Failure Occurred: Yes"),
+   memory the GPU reports unrepairable, a bank with no spare rows left (the remap histogram's
+   "None" bucket), or the SRAM error threshold exceeded. No reset or counter reset fixes these,
+   but none of them is an RMA by itself: NVIDIA's RMA policy (A100/H100 GPU Memory Error
+   Management, "RMA Policy Thresholds for Row-Remapping") counts a remap failure once NVIDIA's
+   field diagnostic confirms it, and the Xid 48 workflow says "if set, RUN_FIELDDIAG". fleetfix
+   drains the node "RMA candidate: run the field diagnostic"; it does not run the field
+   diagnostic itself. A bogus RMA takes a node away for weeks.
+   (`rma`, a confirmed RMA, is what an operator says after the field diagnostic, with the
+   `rma_confirmed` host var: playbooks word the drain reason from it; no probe yields it.)
+2. The driver's recovery action (drivers 570+: nvidia-smi "GPU Recovery Action", Xid 154): Reboot
+   (NODE_REBOOT, "OS Reboot") -> a warm reboot; System Reboot (SYSTEM_REBOOT, "Reboot the
+   system") and Bus Reset (BUS_RESET, "Reset the GPU's PCIe bus") -> a cold power cycle, which
+   a warm reboot or `nvidia-smi -r` does not give (`power_cycle`: through the node's BMC where
+   the inventory names one and the operator allowed it, else drained "needs a human: cold
+   power cycle"); Reset, Drain and Reset, Drain P2P -> drain and reset the GPU; Recover IMEX
+   Domain -> restart IMEX; an action the table cannot name -> a human.
    On older drivers the same verdict comes from "Reset Required" / "Drain and Reset Recommended".
-4. A GPU the node should have and does not show (Xid 79, fallen off the bus) -> reboot,
-   whatever the recovery action says.
-5. State a reset clears although the driver raises no flag: a pending row remap, a pending page
+3. A GPU the node should have and does not show (Xid 79, fallen off the bus, failed to
+   initialise) -> reboot, whatever the recovery action says; one a warm reboot does not bring
+   back gets a cold power cycle (playbooks escalate the reboot), and only one that survives the
+   cold cycle is an RMA candidate (nvidia-smi manual: power-cycle before giving up on a GPU
+   that fell off the bus).
+4. State a reset clears although the driver raises no flag: a pending row remap, a pending page
    retirement, volatile uncorrectable (double-bit) errors, an NVLink fabric state other than
    Completed (Fabric Manager guide: GPUs not registered after Fabric Manager started must be
    reset) -> reset.
-6. Fabric Manager installed but not running on a board whose GPUs register with an NVLink fabric
+5. Fabric Manager installed but not running on a board whose GPUs register with an NVLink fabric
    (a fabric state is reported: NVSwitch, Hopper and later) -> reset every GPU (given `services`
    data). Fabric Manager guide: NVSwitch systems need Fabric Manager for CUDA (on H100 new jobs
    fail without it unless persistence mode is on, and after any GPU reset even with it), and
@@ -53,6 +63,8 @@ Facts = Mapping[str, Any]
 GpuKey = int | str
 
 FABRIC_MANAGER = "nvidia-fabricmanager"
+RMA_CANDIDATE = "RMA candidate: run the field diagnostic"
+"""How fleetfix words a GPU no reset fixes until NVIDIA's field diagnostic confirms an RMA."""
 GPU_GONE_XIDS = frozenset({79})
 """Xids that mean a GPU is gone from the bus (rule 4): only a reboot brings it back. The
 fallen-off-the-bus messages without an Xid line are read as Xid 79 too (probes/xid.py)."""
@@ -65,10 +77,15 @@ class Remedy(enum.IntEnum):
     RESET = 1
     RECOVER_IMEX = 2
     REBOOT = 3
-    HUMAN = 4
+    POWER_CYCLE = 4
+    """A cold boot (power off and on): SYSTEM_REBOOT, BUS_RESET, or a GPU a warm reboot did not
+    bring back. Through the BMC where allowed, else a person's."""
+    HUMAN = 5
     """The driver asks for something fleetfix cannot name: drain, leave for a person."""
-    FIELD_DIAG = 5
-    RMA = 6
+    FIELD_DIAG = 6
+    """An RMA candidate: drained until NVIDIA's field diagnostic (or an operator) confirms."""
+    RMA = 7
+    """A confirmed RMA (the operator's `rma_confirmed`); never from probes alone."""
 
     @property
     def word(self) -> str:
@@ -86,9 +103,11 @@ _DOING: Mapping[Remedy, str] = MappingProxyType(
         Remedy.RESET: "drain the node and reset the GPU",
         Remedy.RECOVER_IMEX: "drain the node and restart nvidia-imex",
         Remedy.REBOOT: "drain the node and reboot it",
+        Remedy.POWER_CYCLE: "drain the node and power-cycle it through its BMC (bmc_host, with"
+        ' power_cycle allowed), else leave it drained "needs a human: cold power cycle"',
         Remedy.HUMAN: 'drain the node "needs a human"',
-        Remedy.FIELD_DIAG: 'drain the node "needs field diagnostics"',
-        Remedy.RMA: 'drain the node "needs RMA"',
+        Remedy.FIELD_DIAG: 'drain the node "RMA candidate: run the field diagnostic"',
+        Remedy.RMA: 'drain the node "needs RMA" (once the field diagnostic confirmed it)',
     }
 )
 
@@ -98,16 +117,18 @@ _RECOVERY: Mapping[str, Remedy] = MappingProxyType(
         "reset": Remedy.RESET,
         "drain_and_reset": Remedy.RESET,
         "drain_p2p": Remedy.RESET,
-        "bus_reset": Remedy.RESET,
+        "bus_reset": Remedy.POWER_CYCLE,
         "reboot": Remedy.REBOOT,
-        "system_reboot": Remedy.REBOOT,
+        "system_reboot": Remedy.POWER_CYCLE,
         "recover_imex_domain": Remedy.RECOVER_IMEX,
         "unknown": Remedy.HUMAN,
     }
 )
 """The driver's recovery action (fact names, knowledge/recovery.py) -> what fleetfix does.
 Drain P2P: NVML asks to drain peer-to-peer traffic and reset; fleetfix drains the whole node
-(no job can keep P2P traffic off one GPU) and resets."""
+(no job can keep P2P traffic off one GPU) and resets. System Reboot and Bus Reset ask for more
+than a warm reboot or `nvidia-smi -r` gives (the system's power, the GPU's PCIe bus): a cold
+power cycle."""
 
 
 def recovery_remedy(action: str) -> Remedy:
@@ -138,6 +159,7 @@ class Verdict:
             "by_gpu": dict(self.by_gpu),
             "needs_action": self.remedy is not Remedy.NONE,
             "rma": self.remedy in (Remedy.RMA, Remedy.FIELD_DIAG),
+            "rma_candidate": self.remedy is Remedy.FIELD_DIAG,
         }
 
 
@@ -280,14 +302,17 @@ def _gpu_needs(gpu: Facts) -> Iterable[tuple[Remedy, str]]:
     aggregate = ecc.get("aggregate") or {}
     volatile = ecc.get("volatile") or {}
     if remap.get("failure") is True:
-        yield Remedy.RMA, "row remapping failure: needs RMA"
+        yield Remedy.FIELD_DIAG, f"row remapping failure: {RMA_CANDIDATE}"
     if ecc.get("unrepairable_memory") is True:
-        yield Remedy.RMA, "unrepairable memory: needs RMA"
+        yield Remedy.FIELD_DIAG, f"unrepairable memory: {RMA_CANDIDATE}"
     exhausted = (remap.get("histogram") or {}).get("none")
     if isinstance(exhausted, int) and exhausted > 0:
-        yield Remedy.RMA, f"{exhausted} memory bank(s) with no spare rows left: needs RMA"
+        yield (
+            Remedy.FIELD_DIAG,
+            f"{exhausted} memory bank(s) with no spare rows left: {RMA_CANDIDATE}",
+        )
     if aggregate.get("sram_threshold_exceeded") is True:
-        yield Remedy.FIELD_DIAG, "SRAM error threshold exceeded: needs field diagnostics"
+        yield Remedy.FIELD_DIAG, f"SRAM error threshold exceeded: {RMA_CANDIDATE}"
     action = gpu.get("recovery_action")
     if action is not None:
         remedy = recovery_remedy(str(action))

@@ -13,6 +13,7 @@ BUILTIN_PROBES: tuple[str, ...] = (
     "gpu_processes",
     "nvlink",
     "topology",
+    "pci_gpus",
     "xid",
     "kernel_modules",
     "shm",

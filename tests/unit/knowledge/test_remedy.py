@@ -81,7 +81,8 @@ def test_the_synthetic_reset_sample_asks_for_a_reset() -> None:
         ({"recovery_action": "drain_and_reset"}, Remedy.RESET),
         ({"recovery_action": "drain_p2p"}, Remedy.RESET),
         ({"recovery_action": "reboot"}, Remedy.REBOOT),
-        ({"recovery_action": "system_reboot"}, Remedy.REBOOT),
+        ({"recovery_action": "system_reboot"}, Remedy.POWER_CYCLE),
+        ({"recovery_action": "bus_reset"}, Remedy.POWER_CYCLE),
         ({"recovery_action": "recover_imex_domain"}, Remedy.RECOVER_IMEX),
         ({"recovery_action": "unknown"}, Remedy.HUMAN),
         ({"recovery_action": None, "reset_required": True}, Remedy.RESET),
@@ -92,9 +93,10 @@ def test_the_synthetic_reset_sample_asks_for_a_reset() -> None:
         ({"fabric": {"state": "In Progress", "status": "N/A"}}, Remedy.RESET),
         ({"fabric": {"state": "Completed", "status": "Success"}}, Remedy.NONE),
         ({"ecc__aggregate__sram_threshold_exceeded": True}, Remedy.FIELD_DIAG),
-        ({"remapped_rows__failure": True}, Remedy.RMA),
-        ({"ecc__unrepairable_memory": True}, Remedy.RMA),
-        ({"remapped_rows__histogram": {"max": 0, "none": 1}}, Remedy.RMA),
+        # RMA candidates, not RMAs: NVIDIA's field diagnostic confirms an RMA.
+        ({"remapped_rows__failure": True}, Remedy.FIELD_DIAG),
+        ({"ecc__unrepairable_memory": True}, Remedy.FIELD_DIAG),
+        ({"remapped_rows__histogram": {"max": 0, "none": 1}}, Remedy.FIELD_DIAG),
     ],
 )
 def test_each_rule(change: dict[str, Any], expected: Remedy) -> None:
@@ -108,7 +110,7 @@ def test_the_worst_need_wins_and_resets_are_still_listed() -> None:
     data = _with_gpu0(RTX4090_535, remapped_rows__failure=True)
     data["gpus"][1]["recovery_action"] = "reset"
     verdict = decide(data)
-    assert verdict.remedy is Remedy.RMA
+    assert verdict.remedy is Remedy.FIELD_DIAG
     assert verdict.gpus == (0,) and verdict.reset_gpus == (1,)
 
 
@@ -271,7 +273,11 @@ def test_for_xid_says_what_decide_does(code: int, action: RecoveryAction) -> Non
 def test_for_xid_without_an_action() -> None:
     gone = for_xid(79)
     assert gone.remedy is Remedy.REBOOT and "whatever the recovery action says" in gone.why
-    assert {remedy for _, remedy in gone.by_action} == {Remedy.REBOOT, Remedy.HUMAN}
+    assert {remedy for _, remedy in gone.by_action} == {
+        Remedy.REBOOT,
+        Remedy.POWER_CYCLE,
+        Remedy.HUMAN,
+    }
     now = for_xid(119)
     assert now.remedy is None
     assert now.why.startswith("fleetfix acts on what the node reports now, not on this log line")
