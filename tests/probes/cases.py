@@ -1,15 +1,16 @@
 """Fixture cases for probe parsers: tests/probes/<probe>/<case>.json names a sample and its facts.
 
 A case file looks like {"sample": "nvidia-smi-xml/x.xml", "expected": {...}} where the sample
-path is relative to tests/fixtures/samples/ and "expected" is `to_data(parse(text))`. A case may
-instead say {"sample": ..., "error": "substring of the ProbeParseError message"} for output that
-must be rejected.
+path is relative to tests/fixtures/samples/ and "expected" is `to_data(probe.read(text, params))`,
+read with the case's optional "params" (the step's parameters, e.g. {"expected_gpus": 1}). A
+case may instead say {"sample": ..., "error": "substring of the ProbeParseError message"} for
+output that must be rejected.
 """
 
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -23,6 +24,7 @@ class Case:
     sample: Path
     expected: Any
     error: str | None
+    params: dict[str, Any] = field(default_factory=dict)
 
     def text(self) -> str:
         return self.sample.read_text(encoding="utf-8", errors="surrogateescape")
@@ -39,6 +41,7 @@ def load_cases(probe: str) -> list[Case]:
                 sample=SAMPLES / spec["sample"],
                 expected=spec.get("expected"),
                 error=spec.get("error"),
+                params=spec.get("params", {}),
             )
         )
     return cases

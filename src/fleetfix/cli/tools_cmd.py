@@ -65,7 +65,7 @@ def parse_command(args: argparse.Namespace) -> int:
             text = Path(args.file).read_text(encoding="utf-8", errors="surrogateescape")
         except OSError as exc:
             raise UsageError(f"cannot read {args.file}: {exc.strerror}") from None
-    facts = probe.parse(text)  # ProbeParseError -> exit 1 with the excerpt, via the CLI
+    facts = probe.read(text)  # ProbeParseError -> exit 1 with the excerpt, via the CLI
     print(json.dumps(to_data(facts), indent=2, default=str))
     return Outcome.OK
 

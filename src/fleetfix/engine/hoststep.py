@@ -117,13 +117,17 @@ class HostStep:
         )
 
     async def probe(self, name: str, params: Mapping[str, Any]) -> Outcome:
-        """Run a probe and parse its output; typed facts are kept on the host state."""
-        probe = self.ctx.probes.get(name)
-        return self.parse_output(name, await self.command(probe.command(params), probe=probe))
+        """Run a probe and parse its output with the step's `params` (where it arrives, on a
+        host shard); typed facts are kept on the host state."""
+        probe = self.ctx.probes.get(name).bind(params)
+        result = await self.command(probe.command(params), probe=probe)
+        return self.parse_output(name, result, params)
 
-    def parse_output(self, name: str, result: CommandResult) -> Outcome:
-        """Parse one command's output with probe `name`; a hung or failed tool is a failure,
-        never an empty (healthy-looking) result."""
+    def parse_output(
+        self, name: str, result: CommandResult, params: Mapping[str, Any] | None = None
+    ) -> Outcome:
+        """Parse one command's output with probe `name` and the step's `params`; a hung or
+        failed tool is a failure, never an empty (healthy-looking) result."""
         probe = self.ctx.probes.get(name)
         outcome = Outcome(commands=[result], data={"facts": None})
         if result.timed_out:
@@ -135,7 +139,7 @@ class HostStep:
             outcome.message = f"probe {name} failed (rc={result.rc}): {detail}"
         else:
             # A host shard's worker may have parsed it already, where it arrived.
-            parsed = result.parsed or verdict(probe, result.stdout)
+            parsed = result.parsed or verdict(probe, result.stdout, params or {})
             if parsed.error is not None:
                 outcome.failed = True
                 outcome.message = parsed.error

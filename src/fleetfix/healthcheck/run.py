@@ -144,7 +144,7 @@ async def _probe(
     if result.rc != 0 and not result.stdout.strip():
         detail = (result.stderr.strip().splitlines() or [""])[-1][:120]
         return Observation(probe.name, None, f"{tool} failed (rc={result.rc}): {detail}")
-    parsed = verdict(probe, result.stdout)
+    parsed = verdict(probe, result.stdout, params)
     if parsed.error is not None:
         return Observation(probe.name, None, f"cannot read {tool}: {parsed.error[:120]}")
     return Observation(probe.name, parsed.data)

@@ -196,7 +196,7 @@ def rma_reason(before: CommandResult | None, after: CommandResult) -> str | None
 
 def _reason(text: str) -> str | None:
     try:
-        facts = slurm_node.PROBE.parse(text)
+        facts = slurm_node.PROBE.read(text)
     except ProbeParseError:
         return None
     return facts.reason if facts.reason_is_fleetfix else None

@@ -1,4 +1,5 @@
-"""Clean tool output that a human pasted (prompts, markdown quotes, indentation, CRLF) for parsers.
+"""Clean tool output that a human pasted (prompts, markdown quotes, indentation, CRLF) for parsers,
+and strip the terminal escapes some tools print even into a pipe.
 
 Real command output captured by a transport has none of these artefacts, so cleaning it is a no-op;
 samples copied from issues and docs carry them (see shared/samples/MANIFEST.md). Each kept line
@@ -20,6 +21,26 @@ _USER_PROMPT = re.compile(r"^\s*\[?[\w.-]+@[\w.-]+(?:[: ][^\s\]#$>]*)?\]?[#$>] ?
 # `> cmd` is a prompt only before any output; later it is indistinguishable from data.
 _GT_PROMPT = re.compile(r"^> \S")
 _ELISIONS = frozenset({"...", "....", "[...]", "…", "[…]"})
+_TERMINAL_ESCAPE = re.compile(
+    r"\x1b(?:"
+    r"\[[0-?]*[ -/]*[@-~]"  # CSI: colour, underline (topo -m's header), cursor moves
+    r"|\][^\x07\x1b\n]*(?:\x07|\x1b\\)"  # OSC: a window title or hyperlink, BEL or ST ends it
+    r"|[ -/]+[0-~]"  # nF: character set selection (`tput sgr0` prints ESC ( B)
+    r"|[@-Z\\-_]"  # the other two-byte escapes
+    r")"
+)
+
+
+def strip_terminal_escapes(text: str) -> str:
+    """`text` without terminal control sequences (CSI, OSC and the short escapes).
+
+    `nvidia-smi topo -m` wraps its header row in ESC[4m ... ESC[0m even when its output is
+    a pipe; no tool's data contains ESC, so what is removed was never data. Text without an
+    ESC byte (nearly all output) is returned as it is, at the cost of one scan.
+    """
+    if "\x1b" not in text:
+        return text
+    return _TERMINAL_ESCAPE.sub("", text)
 
 
 @dataclass(frozen=True, slots=True)

@@ -15,6 +15,7 @@ import functools
 import os
 import signal
 import sys
+from collections.abc import Mapping
 from dataclasses import replace
 from typing import Any
 
@@ -27,11 +28,14 @@ from fleetfix.transport.registry import make_transport
 from fleetfix.transport.shards import error_message, frame, read_frame
 
 
-def parse_where_run(probe: Probe[Any] | None, result: CommandResult) -> CommandResult:
-    """The result with the probe's verdict attached, when there is output to judge."""
+def parse_where_run(
+    probe: Probe[Any] | None, result: CommandResult, params: Mapping[str, Any] | None = None
+) -> CommandResult:
+    """The result with the probe's verdict (read with the step's `params`) attached, when
+    there is output to judge."""
     if probe is None or result.timed_out or not result.stdout.strip():
         return result
-    return replace(result, parsed=verdict(probe, result.stdout))
+    return replace(result, parsed=verdict(probe, result.stdout, params or {}))
 
 
 class Worker:
@@ -99,11 +103,12 @@ class Worker:
             self._connections[request_id] = await self._transport.connect(args[0])
             return request_id
         if op == "run":
-            conn_id, command, timeout, env, stdin, probe_name = args
+            conn_id, command, timeout, env, stdin, probe_call = args
             result = await self._connections[conn_id].run(
                 command, timeout=timeout, env=env, stdin=stdin
             )
-            return parse_where_run(self._probes.get(probe_name or ""), result)
+            name, params = probe_call or ("", {})
+            return parse_where_run(self._probes.get(name), result, params)
         if op == "close":
             connection = self._connections.pop(args[0], None)
             if connection is not None:

@@ -5,8 +5,8 @@ worker processes, so the controller uses every core of its machine.
     conn = await transport.connect(spec)                  # placed on the least-loaded shard
     result = await conn.run_probe(command, probe, timeout=60)   # result.parsed: facts
 
-Only the SSH work moves: handshakes, ciphers, channels, and the pure `probe.parse` of what a
-command printed. The engine, every gate, the event stream and the journal stay in the main
+Only the SSH work moves: handshakes, ciphers, channels, and the pure parse (`Probe.read`) of what
+a command printed. The engine, every gate, the event stream and the journal stay in the main
 process, so the write-ahead intent of a disruptive action is still committed before its
 command is handed to a shard, and one journal sees every event in order.
 
@@ -101,6 +101,17 @@ async def read_frame(reader: asyncio.StreamReader) -> Any:
         return pickle.loads(await reader.readexactly(size))
     except asyncio.IncompleteReadError:
         return None
+
+
+def probe_call(probe: Probe[Any]) -> tuple[str, dict[str, Any]] | None:
+    """What a request says about the probe to parse with: its name and its bound parameters;
+    None (the worker does not parse) when the parameters cannot cross as a pickle."""
+    params = dict(probe.bound)
+    try:
+        pickle.dumps(params, protocol=pickle.HIGHEST_PROTOCOL)
+    except Exception:  # an odd rendered value: the controller parses it instead
+        return None
+    return probe.name, params
 
 
 def error_message(exc: TransportError) -> tuple[str, str, str]:
@@ -360,8 +371,9 @@ class _WorkerConnection:
         env: Mapping[str, str] | None = None,
     ) -> CommandResult:
         """Run a probe's command; the worker parses stdout with the built-in probe of that
-        name, so `parsed` comes back with the result."""
-        return await self._request(command, timeout, env, None, probe.name)
+        name and the probe's bound parameters, so `parsed` comes back with the result (none
+        when the parameters cannot cross: the controller then parses)."""
+        return await self._request(command, timeout, env, None, probe_call(probe))
 
     async def _request(
         self,
@@ -369,7 +381,7 @@ class _WorkerConnection:
         timeout: float | None,
         env: Mapping[str, str] | None,
         stdin: str | None,
-        probe: str | None,
+        probe: tuple[str, dict[str, Any]] | None,
     ) -> CommandResult:
         message = ("run", self._id, command, timeout, dict(env) if env else None, stdin, probe)
         result: CommandResult = await self._worker.request(message, host=self._host)
