@@ -418,9 +418,32 @@ def test_command_prefers_xml_and_falls_back_to_csv() -> None:
     assert plain.startswith("{ out=$(nvidia-smi -q -x 2>/dev/null)")
     assert f"--query-gpu={','.join(FULL_FIELDS)} --format=csv" in plain
     assert plain.endswith(f"--query-gpu={','.join(BASIC_FIELDS)} --format=csv 2>&1")
-    with_count = PROBE.command({"expected_gpus": 8})
-    assert with_count.startswith("echo '### fleetfix nvidia_smi expected_gpus=8'; ")
+    # The expected count reaches the parser as a parameter: nothing is echoed on the node.
+    assert PROBE.command({"expected_gpus": 8}) == plain
     assert set(PROBE.params) == {"expected_gpus"}
+
+
+def test_expected_count_reaches_the_parser_as_a_parameter() -> None:
+    xml = _text("nvidia-smi-xml/lab-healthy-1000-8xh100-550.90.07.xml")
+    table = _text("nvidia-smi-table/bitdeer-8xh100-550.90.07.txt")
+    for text in (xml, table):  # the fast XML path and a pasted form
+        assert PROBE.read(text, {"expected_gpus": 8}).count_ok is True
+        short = PROBE.read(text, {"expected_gpus": 9})
+        assert (short.expected_gpus, short.count_ok) == (9, False)
+        assert PROBE.read(text, {}).count_ok is None
+        assert PROBE.bind({"expected_gpus": 8}).read(text).count_ok is True
+    # An older output's marker still reads; a parameter given with it wins.
+    marked = "### fleetfix nvidia_smi expected_gpus=9\n" + xml
+    assert PROBE.read(marked).expected_gpus == 9
+    assert PROBE.read(marked, {"expected_gpus": 8}).count_ok is True
+
+
+@pytest.mark.parametrize("bad", ["8", -1, True])
+def test_parser_refuses_a_bad_expected_count(bad: object) -> None:
+    with pytest.raises(PlaybookError, match="expected_gpus"):
+        PROBE.read(
+            _text("nvidia-smi-xml/lab-healthy-1000-8xh100-550.90.07.xml"), {"expected_gpus": bad}
+        )
 
 
 @pytest.mark.parametrize("bad", ["8", -1, True, 2.5])

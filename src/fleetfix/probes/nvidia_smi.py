@@ -6,9 +6,11 @@ field list, then a basic one old drivers accept). `parse` auto-detects XML, `-q`
 tool's own failure messages (driver not loaded, no devices, a GPU whose handle cannot be
 opened) into `errors` / `lost_gpus` instead of treating them as garbage.
 
-`expected_gpus` cannot reach a pure parser as an argument, so the command prints it first as a
-marker line (`### fleetfix nvidia_smi expected_gpus=8`) and `parse` reads it back into
-`expected_gpus` / `count_ok`.
+The step's `expected_gpus` reaches the parser as a parameter (`parse_with`, through
+`Probe.read`) and becomes `expected_gpus` / `count_ok`; nothing is echoed through the remote
+shell. A saved output with the marker line older fleetfix commands printed first
+(`### fleetfix nvidia_smi expected_gpus=8`) still reads, the marker standing in for a
+parameter that was not given.
 """
 
 from __future__ import annotations
@@ -31,7 +33,6 @@ from fleetfix.probes.nvidia_smi_csv import BASIC_FIELDS, FULL_FIELDS, looks_like
 from fleetfix.probes.nvidia_smi_fast import read_clean_xml
 from fleetfix.probes.nvidia_smi_table import looks_like_table, read_table
 from fleetfix.probes.nvidia_smi_text import (
-    MARKER_PREFIX,
     TOOL_ERROR,
     Line,
     Marker,
@@ -53,17 +54,9 @@ _TEXT_SIGNS = re.compile(r"^(?:=+\s*NVSMI LOG\s*=+|GPU [0-9A-Fa-f]{4,8}:\S+|\s*\
 
 def command(params: Mapping[str, Any]) -> str:
     """`nvidia-smi -q -x`, else the CSV query; each form's output only if it succeeded."""
-    expected = params.get("expected_gpus")
-    marker = ""
-    if expected is not None:
-        if isinstance(expected, bool) or not isinstance(expected, int) or expected < 0:
-            raise PlaybookError(
-                f"nvidia_smi: expected_gpus must be a whole number, not {expected!r}"
-            )
-        marker = f"echo '{MARKER_PREFIX}{NAME} expected_gpus={expected}'; "
+    _expected_param(params)  # refused here, before anything runs
     full, basic = ",".join(FULL_FIELDS), ",".join(BASIC_FIELDS)
     return (
-        f"{marker}"
         "{ out=$(nvidia-smi -q -x 2>/dev/null) && printf '%s\\n' \"$out\"; } || "
         f"{{ out=$(nvidia-smi --query-gpu={full} --format=csv 2>/dev/null)"
         " && printf '%s\\n' \"$out\"; } || "
@@ -71,7 +64,18 @@ def command(params: Mapping[str, Any]) -> str:
     )
 
 
+def _expected_param(params: Mapping[str, Any]) -> int | None:
+    """The step's `expected_gpus`; PlaybookError when it is not a whole number."""
+    expected = params.get("expected_gpus")
+    if expected is None:
+        return None
+    if isinstance(expected, bool) or not isinstance(expected, int) or expected < 0:
+        raise PlaybookError(f"nvidia_smi: expected_gpus must be a whole number, not {expected!r}")
+    return expected
+
+
 def _expected_gpus(markers: tuple[Marker, ...], text: str) -> int | None:
+    """The count a marker line of an older fleetfix command (or a saved output) carries."""
     for marker in markers:
         value = marker.get("expected_gpus")
         if marker.name == NAME and value is not None:
@@ -115,21 +119,31 @@ def _read(paste: Paste, text: str) -> Reading:
 
 
 def parse(text: str) -> NvidiaSmiFacts:
-    """Facts from any nvidia-smi form; ProbeParseError for anything else.
+    """Facts from any nvidia-smi form; ProbeParseError for anything else."""
+    return parse_with(text, {})
+
+
+def parse_with(text: str, params: Mapping[str, Any]) -> NvidiaSmiFacts:
+    """Facts from any nvidia-smi form, counted against the step's `expected_gpus` (else the
+    marker line of an older saved output); ProbeParseError for anything else.
 
     The probe's own `-q -x` output takes the fast path (nvidia_smi_fast: parsed once, no
     clean-up); everything else is cleaned of paste artefacts first.
     """
+    expected = _expected_param(params)
     clean = read_clean_xml(text)
     if clean is not None:
-        return summarize(clean.reading, expected_gpus=_expected_gpus(clean.markers, text))
-    return _parse_pasted(text)
+        if expected is None:
+            expected = _expected_gpus(clean.markers, text)
+        return summarize(clean.reading, expected_gpus=expected)
+    return _parse_pasted(text, expected)
 
 
-def _parse_pasted(text: str) -> NvidiaSmiFacts:
+def _parse_pasted(text: str, expected: int | None = None) -> NvidiaSmiFacts:
     """The slow path: clean the paste, then read whichever form it holds (XML by defusedxml)."""
     paste = clean_paste(text)
-    expected = _expected_gpus(paste.markers, text)
+    if expected is None:
+        expected = _expected_gpus(paste.markers, text)
     rest, lost, errors = _tool_messages(paste)
     if rest.nonblank():
         reading = _read(rest, text)
@@ -146,6 +160,7 @@ PROBE: Probe[NvidiaSmiFacts] = Probe(
     "throttling, processes, MIG, recovery action; GPU count vs expected",
     command=command,
     parse=parse,
+    parse_with=parse_with,
     params={
         "expected_gpus": "how many GPUs the host should have; sets the count_ok fact",
     },
