@@ -170,3 +170,32 @@ def test_garbage_is_refused(text: str, reason: str) -> None:
 
 def test_command() -> None:
     assert PROBE.command({}) == "nvidia-smi topo -m"
+
+
+REAL_H200 = SAMPLES / "real-nodes" / "h200-sxm-vm-580.159.04" / "probe-topology.txt"
+
+
+def test_real_h200_single_gpu_with_ansi_header_and_gpu_numa_id() -> None:
+    """One H200 in a VM: the header underlined with ESC[4m...ESC[0m (into a pipe), a `GPU NUMA
+    ID` column read N/A, the empty cell nvidia-smi prints before it, no NIC, no NVLink."""
+    facts = PROBE.read(REAL_H200.read_text(encoding="utf-8"))
+    assert (facts.complete, facts.gpu_count, facts.nic_count) == (True, 1, 0)
+    assert facts.devices == ("GPU0",)
+    gpu = facts.gpus[0]
+    assert (gpu.cpu_affinity, gpu.numa_affinity, gpu.gpu_numa_id) == ("0-15", "0", None)
+    assert (gpu.nvlink_peers, gpu.closest_nics, gpu.nic_link) == (0, (), None)
+    assert (facts.gpu_link_types, facts.all_gpus_nvlinked) == ((), False)
+    assert compare_topology(facts, ExpectedTopology(gpus=1, nics=0)) == ()
+    assert compare_topology(facts, ExpectedTopology(gpus=8)) == ("expected 8 GPUs, seen 1",)
+
+
+def test_single_gpu_pcie_boards() -> None:
+    """A PCIe H100 with one NIC behind the host bridge, and one alone in a VM: one GPU, no
+    GPU pairs, so no NVLink is expected or reported."""
+    with_nic = _parse("issue-sglang-24413-h100-pcie-1gpu-1nic-phb-575-kvm.txt")
+    assert (with_nic.gpu_count, with_nic.nic_count, with_nic.complete) == (1, 1, True)
+    assert (with_nic.gpus[0].nic_link, with_nic.gpus[0].gpu_numa_id) == ("PHB", None)
+    assert with_nic.gpus[0].cpu_affinity == "0-251"
+    alone = _parse("nvgpuexp-h100-vm-1gpu-590.48.01.txt")
+    assert (alone.gpu_count, alone.nic_count, alone.gpu_link_types) == (1, 0, ())
+    assert alone.gpus[0].cpu_affinity == "0-19"
