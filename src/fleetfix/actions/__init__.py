@@ -13,6 +13,7 @@ BUILTIN_ACTION_MODULES: tuple[str, ...] = (
     "gpu",
     "driver",
     "node",
+    "power",
     "nccl",
     "dcgm",
 )

@@ -20,6 +20,12 @@ class PlannedCommand:
     defer_rc: int | None = None
     """This exit status means "not now" (e.g. jobs still running after a bounded wait): the
     host is deferred to the next run, its last output line saying why; not a failure."""
+    on_controller: bool = False
+    """Runs on the controller, not on the node (a BMC power cycle: the node's OS is what is in
+    doubt); with expect_unreachable the engine still waits for the node's new boot id."""
+    env: Mapping[str, str] = field(default_factory=dict)
+    """Environment for an `on_controller` command: secrets go here, never into the command
+    line, which is printed and journaled."""
 
 
 @dataclass(frozen=True, slots=True)

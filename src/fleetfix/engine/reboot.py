@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import os
 import time
 
 from fleetfix.actions.base import PlannedCommand
@@ -36,12 +37,42 @@ async def send_reboot_like(hs: HostStep, planned: PlannedCommand, before: str) -
     """Run a command that takes the host away, then wait for it to return with a new boot id."""
     started = time.monotonic()
     sent: CommandResult | None = None
-    with contextlib.suppress(UnreachableError):  # expected: the host goes away under us
-        sent = await hs.command(planned.command, timeout=planned.timeout or 30)
+    if planned.on_controller:
+        sent = await on_controller(planned)
+        if not sent.ok:
+            return sent  # the BMC said no (or was not reached): nothing is going away
+    else:
+        with contextlib.suppress(UnreachableError):  # expected: the host goes away under us
+            sent = await hs.command(planned.command, timeout=planned.timeout or 30)
     if sent is not None and sent.rc not in (0, None) and await boot_id(hs) == before:
         return sent  # refused (e.g. scontrol reboot said no): nothing is going away
     await hs.ctx.connections.drop(hs.state.name)
     return await back_with_new_boot(hs, planned.command, before, started)
+
+
+async def on_controller(planned: PlannedCommand) -> CommandResult:
+    """Run a planned command on the controller (a BMC power cycle), its secrets in `env`."""
+    started = time.monotonic()
+    timeout = planned.timeout or 60
+    proc = await asyncio.create_subprocess_shell(
+        planned.command,
+        stdin=asyncio.subprocess.DEVNULL,
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE,
+        env={**os.environ, **planned.env},
+        start_new_session=True,
+    )
+    try:
+        out, err = await asyncio.wait_for(proc.communicate(), timeout)
+    except TimeoutError:
+        with contextlib.suppress(ProcessLookupError):
+            proc.kill()
+        await proc.wait()
+        message = f"timed out after {timeout:g}s on the controller"
+        return CommandResult(planned.command, None, "", message, timeout, timed_out=True)
+    elapsed = time.monotonic() - started
+    stdout, stderr = out.decode("utf-8", "replace"), err.decode("utf-8", "replace")
+    return CommandResult(planned.command, proc.returncode, stdout, stderr, elapsed)
 
 
 async def back_with_new_boot(

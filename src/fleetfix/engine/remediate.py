@@ -42,7 +42,14 @@ async def run_action(hs: HostStep, handlers: Handlers) -> Outcome:
         action = hs.ctx.actions.get(str(rung.args["name"]))
         params = hs.render(dict(rung.args.get("params") or {}))
         outcome = await _one_rung(hs, rung, action, params, handlers)
-        ladder.append({"action": action.name, "failed": outcome.failed, "msg": outcome.message})
+        ladder.append(
+            {
+                "action": action.name,
+                "failed": outcome.failed,
+                "msg": outcome.message,
+                "ran": bool(outcome.commands),
+            }
+        )
         if not outcome.failed or hs.dry or outcome.left is not None:
             break
     outcome.data["ladder"] = ladder

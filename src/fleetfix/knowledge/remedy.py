@@ -281,6 +281,26 @@ def _reported_why(code: int, action: RecoveryAction, asked: Remedy) -> str:
     return f"the driver's recovery action {action}: fleetfix follows it, whatever the Xid"
 
 
+COLD_CYCLE = "needs a human: cold power cycle"
+
+
+def not_fixed(fault: str, ladder: Iterable[Mapping[str, Any]]) -> str:
+    """What a node a repair did not fix needs next, for its drain reason, in NVIDIA's order for a
+    GPU that will not come back: a warm reboot, then a cold power cycle (through the BMC where
+    allowed, else a person's), and only then an RMA candidate for the field diagnostic.
+    `ladder` is a repair step's rungs as the engine registers them (action, failed, ran, msg)."""
+    rungs = {str(r.get("action")): r for r in ladder}
+    cycle, reboot = rungs.get("power_cycle"), rungs.get("reboot")
+    if cycle is not None and cycle.get("ran"):
+        return f"{fault}; persists after a cold power cycle; {RMA_CANDIDATE}"
+    if reboot is not None and reboot.get("ran"):
+        return f"{fault}; persists after a warm reboot; {COLD_CYCLE}"
+    last = next(reversed(list(rungs.values())), None)
+    if last is not None and last.get("msg"):
+        return f"{fault}; not fixed ({last['msg']}); needs a human"
+    return f"{fault}; not fixed; needs a human"
+
+
 def _verdict(found: _Found) -> Verdict:
     if not found:
         return Verdict(Remedy.NONE)

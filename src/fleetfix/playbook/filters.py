@@ -24,7 +24,7 @@ import jinja2
 import yaml
 
 from fleetfix.booleans import boolean
-from fleetfix.knowledge.remedy import decide
+from fleetfix.knowledge.remedy import decide, not_fixed
 from fleetfix.probes.base import to_data
 
 __all__ = ["FILTERS", "TESTS"]
@@ -293,6 +293,15 @@ def fleetfix_remedy(smi: Any, xid: Any = None, services: Any = None) -> dict[str
     return decide(smi_data, _facts_data(xid), _facts_data(services)).to_data()
 
 
+def fleetfix_not_fixed(result: Any, fault: Any) -> str:
+    """fleetfix's own filter: the drain reason for a node a repair did not fix, saying what it
+    needs next (knowledge/remedy.py `not_fixed`): `{{ ansible_failed_result |
+    fleetfix_not_fixed(need.why | first) }}`."""
+    ladder = result.get("ladder") if isinstance(result, Mapping) else None
+    rungs = [r for r in ladder or () if isinstance(r, Mapping)]
+    return not_fixed(str(fault), rungs)
+
+
 def _facts_data(value: Any) -> Mapping[str, Any] | None:
     if value is None or isinstance(value, jinja2.Undefined):
         return None
@@ -331,6 +340,7 @@ FILTERS: Mapping[str, Callable[..., Any]] = MappingProxyType(
         "difference": difference,
         "zip": zip_lists,
         "fleetfix_remedy": fleetfix_remedy,
+        "fleetfix_not_fixed": fleetfix_not_fixed,
     }
 )
 

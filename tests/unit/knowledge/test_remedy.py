@@ -15,6 +15,7 @@ from fleetfix.knowledge.remedy import (
     decide,
     for_xid,
     from_log,
+    not_fixed,
     recovery_remedy,
     unit_presence,
 )
@@ -180,7 +181,7 @@ def _units(sample: str) -> dict[str, Any]:
 
 FM_ACTIVE = "synthetic-services-hgx-h100-all-active.txt"
 FM_FAILED = "synthetic-services-fm-failed-persistenced-off.txt"
-NO_SYSTEMD = "synthetic-services-no-systemd-unknown.txt"
+NO_SYSTEMD = "synthetic-services-systemctl-no-answer-unknown.txt"
 
 
 def test_fabric_manager_not_running_on_an_nvswitch_board_resets_every_gpu() -> None:
@@ -284,3 +285,19 @@ def test_for_xid_without_an_action() -> None:
     assert dict(now.by_action)[RecoveryAction.GPU_RESET] is Remedy.RESET
     assert dict(now.by_action)[RecoveryAction.NONE] is Remedy.NONE
     assert for_xid(154).why.startswith("Xid 154 is the driver announcing its recovery action")
+
+
+def test_not_fixed_says_what_comes_next_in_nvidias_order() -> None:
+    fault = "GPU 3: 7 of 8 GPUs visible"
+    warm = {"action": "reboot", "failed": True, "ran": True, "msg": "verification failed"}
+    refused = {"action": "power_cycle", "failed": True, "ran": False, "msg": "refused: no BMC"}
+    cycled = {"action": "power_cycle", "failed": True, "ran": True, "msg": "verification failed"}
+    assert not_fixed(fault, [warm, refused]) == (
+        f"{fault}; persists after a warm reboot; needs a human: cold power cycle"
+    )
+    assert not_fixed(fault, [warm, cycled]) == (
+        f"{fault}; persists after a cold power cycle; RMA candidate: run the field diagnostic"
+    )
+    held = {"action": "reboot", "failed": True, "ran": False, "msg": "reboot held: rack cap"}
+    assert not_fixed(fault, [held]) == f"{fault}; not fixed (reboot held: rack cap); needs a human"
+    assert not_fixed(fault, []) == f"{fault}; not fixed; needs a human"
