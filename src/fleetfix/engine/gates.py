@@ -62,7 +62,7 @@ async def gate_facts(hs: HostStep, action: Action) -> dict[str, Any] | Refusal:
     facts: dict[str, Any] = {}
     for name in gate_probes(hs, action):
         probed = await hs.probe(name, {})
-        if not probed.failed:
+        if not (probed.failed or probed.skipped):  # skipped: the node lacks the tool
             facts[name] = hs.state.probe_facts[name]
             continue
         needed = action.active_test and name == SLURM_PROBE

@@ -6,13 +6,24 @@ from collections.abc import Mapping
 from typing import Any
 
 from fleetfix.engine.context import HostState, RunContext
-from fleetfix.knowledge.gpu_count import expected_gpus, shortfall
+from fleetfix.engine.gpus import gpus_short
 from fleetfix.knowledge.health import Level, gpu_health, summarize
 from fleetfix.knowledge.remedy import Remedy, from_log
 from fleetfix.results import Status
 
 HEALTH_PROBES = frozenset(
-    {"nvidia_smi", "xid", "nvlink", "ib", "kernel_modules", "services", "nccl_tests", "dcgm_diag"}
+    {
+        "nvidia_smi",
+        "xid",
+        "nvlink",
+        "ib",
+        "kernel_modules",
+        "services",
+        "nccl_tests",
+        "dcgm_diag",
+        "topology",
+        "pci_gpus",
+    }
 )
 """Probes whose verdict says whether a node can run jobs. Not slurm_node, gpu_processes or
 shm: a busy node or a full /dev/shm is not a broken one."""
@@ -61,24 +72,6 @@ def _problems(state: HostState) -> list[str]:
         if verdict.level is Level.BAD:
             problems.append(f"{name}: {verdict.text}")
     return problems
-
-
-def gpus_short(ctx: RunContext, state: HostState) -> str | None:
-    """Why the host shows fewer GPUs than it has (knowledge/gpu_count.py), or None: the
-    inventory's `gpus`, Slurm's Gres, the PCI bus and the most GPUs ever seen (this run and the
-    journal) each claim a count; nvidia-smi must show the largest."""
-    smi = state.probe_data.get("nvidia_smi")
-    if not smi:
-        return None
-    memory = ctx.options.memory
-    remembered = memory.gpus_seen(state.name) if memory is not None else None
-    expected = expected_gpus(
-        inventory=state.base_vars.get("gpus"),
-        gres=(state.probe_data.get("slurm_node") or {}).get("gpus_total"),
-        pci=(state.probe_data.get("pci_gpus") or {}).get("count"),
-        seen=max(state.gpus_seen or 0, remembered or 0),
-    )
-    return shortfall(smi.get("gpu_count"), expected)
 
 
 def _out_of_service(slurm: Mapping[str, Any] | None) -> bool:

@@ -9,6 +9,7 @@ from typing import Any
 
 from fleetfix.engine.commands import run_command, step_timeout
 from fleetfix.engine.context import HostState, RunContext
+from fleetfix.engine.gpus import expected_gpus_of
 from fleetfix.engine.variables import PlayScope
 from fleetfix.events import ActionStarted, ActionTaken, HostObserved
 from fleetfix.playbook.model import Play, Step
@@ -27,6 +28,12 @@ class StepEnv:
 
     def with_vars(self, extra: Mapping[str, Any]) -> StepEnv:
         return replace(self, inherited_vars={**self.inherited_vars, **extra})
+
+
+EXPECTING_PROBE = "nvidia_smi"
+"""The probe held to the node's expected GPU count when its step names none."""
+ABSENT_KEY = "absent"
+"""In a probe step's data: the tool the node does not have (the step is skipped)."""
 
 
 @dataclass(slots=True)
@@ -119,6 +126,12 @@ class HostStep:
     async def probe(self, name: str, params: Mapping[str, Any]) -> Outcome:
         """Run a probe and parse its output with the step's `params` (where it arrives, on a
         host shard); typed facts are kept on the host state."""
+        if name == EXPECTING_PROBE and params.get("expected_gpus") in (None, ""):
+            # Held to the most GPUs anyone says the node has (knowledge/gpu_count.py), also
+            # where the playbook names no count: a node short of one is never "count_ok".
+            expected = expected_gpus_of(self.ctx, self.state)
+            if expected is not None:
+                params = {**params, "expected_gpus": expected.count}
         probe = self.ctx.probes.get(name).bind(params)
         result = await self.command(probe.command(params), probe=probe)
         return self.parse_output(name, result, params)
@@ -140,6 +153,14 @@ class HostStep:
         else:
             # A host shard's worker may have parsed it already, where it arrived.
             parsed = result.parsed or verdict(probe, result.stdout, params or {})
+            if parsed.absent is not None:
+                # Not a fault of the node and not facts: skipped, as Ansible skips what does
+                # not apply; a gate fed by it still refuses (engine/gates.py).
+                outcome.skipped = True
+                outcome.message = f"{parsed.absent} is not installed on this node"
+                outcome.data[ABSENT_KEY] = parsed.absent
+                forget_probe(self.state, name)
+                return outcome
             if parsed.error is not None:
                 outcome.failed = True
                 outcome.message = parsed.error
@@ -148,6 +169,13 @@ class HostStep:
                 outcome.data["facts"] = parsed.data
         remember_probe(self.ctx, self.state, name, outcome.data["facts"], outcome.message)
         return outcome
+
+
+def forget_probe(state: HostState, name: str) -> None:
+    """The node does not have the probe's tool: neither facts nor a failure to count."""
+    state.probe_facts.pop(name, None)
+    state.probe_data.pop(name, None)
+    state.probe_failures.pop(name, None)
 
 
 def remember_probe(
@@ -166,6 +194,10 @@ def remember_probe(
         count = facts["gpu_count"] + len(facts.get("lost_gpus") or ())
         state.gpus_seen = max(state.gpus_seen or 0, count)
         ctx.bus.emit(HostObserved(host=state.name, gpu_count=count))
+    elif name == "pci_gpus" and isinstance(facts.get("count"), int) and facts["count"]:
+        # A GPU the driver could not bring up is still on the bus: one the node has.
+        state.gpus_seen = max(state.gpus_seen or 0, facts["count"])
+        ctx.bus.emit(HostObserved(host=state.name, gpu_count=facts["count"]))
     elif name == "slurm_node":
         out = any(facts.get(flag) for flag in ("drained", "draining", "down"))
         ctx.bus.emit(HostObserved(host=state.name, in_service=not out))

@@ -1,0 +1,32 @@
+"""How many GPUs a host in this run should show: knowledge/gpu_count.py's rule fed from the run.
+
+The claims are the inventory's `gpus`, Slurm's Gres and the PCI bus as this run last read them
+(`slurm_node`, `pci_gpus` probe data), and the most GPUs ever seen (this run, and the journal).
+The nvidia_smi probe step is held to it when the playbook names no count (engine/hoststep.py),
+and the end-of-run health check names every host short of it (engine/health.py).
+"""
+
+from __future__ import annotations
+
+from fleetfix.engine.context import HostState, RunContext
+from fleetfix.knowledge.gpu_count import Expected, expected_gpus, shortfall
+
+
+def expected_gpus_of(ctx: RunContext, state: HostState) -> Expected | None:
+    memory = ctx.options.memory
+    remembered = memory.gpus_seen(state.name) if memory is not None else None
+    return expected_gpus(
+        inventory=state.base_vars.get("gpus"),
+        gres=(state.probe_data.get("slurm_node") or {}).get("gpus_total"),
+        pci=(state.probe_data.get("pci_gpus") or {}).get("count"),
+        seen=max(state.gpus_seen or 0, remembered or 0),
+    )
+
+
+def gpus_short(ctx: RunContext, state: HostState) -> str | None:
+    """Why the host shows fewer GPUs than it has (`7 of 8 GPUs visible (Slurm's Gres)`), or
+    None: nvidia-smi must show the largest count any claim makes."""
+    smi = state.probe_data.get("nvidia_smi")
+    if not smi:
+        return None
+    return shortfall(smi.get("gpu_count"), expected_gpus_of(ctx, state))
