@@ -100,10 +100,11 @@ def test_hung_nvidia_smi_finishes_well_inside_slurms_deadline(lab: LabHandle) ->
     assert "nvidia-smi hung" in str(slurm(lab, "gpu004")["reason"])
 
 
-def test_row_remap_failure_drains_for_rma(lab: LabHandle) -> None:
+def test_row_remap_failure_drains_an_rma_candidate(lab: LabHandle) -> None:
     result = on_node(lab, "gpu005")
     assert result.rc == 1, result
-    assert "needs RMA" in str(slurm(lab, "gpu005")["reason"])
+    reason = str(slurm(lab, "gpu005")["reason"])
+    assert "RMA candidate: run the field diagnostic" in reason and "needs RMA" not in reason
 
 
 def test_dry_run_decides_but_does_not_drain(lab: LabHandle) -> None:

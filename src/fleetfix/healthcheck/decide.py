@@ -2,11 +2,11 @@
 
 Pure functions over plain probe data (`to_data(facts)`), so every rule is a unit test. The GPU
 rules are knowledge/remedy.py's, the ones every playbook and `slurm_resume` use: a GPU the
-driver wants reset or the node rebooted, a row-remap failure (RMA), a GPU missing against the
-expected count. The kernel log adds what only it knows (remedy's `from_log`): an Xid this boot
-that calls for a reboot (Xid 79, or an Xid 154 asking for one) not yet done. A check that
-could not run (a hung nvidia-smi, output that is not nvidia-smi's) is a problem, never
-"healthy".
+driver wants reset or the node rebooted, a row-remap failure (an RMA candidate), a GPU missing
+against the expected count. The kernel log adds what only it knows (remedy's `from_log`): an
+Xid this boot that calls for a reboot (Xid 79, or an Xid 154 asking for one) not yet done. A
+check that could not run (a hung nvidia-smi, output that is not nvidia-smi's) is a problem,
+never "healthy".
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from fleetfix.knowledge.remedy import Remedy, decide, from_log
+from fleetfix.knowledge.remedy import RMA_CANDIDATE, Remedy, decide, from_log
 from fleetfix.probes.slurm_node import FLEETFIX_REASON_PREFIX
 
 Data = Mapping[str, Any]
@@ -94,8 +94,9 @@ def _gpu_findings(smi: Observation, xid: Observation | None, expected: int | Non
     found = [Finding("nvidia_smi", f"nvidia-smi: {error}") for error in data.get("errors", ())[:1]]
     verdict = decide(data, xid.data if xid is not None else None)
     if verdict.remedy is not Remedy.NONE:
-        why, word = verdict.why[0], verdict.remedy.word
-        found.append(Finding("nvidia_smi", why if word in why.lower() else f"{why}: needs {word}"))
+        why, word = verdict.why[0], verdict.remedy.word.replace("_", " ")
+        said = word in why.lower() or RMA_CANDIDATE in why  # the reason already says what next
+        found.append(Finding("nvidia_smi", why if said else f"{why}: needs {word}"))
     return found
 
 

@@ -25,10 +25,13 @@ from fleetfix.results import CommandResult, Status, StepResult
 
 Facts = Mapping[str, Any]
 
-RMA_REASON = re.compile(r"\bneeds RMA\b")
-"""fleetfix's drain reason for a node to replace parts of (`fleetfix: ... needs RMA`): the
-convention of the shipped playbooks (their `left_for_rma`) and docs/gpu-procedures.md."""
-RMA_MARK = "needs RMA"
+RMA_REASON = re.compile(r"\bneeds RMA\b|\bRMA candidate\b")
+"""fleetfix's drain reason for a node to replace parts of: `fleetfix: ... RMA candidate: run
+the field diagnostic` (what fleetfix itself writes: NVIDIA's field diagnostic confirms an RMA)
+or `needs RMA` (a confirmed one): the convention of the shipped playbooks (their
+`left_for_rma`) and docs/gpu-procedures.md. The ticket goes out for both: the field diagnostic
+is the vendor's step of the RMA process."""
+RMA_MARK = "RMA"
 DRAIN = "slurm_drain"
 COLLECT = "collect_evidence"
 KEEP = 4
@@ -184,7 +187,8 @@ def _settle(attempts: list[_Attempt], result: StepResult) -> None:
 
 def rma_reason(before: CommandResult | None, after: CommandResult) -> str | None:
     """The drain reason when the drain's verification read of Slurm (its last command) says
-    `fleetfix: ... needs RMA` and the read its gates made before it did not say the same:
+    `fleetfix: ... RMA candidate` (or `needs RMA`) and the read its gates made before it did not
+    say the same:
     a verdict of this run, not a past one read again."""
     if RMA_MARK not in after.stdout:
         return None

@@ -9,6 +9,7 @@ import json
 from collections.abc import Callable, Iterable
 from typing import Any
 
+from fleetfix.knowledge import remedy
 from fleetfix.notify.model import (
     Attempt,
     BudgetRefused,
@@ -109,7 +110,8 @@ def _bullets(title: str, lines: Iterable[str]) -> str:
 
 
 def _slack_rma(rma: Rma) -> tuple[str, list[str]]:
-    return f"{rma.node} needs RMA", [
+    title = "is an RMA candidate" if remedy.RMA_CANDIDATE in rma.reason else "needs RMA"
+    return f"{rma.node} {title}", [
         _esc(rma.reason),
         _bullets("GPUs", (_gpu_line(g) for g in rma.gpus)),
         _bullets("Xids seen", (_xid_line(x) for x in rma.xids)),

@@ -43,11 +43,11 @@ def test_count_not_checked_without_an_expected_one() -> None:
     assert findings({"nvidia_smi": smi(7), "xid": NO_XID}, DEFAULT_CHECKS, None) == []
 
 
-def test_row_remap_failure_is_rma() -> None:
+def test_row_remap_failure_is_an_rma_candidate() -> None:
     data = dict(smi().data or {})
     data["gpus"] = [gpu(0, remapped_rows={"failure": True}), *data["gpus"][1:]]
     (found,) = findings({"nvidia_smi": Observation("nvidia_smi", data)}, ("nvidia_smi",), 8)
-    assert "needs RMA" in found.problem
+    assert "RMA candidate: run the field diagnostic" in found.problem
 
 
 def test_a_hung_tool_is_a_finding_never_healthy() -> None:
