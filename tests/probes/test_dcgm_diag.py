@@ -4,10 +4,12 @@ from __future__ import annotations
 
 import re
 import subprocess
+from pathlib import Path
 
 import pytest
 
-from fleetfix.errors import ProbeParseError
+from fleetfix.errors import ProbeParseError, ToolNotInstalled
+from fleetfix.probes.base import verdict
 from fleetfix.probes.dcgm_diag import (
     PROBE,
     DcgmDiagFacts,
@@ -19,6 +21,7 @@ from fleetfix.probes.dcgm_diag import (
     diag_command,
     is_passive,
 )
+from tests.probes.absent import REAL_NODE, SHELLS, bare_path, run, shell_says
 from tests.probes.cases import SAMPLES
 
 
@@ -202,15 +205,44 @@ def test_garbage_is_refused(text: str, reason: str) -> None:
         PROBE.parse(text)
 
 
+LOOK_FOR_DCGMI = (
+    'for t in dcgmi; do command -v "$t" >/dev/null 2>&1 || '
+    '{ echo "### fleetfix not-installed $t"; exit 0; }; done; '
+)
+
+
 def test_command() -> None:
-    assert PROBE.command({}) == "dcgmi diag -r 1 -j 2>&1"
+    assert PROBE.command({}) == LOOK_FOR_DCGMI + "dcgmi diag -r 1 -j 2>&1"
     assert PROBE.command({"level": "software", "gpus": "0,1", "format": "table"}) == (
-        "dcgmi diag -r software -i 0,1 2>&1"
+        LOOK_FOR_DCGMI + "dcgmi diag -r software -i 0,1 2>&1"
     )
     assert diag_command({"level": 3, "gpus": "0,1", "format": "table"}) == (
-        "dcgmi diag -r 3 -i 0,1 2>&1"
+        LOOK_FOR_DCGMI + "dcgmi diag -r 3 -i 0,1 2>&1"
     )
-    assert diag_command({"level": "1; reboot"}) == "dcgmi diag -r '1; reboot' -j 2>&1"
+    assert diag_command({"level": "1; reboot"}) == (
+        LOOK_FOR_DCGMI + "dcgmi diag -r '1; reboot' -j 2>&1"
+    )
+
+
+def test_the_real_node_without_dcgm_has_dcgmi_not_installed() -> None:
+    parsed = verdict(PROBE, (REAL_NODE / "probe-dcgm_diag.txt").read_text(encoding="utf-8"))
+    assert (parsed.absent, parsed.facts) == ("dcgmi", None)
+
+
+@pytest.mark.parametrize("shell", SHELLS)
+def test_the_command_on_a_node_without_dcgmi_says_not_installed(shell: str, tmp_path: Path) -> None:
+    for command in (PROBE.command({}), diag_command({"level": "3"})):
+        done = run(command, shell, bare_path(tmp_path))
+        assert (done.returncode, done.stdout) == (0, "### fleetfix not-installed dcgmi\n")
+        with pytest.raises(ToolNotInstalled) as raised:
+            PROBE.parse(done.stdout)
+        assert raised.value.tool == "dcgmi"
+
+
+@pytest.mark.parametrize("shell", SHELLS)
+def test_a_shells_command_not_found_is_not_installed(shell: str) -> None:
+    with pytest.raises(ToolNotInstalled, match="dcgm_diag: dcgmi is not installed"):
+        PROBE.parse(shell_says(shell, "dcgmi"))
 
 
 @pytest.mark.parametrize("level", [2, "3", "4", "pcie", "memory", "1; reboot"])

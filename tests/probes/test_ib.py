@@ -3,11 +3,14 @@
 from __future__ import annotations
 
 import re
+from pathlib import Path
 
 import pytest
 
-from fleetfix.errors import ProbeParseError
+from fleetfix.errors import ProbeParseError, ToolNotInstalled
+from fleetfix.probes.base import verdict
 from fleetfix.probes.ib import PROBE, IbFacts, LinkLayer, PhysicalState, PortState, Source
+from tests.probes.absent import REAL_NODE, SHELLS, bare_path, run, shell_says
 from tests.probes.cases import SAMPLES
 
 
@@ -120,9 +123,41 @@ def test_markdown_quoted_paste_is_unwrapped() -> None:
 
 def test_command_prefers_ibstat_and_keeps_stderr() -> None:
     assert PROBE.command({}) == (
-        "if command -v ibstat >/dev/null 2>&1; then ibstat 2>&1; else ibstatus 2>&1; fi"
+        "if command -v ibstat >/dev/null 2>&1; then ibstat 2>&1; "
+        "elif command -v ibstatus >/dev/null 2>&1; then ibstatus 2>&1; "
+        "else echo '### fleetfix not-installed ibstat'; fi"
     )
     assert "ibstat 'mlx5_0; rm' 2>&1" in PROBE.command({"ca": "mlx5_0; rm"})
+
+
+def test_the_real_node_without_infiniband_has_ibstat_not_installed() -> None:
+    parsed = verdict(PROBE, (REAL_NODE / "probe-ib.txt").read_text(encoding="utf-8"))
+    assert (parsed.absent, parsed.facts) == ("ibstat", None)
+    assert parsed.error is not None and "ibstat is not installed on this node" in parsed.error
+
+
+@pytest.mark.parametrize("shell", SHELLS)
+def test_the_command_on_a_node_without_ibstat_says_not_installed(
+    shell: str, tmp_path: Path
+) -> None:
+    done = run(PROBE.command({}), shell, bare_path(tmp_path))
+    assert (done.returncode, done.stdout) == (0, "### fleetfix not-installed ibstat\n")
+    with pytest.raises(ToolNotInstalled) as raised:
+        PROBE.parse(done.stdout)
+    assert raised.value.tool == "ibstat"
+
+
+@pytest.mark.parametrize("shell", SHELLS)
+@pytest.mark.parametrize("tool", ["ibstat", "ibstatus"])
+def test_a_shells_command_not_found_is_not_installed(shell: str, tool: str) -> None:
+    with pytest.raises(ToolNotInstalled, match="ib: ibstat is not installed on this node"):
+        PROBE.parse(shell_says(shell, tool))
+
+
+def test_not_found_naming_another_tool_is_not_read_as_not_installed() -> None:
+    with pytest.raises(ProbeParseError, match="no CA found") as raised:
+        PROBE.parse("bash: line 1: ibstatx: command not found\n")
+    assert not isinstance(raised.value, ToolNotInstalled)
 
 
 def _last_record_cuts(text: str) -> list[int]:

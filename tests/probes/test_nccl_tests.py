@@ -4,11 +4,14 @@ from __future__ import annotations
 
 import re
 from dataclasses import replace
+from pathlib import Path
 
 import pytest
 
-from fleetfix.errors import ProbeParseError
+from fleetfix.errors import ProbeParseError, ToolNotInstalled
+from fleetfix.probes.base import verdict
 from fleetfix.probes.nccl_tests import PROBE, NcclTestsFacts, meets_threshold
+from tests.probes.absent import REAL_NODE, SHELLS, bare_path, run, shell_says
 from tests.probes.cases import SAMPLES
 
 
@@ -224,7 +227,8 @@ def test_garbage_is_refused(text: str, reason: str) -> None:
 def test_command() -> None:
     assert PROBE.command({"file": "/var/log/nccl out.txt"}) == "cat -- '/var/log/nccl out.txt'"
     command = PROBE.command({"ops": "all_reduce_perf,all_gather_perf", "gpus": "8"})
-    assert command.startswith("g=8; ")
+    assert command.startswith("for t in all_reduce_perf all_gather_perf; do command -v ")
+    assert "; done; g=8; " in command
     assert """echo '+ all_reduce_perf -b 8M -e 1G -f 2' -g "$g";""" in command
     assert 'all_gather_perf -b 8M -e 1G -f 2 -g "$g" 2>&1' in command
     assert "nvidia-smi -L" in PROBE.command({})
@@ -240,11 +244,52 @@ def test_args_are_quoted_like_every_other_parameter() -> None:
     assert "all_reduce_perf -b '8 M' -g" in listed
 
 
-def test_missing_binary_or_library_fails_the_run() -> None:
-    for output in (
-        "+ all_reduce_perf -b 8M -e 1G -f 2 -g 8\nbash: all_reduce_perf: command not found\n",
+def test_a_missing_library_fails_the_run() -> None:
+    facts = PROBE.parse(
         "+ all_reduce_perf -g 8\nall_reduce_perf: error while loading shared libraries: "
-        "libnccl.so.2: cannot open shared object file: No such file or directory\n",
-    ):
-        facts = PROBE.parse(output)
-        assert (facts.ops, facts.failed, facts.complete) == (("all_reduce_perf",), True, False)
+        "libnccl.so.2: cannot open shared object file: No such file or directory\n"
+    )
+    assert (facts.ops, facts.failed, facts.complete) == (("all_reduce_perf",), True, False)
+
+
+def test_the_real_node_without_nccl_tests_has_them_not_installed_never_facts() -> None:
+    """It used to parse as facts: `avg busbw None GB/s`, a healthy-looking rc 0."""
+    parsed = verdict(PROBE, (REAL_NODE / "probe-nccl_tests.txt").read_text(encoding="utf-8"))
+    assert (parsed.absent, parsed.facts, parsed.data) == ("nccl-tests", None, None)
+
+
+@pytest.mark.parametrize("shell", SHELLS)
+@pytest.mark.parametrize(
+    "binary", ["all_reduce_perf", "/opt/nccl-tests/build/all_reduce_perf", "alltoall_perf_mpi"]
+)
+def test_a_shells_command_not_found_is_not_installed(shell: str, binary: str) -> None:
+    text = f"+ {binary} -b 8M -e 1G -f 2 -g 8\n{shell_says(shell, binary)}"
+    with pytest.raises(ToolNotInstalled, match="nccl_tests: nccl-tests is not installed"):
+        PROBE.parse(text)
+
+
+def test_a_path_bash_cannot_find_is_not_installed() -> None:
+    text = (
+        "+ /opt/x/all_reduce_perf -g 8\n"
+        "bash: line 1: /opt/x/all_reduce_perf: No such file or directory\n"
+    )
+    with pytest.raises(ToolNotInstalled):
+        PROBE.parse(text)
+
+
+@pytest.mark.parametrize("shell", SHELLS)
+def test_the_command_on_a_node_without_nccl_tests_runs_nothing(shell: str, tmp_path: Path) -> None:
+    path = bare_path(tmp_path)
+    perf = Path(path) / "all_reduce_perf"
+    perf.write_text("#!/bin/sh\necho ran >&2\n", encoding="utf-8")
+    perf.chmod(0o755)
+    command = PROBE.command({"ops": "all_reduce_perf,all_gather_perf", "gpus": "1"})
+    done = run(command, shell, path)
+    assert (done.returncode, done.stdout, done.stderr) == (
+        0,
+        "### fleetfix not-installed all_gather_perf\n",
+        "",
+    )
+    with pytest.raises(ToolNotInstalled) as raised:
+        PROBE.parse(done.stdout)
+    assert raised.value.tool == "nccl-tests"

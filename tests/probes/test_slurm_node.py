@@ -9,8 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from fleetfix.errors import ProbeParseError
+from fleetfix.errors import ProbeParseError, ToolNotInstalled
 from fleetfix.probes import slurm_node, slurm_node_records, slurm_node_state
+from fleetfix.probes.base import verdict
 from fleetfix.probes.slurm_node import (
     PROBE,
     SINFO_FORMAT,
@@ -20,6 +21,7 @@ from fleetfix.probes.slurm_node import (
     decode_state,
     expand_hostlist,
 )
+from tests.probes.absent import REAL_NODE, SHELLS, shell_says
 from tests.probes.cases import SAMPLES
 
 
@@ -265,7 +267,8 @@ UNREACHABLE = "Unable to contact slurm controller (connect failure)\n"
         (
             _fallback((127, "sh: 1: scontrol: not found\n"),
                       (127, "bash: sinfo: command not found\n")),
-            "slurm not installed on this node",
+            "slurm is not installed on this node; for hosts outside Slurm set the host var"
+            " fleetfix_slurm: false",
         ),
         (
             _fallback((1, "Node gpu9 not found\n"), (0, "NODELIST|STATE\n")),
@@ -288,6 +291,27 @@ UNREACHABLE = "Unable to contact slurm controller (connect failure)\n"
 def test_a_failed_slurm_is_a_typed_parse_error(text: str, reason: str) -> None:
     with pytest.raises(ProbeParseError, match=re.escape(reason)):
         PROBE.parse(text)
+
+
+def test_the_real_node_without_slurm_has_it_not_installed() -> None:
+    parsed = verdict(PROBE, (REAL_NODE / "probe-slurm_node.txt").read_text(encoding="utf-8"))
+    assert (parsed.absent, parsed.facts) == ("slurm", None)
+    assert parsed.error is not None and "set the host var fleetfix_slurm: false" in parsed.error
+
+
+@pytest.mark.parametrize("shell", SHELLS)
+def test_both_tools_missing_is_not_installed_in_either_shell(shell: str) -> None:
+    text = _fallback((127, shell_says(shell, "scontrol")), (127, shell_says(shell, "sinfo")))
+    with pytest.raises(ToolNotInstalled) as raised:
+        PROBE.parse(text)
+    assert raised.value.tool == "slurm"
+
+
+def test_a_missing_scontrol_with_a_failing_sinfo_is_a_fault_not_not_installed() -> None:
+    text = _fallback((127, "sh: 1: scontrol: not found\n"), (1, UNREACHABLE))
+    with pytest.raises(ProbeParseError, match="cannot reach the Slurm controller") as raised:
+        PROBE.parse(text)
+    assert not isinstance(raised.value, ToolNotInstalled)
 
 
 def test_sinfo_answers_when_scontrol_failed() -> None:
@@ -338,8 +362,9 @@ def test_the_command_in_a_real_shell(tmp_path: Path) -> None:
     _stub(tmp_path, "sinfo", down.replace("load_node", "load_partitions") + "; exit 1")
     none = _run(tmp_path / "nothing-here")
     assert none.returncode == 127
-    with pytest.raises(ProbeParseError, match="slurm not installed on this node"):
+    with pytest.raises(ToolNotInstalled, match="slurm is not installed on this node") as raised:
         PROBE.parse(none.stdout)
+    assert raised.value.tool == "slurm"
     _stub(tmp_path, "scontrol", down + "; exit 1")
     unreachable = _run(tmp_path)
     assert unreachable.returncode == 1

@@ -12,6 +12,8 @@ Formats, detected from the text:
   the pieces are joined back exactly). A table printed twice is read once.
 * The `dcgmi health -c` table (`Overall Health`, `-> 0`, `-> NVLINK system`, message rows).
 * A bare `Error: ...` line (DCGM paused, no host engine, unsupported GPU): overall `error`.
+* No dcgmi on the node (no DCGM there): ToolNotInstalled, from the command's marker or a shell's
+  "command not found"; not a fault of the node.
 
 `overall` is what a runbook gates on: `fail` when any test failed or an Error row was printed,
 `error` when the diagnostic did not run, `incomplete` when a table stops before its closing
@@ -29,11 +31,13 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any
 
-from fleetfix.errors import ProbeParseError
+from fleetfix.errors import ProbeParseError, ToolNotInstalled
 from fleetfix.probes.base import Probe
+from fleetfix.probes.not_installed import missing_tool, unless_installed
 from fleetfix.probes.text import clean_lines
 
 NAME = "dcgm_diag"
+TOOL = "dcgmi"
 CHUNK = 45
 """dcgmi cuts long Error/Warning/Info texts into pieces of this many characters."""
 
@@ -151,7 +155,8 @@ def command(params: Mapping[str, Any]) -> str:
 
 
 def diag_command(params: Mapping[str, Any]) -> str:
-    """`dcgmi diag -r LEVEL [-i GPUS] -j` at any level (JSON unless `format: table`)."""
+    """`dcgmi diag -r LEVEL [-i GPUS] -j` at any level (JSON unless `format: table`); the
+    not-installed marker (exit 0) on a node without dcgmi."""
     level = str(params.get("level", "1")).strip() or "1"
     parts = ["dcgmi", "diag", "-r", shlex.quote(level)]
     gpus = str(params.get("gpus", "")).strip()
@@ -159,17 +164,20 @@ def diag_command(params: Mapping[str, Any]) -> str:
         parts += ["-i", shlex.quote(gpus)]
     if str(params.get("format", "json")).strip().lower() != "table":
         parts.append("-j")
-    return " ".join(parts) + " 2>&1"
+    return unless_installed([TOOL]) + " ".join(parts) + " 2>&1"
 
 
 def parse(text: str) -> DcgmDiagFacts:
     """Parse `dcgmi diag` JSON or table output, or a `dcgmi health` table (auto-detected).
 
     Raises:
+        ToolNotInstalled: the node has no dcgmi.
         ProbeParseError: not dcgmi output, malformed/truncated JSON, unknown result words.
     """
     if not text.strip():
         raise ProbeParseError(NAME, "empty output", text)
+    if missing_tool(text, (TOOL,)) is not None:
+        raise ToolNotInstalled(NAME, TOOL, text)
     stripped = text.lstrip()
     if stripped.startswith("{") or re.search(r'"DCGM (?:GPU )?Diagnostic"', text):
         return _parse_json(text)

@@ -18,6 +18,9 @@ that many complete ports. A last line cut mid-key or mid-value (no final newline
 a key with no value) is the cut itself, not garbage: it is dropped and the output is `truncated`.
 `complete` is False when anything is truncated or after an ibpanic; what was read is kept (a
 `Down` port seen before the cut still matters).
+
+A node without ibstat and ibstatus (no InfiniBand there) is ToolNotInstalled, from the command's
+marker or a shell's "command not found"; not a fault of the node.
 """
 
 from __future__ import annotations
@@ -29,11 +32,13 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any
 
-from fleetfix.errors import ProbeParseError
+from fleetfix.errors import ProbeParseError, ToolNotInstalled
 from fleetfix.probes.base import Probe
+from fleetfix.probes.not_installed import MARKER, missing_tool
 from fleetfix.probes.text import clean_lines
 
 NAME = "ib"
+TOOL = "ibstat"
 
 
 class PortState(StrEnum):
@@ -138,7 +143,8 @@ class IbFacts:
 
 
 def command(params: Mapping[str, Any]) -> str:
-    """`ibstat` (stderr kept: an ibpanic line is evidence), else `ibstatus` when ibstat is absent.
+    """`ibstat` (stderr kept: an ibpanic line is evidence), else `ibstatus` when ibstat is absent,
+    else the not-installed marker (exit 0).
 
     `ibstat || ibstatus` would glue a full ibstatus listing after a partial ibstat that
     panicked (exit 255); choosing the tool up front keeps one format per output.
@@ -147,7 +153,8 @@ def command(params: Mapping[str, Any]) -> str:
     target = f" {shlex.quote(ca)}" if ca else ""
     return (
         f"if command -v ibstat >/dev/null 2>&1; then ibstat{target} 2>&1; "
-        f"else ibstatus{target} 2>&1; fi"
+        f"elif command -v ibstatus >/dev/null 2>&1; then ibstatus{target} 2>&1; "
+        f"else echo {shlex.quote(MARKER + TOOL)}; fi"
     )
 
 
@@ -155,6 +162,8 @@ def parse(text: str) -> IbFacts:
     """Parse ibstat, ibstatus or ibv_devinfo output (auto-detected) into IbFacts.
 
     Raises:
+        ToolNotInstalled: the node has neither ibstat nor ibstatus (nor ibv_devinfo, when that
+            was run).
         ProbeParseError: the text is not one of those outputs, or names no CA.
     """
     lines = _clean(text)
@@ -208,6 +217,10 @@ def _detect(lines: list[tuple[int, str]], text: str) -> Source:
             return Source.IBSTATUS
         if _CA_DEVINFO.match(line):
             return Source.IBV_DEVINFO
+    missing = missing_tool(text, (TOOL, "ibstatus", "ibv_devinfo"))
+    if missing is not None:
+        # The old command ran ibstatus only once ibstat was found missing.
+        raise ToolNotInstalled(NAME, TOOL if missing == "ibstatus" else missing, text)
     panics = [line for _, line in lines if line.startswith("ibpanic:")]
     if panics:
         raise ProbeParseError(NAME, f"ibstat failed before printing any CA ({panics[0]})", text)

@@ -18,6 +18,10 @@ prompts and a 4-space markdown indent are skipped. Several runs in one output (o
 the probe's own command prints them) are split at each command line, `# Collective test
 starting:` line or header. Output with nothing of the above raises ProbeParseError.
 
+A node without the nccl-tests binaries is ToolNotInstalled, never facts: the command prints
+`### fleetfix not-installed BINARY` before running anything, and a shell's "command not found"
+for a `*_perf` binary (an older command, a paste) says the same.
+
 Truncation: a run is `complete` only when its `Avg bus bandwidth` line is there; a cut-off
 output parses as far as it goes with `complete: False`. A malformed result row is refused,
 except as the very last line, where it is the cut itself.
@@ -32,11 +36,13 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from fleetfix.errors import ProbeParseError
+from fleetfix.errors import ProbeParseError, ToolNotInstalled
 from fleetfix.probes.base import Probe
+from fleetfix.probes.not_installed import missing_tool, unless_installed
 from fleetfix.probes.text import Line, dedent, split_lines, strip_quotes
 
 NAME = "nccl_tests"
+TOOL = "nccl-tests"
 DEFAULT_OPS = "all_reduce_perf"
 DEFAULT_ARGS = "-b 8M -e 1G -f 2"
 
@@ -152,6 +158,8 @@ def command(params: Mapping[str, Any]) -> str:
     """Print a saved log (`file`), or run each op on this node and echo its command line first.
 
     The echoed `+ all_reduce_perf ...` line tells the parser where each op's output begins.
+    Every binary is looked for before any runs: a missing one prints the not-installed marker
+    (exit 0) and nothing else.
     """
     saved = str(params.get("file", "")).strip()
     if saved:
@@ -160,12 +168,15 @@ def command(params: Mapping[str, Any]) -> str:
     args = quoted_args(params.get("args", DEFAULT_ARGS))
     gpus = str(params.get("gpus", "")).strip()
     count = shlex.quote(gpus) if gpus else "$(nvidia-smi -L 2>/dev/null | grep -c '^GPU')"
+    binaries = [
+        f"{bin_dir}/{op.strip()}" if bin_dir else op.strip()
+        for op in str(params.get("ops", DEFAULT_OPS)).split(",")
+    ]
     runs = []
-    for op in str(params.get("ops", DEFAULT_OPS)).split(","):
-        binary = f"{bin_dir}/{op.strip()}" if bin_dir else op.strip()
+    for binary in binaries:
         line = f"{shlex.quote(binary)} {args}"
         runs.append(f'echo {shlex.quote(f"+ {line}")} -g "$g"; {line} -g "$g" 2>&1')
-    return f"g={count}; " + "; ".join(runs)
+    return f"{unless_installed(binaries)}g={count}; " + "; ".join(runs)
 
 
 def quoted_args(args: object) -> str:
@@ -184,9 +195,12 @@ def parse(text: str) -> NcclTestsFacts:
     """Parse nccl-tests output (any version, MPI-tagged or not) into NcclTestsFacts.
 
     Raises:
+        ToolNotInstalled: a nccl-tests binary is not on the node.
         ProbeParseError: nothing in the text is nccl-tests or NCCL output, or a result row
             in the middle of the output is malformed.
     """
+    if missing_tool(text, _BINARY) is not None:
+        raise ToolNotInstalled(NAME, TOOL, text)
     lines = _clean(text)
     reader = _Reader(text, last_line=lines[-1][0] if lines else 0)
     for number, line in lines:
@@ -218,6 +232,7 @@ _MPI_TAG = re.compile(r"^\[\d+,\d+\]<(?:stdout|stderr)>:\s?")
 # A command line naming a nccl-tests binary: `+ all_reduce_perf -b 8`, `$ ./build/x_perf`,
 # `mpirun ... /opt/nccl-tests/build/all_reduce_perf_mpi ...`.
 _OP_LINE = re.compile(r"^[^#].*?(?:^|[\s/])(\w+_perf(?:_mpi)?)(?:\s|$)")
+_BINARY = re.compile(r"\w+_perf(?:_mpi)?")
 
 
 def _clean(text: str) -> list[tuple[int, str]]:

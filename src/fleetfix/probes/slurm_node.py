@@ -18,7 +18,9 @@ is fleetfix's own (`reserved_by: fleetfix`).
 
 When scontrol fails, the command prints each tool's answer after a `### fleetfix <tool> rc=N`
 marker, so a failure is read as one: both tools failing is a ProbeParseError that says why
-(Slurm not installed, controller unreachable, node unknown), never facts that look idle.
+(controller unreachable, node unknown, their words), never facts that look idle. Both not
+found (exit 127) is ToolNotInstalled: a node outside Slurm, not a fault of the node; its message
+says how to mark such a host (`fleetfix_slurm: false`).
 
 Reading the records is slurm_node_records' job, decoding state words slurm_node_state's; their
 public names are importable from here too.
@@ -32,8 +34,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from fleetfix.errors import ProbeParseError
+from fleetfix.errors import ProbeParseError, ToolNotInstalled
 from fleetfix.probes.base import Probe
+from fleetfix.probes.not_installed import missing_tool
 from fleetfix.probes.slurm_node_records import (
     MAX_HOSTLIST_NAMES,
     NAME,
@@ -55,8 +58,10 @@ __all__ = [
     "NAME",
     "PROBE",
     "SINFO_FORMAT",
+    "TOOL",
     "NodeState",
     "SlurmNodeFacts",
+    "SlurmNotInstalled",
     "Source",
     "command",
     "decode_state",
@@ -64,6 +69,7 @@ __all__ = [
     "parse",
 ]
 
+TOOL = "slurm"
 FLEETFIX_REASON_PREFIX = "fleetfix:"
 FLEETFIX_RESERVATION_PREFIX = "fleetfix-"
 """Reservations fleetfix creates are named `fleetfix-<node>` (actions/slurm.py)."""
@@ -139,6 +145,7 @@ def parse(text: str) -> SlurmNodeFacts:
     """Parse scontrol or sinfo output (auto-detected) describing one node.
 
     Raises:
+        SlurmNotInstalled: neither scontrol nor sinfo is on the node.
         ProbeParseError: not scontrol/sinfo node output, or output about several nodes.
     """
     if any(line.startswith(_MARKER) for line in text.splitlines()):
@@ -154,6 +161,8 @@ def _parse_one(text: str, shown: str) -> SlurmNodeFacts:
     header = next((i for i, (_, line) in enumerate(lines) if sinfo_columns(line)), None)
     if header is not None:
         return _facts(read_sinfo(lines[header:], shown), shown)
+    if missing_tool(text, ("scontrol", "sinfo")) is not None:
+        raise SlurmNotInstalled(shown)  # a paste of the shell's words, without the markers
     not_found = next((line for _, line in lines if NOT_FOUND.match(line)), None)
     if not_found:
         raise ProbeParseError(NAME, f"Slurm does not know the node ({not_found})", shown)
@@ -240,12 +249,28 @@ PROBE: Probe[SlurmNodeFacts] = Probe(
 )
 
 
+class SlurmNotInstalled(ToolNotInstalled):
+    """Neither scontrol nor sinfo is on the node; the message says how to mark a host that is
+    outside Slurm, so that the engine's Slurm gate stops asking for it."""
+
+    def __init__(self, text: str) -> None:
+        # ToolNotInstalled's own message, plus the advice the operator needs here.
+        ProbeParseError.__init__(
+            self,
+            NAME,
+            f"{TOOL} is not installed on this node; for hosts outside Slurm set the host var"
+            " fleetfix_slurm: false",
+            text,
+        )
+        self.tool = TOOL
+
+
 # --- when scontrol failed ----------------------------------------------------------------
 
 _MARKER = "### fleetfix "
 _MARKER_LINE = re.compile(r"^### fleetfix (scontrol|sinfo) rc=(\d+)\s*$")
 _UNREACHABLE = re.compile(r"Unable to contact slurm controller|Connection refused|connect failure")
-_COMMANDNOT_FOUND = 127
+_COMMAND_NOT_FOUND = 127
 
 
 @dataclass(frozen=True, slots=True)
@@ -297,6 +322,9 @@ def _parse_fallback(text: str) -> SlurmNodeFacts:
             unknown = _node_unknown(scontrol)
             reason = unknown or f"{exc.reason} (scontrol exited {scontrol.rc}: {scontrol.said()})"
             raise ProbeParseError(NAME, reason, text, line=exc.line) from exc
+    answered = [a for a in (scontrol, sinfo) if a is not None]
+    if answered and all(a.rc == _COMMAND_NOT_FOUND for a in answered):
+        raise SlurmNotInstalled(text)
     raise ProbeParseError(NAME, _why_both_failed(scontrol, sinfo), text)
 
 
@@ -306,13 +334,8 @@ def _node_unknown(answer: _Answer) -> str | None:
 
 
 def _why_both_failed(scontrol: _Answer | None, sinfo: _Answer | None) -> str:
-    """A typed reason: not installed, controller unreachable, node unknown, or their words."""
+    """A typed reason: controller unreachable, node unknown, or their words."""
     answered = [(tool, a) for tool, a in (("scontrol", scontrol), ("sinfo", sinfo)) if a]
-    if answered and all(a.rc == _COMMANDNOT_FOUND for _, a in answered):
-        return (
-            "slurm not installed on this node (scontrol and sinfo not found); for hosts outside"
-            " Slurm set the host var fleetfix_slurm: false"
-        )
     unknown = next((found for _, a in answered if (found := _node_unknown(a))), None)
     if unknown:
         return unknown
