@@ -2,10 +2,14 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
-from fleetfix.errors import FleetfixError, ProbeParseError
+from fleetfix.errors import FleetfixError, ProbeParseError, ToolNotInstalled
+from fleetfix.probes.base import verdict
 from fleetfix.probes.services import PROBE, ServicesFacts, UnitState
+from tests.probes.absent import REAL_NODE, SHELLS, bare_path, run
 from tests.probes.cases import SAMPLES
 
 
@@ -30,10 +34,50 @@ def test_failed_fabric_manager_and_masked_unit() -> None:
     assert facts.dcgm_unit == "dcgm"
 
 
-def test_no_answer_from_systemctl_is_unknown_not_inactive() -> None:
-    facts = _sample("synthetic-services-no-systemd-unknown.txt")
-    assert set(facts.units.values()) == {"unknown"}
+def test_no_answer_from_a_systemctl_that_is_there_is_unknown_not_inactive() -> None:
+    facts = _sample("synthetic-services-systemctl-no-answer-unknown.txt")
+    assert set(facts.units.values()) == {"unknown", "inactive"}
+    assert facts.units["nvidia-cuda-mps-control"] == "inactive"
     assert (facts.active, facts.dcgm_unit) == ((), None)
+
+
+def test_the_real_node_without_systemd_has_it_not_installed() -> None:
+    """No systemctl there: the old command printed every unit bare, MPS found by pgrep."""
+    parsed = verdict(PROBE, (REAL_NODE / "probe-services.txt").read_text(encoding="utf-8"))
+    assert (parsed.absent, parsed.facts) == ("systemd", None)
+
+
+@pytest.mark.parametrize("shell", SHELLS)
+def test_the_command_on_a_node_without_systemctl_says_not_installed(
+    shell: str, tmp_path: Path
+) -> None:
+    done = run(PROBE.command({}), shell, bare_path(tmp_path))
+    assert (done.returncode, done.stdout) == (0, "### fleetfix not-installed systemctl\n")
+    with pytest.raises(ToolNotInstalled) as raised:
+        PROBE.parse(done.stdout)
+    assert raised.value.tool == "systemd"
+
+
+@pytest.mark.parametrize("shell", SHELLS)
+def test_the_command_with_a_systemctl_that_cannot_answer_reads_unknown(
+    shell: str, tmp_path: Path
+) -> None:
+    """systemctl installed, systemd not PID 1 (a container): the units are unknown, not
+    absent and not "not installed"."""
+    path = bare_path(tmp_path, ("cat",))
+    systemctl = Path(path) / "systemctl"
+    systemctl.write_text(
+        "#!/bin/sh\necho 'System has not been booted with systemd as init system (PID 1).'"
+        " >&2\nexit 1\n",
+        encoding="utf-8",
+    )
+    systemctl.chmod(0o755)
+    done = run(PROBE.command({"units": "nvidia-persistenced,nvidia-fabricmanager"}), shell, path)
+    facts = PROBE.parse(done.stdout)
+    assert dict(facts.units) == {
+        "nvidia-persistenced": "unknown",
+        "nvidia-fabricmanager": "unknown",
+    }
 
 
 def test_loadstate_without_activestate() -> None:

@@ -3,9 +3,10 @@ and the CUDA MPS control daemon, which is found by process name, not as a unit."
 
 from __future__ import annotations
 
-import subprocess
+from pathlib import Path
 
-from fleetfix.probes.services import MPS_CONTROL, PROBE, UnitState
+from fleetfix.probes.services import DEFAULT_UNITS, MPS_CONTROL, PROBE, UnitState
+from tests.probes.absent import bare_path, run
 
 
 def test_default_command_asks_for_the_gpu_holders_and_mps() -> None:
@@ -26,11 +27,14 @@ def test_mps_control_reads_as_a_unit_state() -> None:
     assert unknown.units[MPS_CONTROL] == UnitState.UNKNOWN
 
 
-def test_the_command_runs_where_nothing_is_installed() -> None:
-    """No systemd, no MPS (this test machine): every unit unknown, MPS inactive, nothing
-    active; the output parses."""
-    done = subprocess.run(
-        ["bash", "-c", PROBE.command({})], capture_output=True, text=True, check=False
-    )
+def test_the_command_runs_where_systemd_cannot_answer_and_no_mps_runs(tmp_path: Path) -> None:
+    """systemctl there but silent (no systemd as PID 1), pgrep finds no MPS daemon: every
+    unit unknown, MPS inactive, nothing active; the output parses."""
+    path = bare_path(tmp_path, ("pgrep",))
+    (Path(path) / "systemctl").write_text("#!/bin/sh\nexit 1\n", encoding="utf-8")
+    (Path(path) / "systemctl").chmod(0o755)
+    done = run(PROBE.command({}), "bash", path)
     facts = PROBE.parse(done.stdout)
-    assert MPS_CONTROL in facts.units and MPS_CONTROL not in facts.active
+    assert facts.units[MPS_CONTROL] == UnitState.INACTIVE
+    assert {facts.units[u] for u in DEFAULT_UNITS} == {UnitState.UNKNOWN}
+    assert facts.active == ()

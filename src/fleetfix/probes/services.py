@@ -9,6 +9,18 @@ asked about (no systemd, no D-Bus) is `unknown`, never `inactive`.
 The CUDA MPS control daemon is rarely a unit (a prolog or an operator starts it), so the default
 command also reports it by process name, as `nvidia-cuda-mps-control active|inactive` from
 `pgrep -x` (no state when pgrep cannot tell: `unknown`).
+
+A node without systemctl (a VM or container booted without systemd) is "systemd not on this
+node": the command prints `### fleetfix not-installed systemctl` and nothing else, and the
+parser raises ToolNotInstalled("services", "systemd"). Not facts, even though MPS could still
+be read by process name: the units gate what actions stop and restore around a reset, and a
+GPU holder (persistenced, nv-hostengine, Fabric Manager) may run outside systemd, so seven
+`unknown` units must not read as seven absent ones (actions.fabric.unit_state) and let an
+action go on; a gate fed by services refuses instead. Where systemctl is there, the command
+first prints `### fleetfix systemctl`, and a unit it could not be asked about (systemd not
+PID 1, no D-Bus) stays `unknown`. Output without that line (the command before it, a paste)
+in which systemctl answered for no unit at all is read as systemd not on the node: the old
+command hid systemctl's "command not found", and this is what it printed there.
 """
 
 from __future__ import annotations
@@ -21,11 +33,15 @@ from dataclasses import dataclass
 from types import MappingProxyType
 from typing import Any
 
-from fleetfix.errors import FleetfixError, ProbeParseError
+from fleetfix.errors import FleetfixError, ProbeParseError, ToolNotInstalled
 from fleetfix.probes.base import Probe
+from fleetfix.probes.not_installed import missing_tool, unless_installed
 from fleetfix.probes.text import clean_lines
 
 NAME = "services"
+TOOL = "systemd"
+ASKED = "### fleetfix systemctl"
+"""The line before the unit states when systemctl is on the node."""
 DEFAULT_UNITS = (
     "nvidia-persistenced",
     "nvidia-fabricmanager",
@@ -85,17 +101,26 @@ class ServicesFacts:
 
 
 def parse(text: str) -> ServicesFacts:
-    """Service facts from `<unit> [<LoadState>] <ActiveState>` lines."""
+    """Service facts from `<unit> [<LoadState>] <ActiveState>` lines.
+
+    Raises:
+        ToolNotInstalled: systemd is not on the node (see the module docstring).
+        ProbeParseError: a line is not a unit state, or there is none.
+    """
+    if missing_tool(text, ("systemctl",)) is not None:
+        raise ToolNotInstalled(NAME, TOOL, text)
+    lines = [ln for ln in clean_lines(text) if ln.text.strip()]
+    asked = bool(lines) and lines[0].text.strip() == ASKED
     services: list[Service] = []
-    for ln in clean_lines(text):
-        if not ln.text.strip():
-            continue
+    for ln in lines[1:] if asked else lines:
         service = _service(ln.text.split())
         if service is None:
             raise ProbeParseError(NAME, "not a '<unit> <state>' line", text, line=ln.number)
         services.append(service)
     if not services:
         raise ProbeParseError(NAME, "no unit states in the output", text)
+    if not asked and _systemctl_never_answered(services):
+        raise ToolNotInstalled(NAME, TOOL, text)
     units = {s.unit: s.state.value for s in services}
     if len(units) != len(services):
         raise ProbeParseError(NAME, "a unit is listed twice", text)
@@ -107,6 +132,13 @@ def parse(text: str) -> ServicesFacts:
         not_found=tuple(s.unit for s in services if s.state is UnitState.NOT_FOUND),
         dcgm_unit=next((u for u in ("nvidia-dcgm", "dcgm") if _exists(units.get(u))), None),
     )
+
+
+def _systemctl_never_answered(services: list[Service]) -> bool:
+    """Every unit line is bare: neither systemctl call printed anything, for any unit (MPS is
+    found by process name, not by systemctl)."""
+    units = [s for s in services if s.unit != MPS_CONTROL]
+    return bool(units) and all(s.load_state is None and s.state is UnitState.UNKNOWN for s in units)
 
 
 def _exists(state: str | None) -> bool:
@@ -155,6 +187,7 @@ def _units(params: Mapping[str, Any]) -> tuple[str, ...]:
 def _command(params: Mapping[str, Any]) -> str:
     units = " ".join(shlex.quote(u) for u in _units(params))
     command = (
+        f"{unless_installed(['systemctl'])}echo {shlex.quote(ASKED)}; "
         f"for u in {units}; do "
         "printf '%s %s %s\\n' \"$u\" "
         '"$(systemctl show -p LoadState --value "$u" 2>/dev/null)" '
