@@ -5,11 +5,13 @@ from __future__ import annotations
 import pytest
 
 from fleetfix.errors import FleetfixError, ProbeParseError
+from fleetfix.probes.base import verdict
 from fleetfix.probes.gpu_facts import normalize_bus_id
 from fleetfix.probes.xid import (
     PROBE,
     Clock,
     EventSource,
+    GpuFailureKind,
     LogFormat,
     SxidSeverity,
     UnparsedLine,
@@ -38,6 +40,30 @@ from tests.probes.cases import SAMPLES
 #   nvswitch driver's NVSWITCH_PRINT_SXID / NVSWITCH_REPORT_* format strings (`%05d`, `Non-fatal,
 #   Link %02d`, `Correctable, Link %02d`), with the `Severity ... Engine instance` and `Data {...}`
 #   follow-up lines as a public HGX note quotes them (20034 LTSSM Fault Up, 22013 Minion DLREQ).
+# - dmesg-xid/synthetic-gpu-init-failures-power-rminitadapter-unsupported-open.txt and
+#   synthetic-gpu-init-failed-legacy-no-bus-unsupported-release.txt, synthetic-probe-routine-
+#   failed-no-gpu-named.txt: every line is a format string of the driver with made-up values:
+#   NVIDIA/open-gpu-kernel-modules 595.45.04 (commit df1c9a3de2be4b130f4fc7680f7198193d8ac6ad)
+#   `src/nvidia/arch/nvalloc/unix/src/osinit.c` (`RmInitAdapter failed! (0x%x:0x%x:%d)` and `GPU
+#   does not have the necessary power cables connected.` through NV_DEV_PRINTF, which prefixes
+#   `NVRM: GPU %04x:%02x:%02x.%x: `), `osapi.c` (the `The NVIDIA GPU ... is not supported by open
+#   nvidia.ko because ...` block), `kernel-open/nvidia/nv.c` (`rm_init_adapter failed, device minor
+#   number %d`, `The NVIDIA probe routine failed for %d device(s).`, `None of the NVIDIA devices
+#   were initialized.`) and `nv-msi.c` (`Failed to enable MSI; falling back ...`, not a failure).
+#   The same wordings in real logs: GPU 0000:0a:00.0 `RmInitAdapter failed! (0x24:0x72:1568)`
+#   repeated in NVIDIA/gpu-operator#1146, two GPUs failing in turn in NVIDIA/gpu-operator#649, the
+#   GSP form in NVIDIA/open-gpu-kernel-modules#789; the bus-less older form `NVRM: RmInitAdapter
+#   failed! (0x26:0xffff:1375)` / `rm_init_adapter failed for device bearing minor number 0` in
+#   Bumblebee-Project/Bumblebee#722; the indented `not supported by the NVIDIA 535.104.05 driver
+#   release` block in flatcar/Flatcar#1283; the older per-line-stamped `installed` / `in this
+#   system is not supported by the 280.13 NVIDIA Linux` form in MrMEEE/bumblebee-Old-and-
+#   abbandoned#583; the power-cable line is quoted in homelab notes (Tesla M40/P40, driver 580).
+# - dmesg-other/synthetic-xid-probe-dmesg-not-permitted-no-journalctl.txt: what the probe's
+#   command prints where dmesg is refused (its stderr goes to /dev/null) and journalctl is missing
+#   (bash's `command not found`, then the probe's own marker); synthetic-dmesg-not-permitted-
+#   container.txt: util-linux dmesg's refusal in a container (dmesg_restrict); synthetic-journalctl-
+#   k-b-no-entries-container.txt and -non-root-hint-no-entries.txt: journalctl's `-- No entries --`
+#   and its notice to a user outside adm/systemd-journal.
 
 
 def _sample(name: str) -> XidFacts:
@@ -158,7 +184,10 @@ def test_journalctl_short_iso_and_no_entries() -> None:
         "GPU has fallen off the bus.",
     )
     assert event.seconds == 1732244462.0
-    assert PROBE.parse("-- No entries --\n").count == 0
+    # A window of the last minutes may hold no kernel message; the whole boot never does.
+    assert PROBE.read("-- No entries --\n", {"since": "30m"}).count == 0
+    with pytest.raises(ProbeParseError, match="no kernel message for this boot"):
+        PROBE.read("-- No entries --\n")
 
 
 def test_syslog_with_embedded_printk_time() -> None:
@@ -404,3 +433,107 @@ def test_unparsed_line_shape() -> None:
     assert facts.unparsed == (
         UnparsedLine(1, "[ 1.0] NVRM: Xid (PCI:0000:3b:00): seventy-nine", "malformed Xid line"),
     )
+
+
+GPU_INIT = "dmesg-xid/synthetic-gpu-init-failures-power-rminitadapter-unsupported-open.txt"
+GPU_INIT_OLD = "dmesg-xid/synthetic-gpu-init-failed-legacy-no-bus-unsupported-release.txt"
+
+
+def test_gpus_that_did_not_initialise_are_reported_without_an_xid() -> None:
+    facts = _sample(GPU_INIT)
+    assert facts.codes == ()  # no Xid line at all, and still an unhealthy kernel log
+    assert [(f.kind, f.bus_id, f.count, f.line) for f in facts.gpu_failures] == [
+        (GpuFailureKind.NO_POWER, "00000000:3b:00.0", 1, 5),
+        (GpuFailureKind.INIT_FAILED, "00000000:3b:00.0", 1, 6),
+        (GpuFailureKind.INIT_FAILED, "00000000:5e:00.0", 2, 8),  # opened again, failed again
+        (GpuFailureKind.UNSUPPORTED, "00000000:86:00.0", 1, 10),
+    ]
+    assert facts.failed_gpus == ("00000000:3b:00.0", "00000000:5e:00.0", "00000000:86:00.0")
+    init = facts.gpu_failures[2]
+    assert (init.message, init.last_line, init.timestamp) == (
+        "RmInitAdapter failed! (0x24:0x65:1426)",
+        19,
+        "11.770152",
+    )
+    assert facts.gpu_failures[3].message == (
+        "The NVIDIA GPU 0000:86:00.0 (PCI ID: 10de:1db6) installed in this system is not"
+        " supported by open nvidia.ko because it does not include the required GPU System"
+        " Processor (GSP)."
+    )
+    # `Failed to enable MSI` names GPU 0000:1b:00.0 but is no failure; the probe failure for
+    # 0000:86:00.0 is the unsupported GPU already reported.
+    assert "00000000:1b:00.0" not in facts.failed_gpus
+    assert GpuFailureKind.PROBE_FAILED not in {f.kind for f in facts.gpu_failures}
+
+
+def test_older_drivers_name_the_gpu_on_the_lines_before() -> None:
+    facts = _sample(GPU_INIT_OLD)
+    assert [(f.kind, f.bus_id, f.pci, f.line) for f in facts.gpu_failures] == [
+        (GpuFailureKind.UNSUPPORTED, "00000000:01:00.0", "0000:01:00.0", 1),
+        # `GPU at PCI:0000:13:00` two lines up, at the same time
+        (GpuFailureKind.INIT_FAILED, "00000000:13:00.0", "0000:13:00", 11),
+        # nothing names a GPU near it (the last naming line is a day earlier): no bus id
+        (GpuFailureKind.INIT_FAILED, None, "", 13),
+    ]
+    assert facts.gpu_failures[0].message.endswith(
+        "not supported by the 280.13 NVIDIA Linux graphics driver release."
+    )
+    assert facts.failed_gpus == ("00000000:01:00.0", "00000000:13:00.0")
+
+
+def test_a_probe_failure_naming_no_gpu_still_counts() -> None:
+    facts = _sample("dmesg-xid/synthetic-probe-routine-failed-no-gpu-named.txt")
+    (failure,) = facts.gpu_failures
+    assert (failure.kind, failure.bus_id, failure.line) == (GpuFailureKind.PROBE_FAILED, None, 3)
+    assert facts.failed_gpus == ()
+
+
+def test_a_gpu_off_the_bus_is_one_failure_however_it_is_reported() -> None:
+    facts = _sample("dmesg-xid/synthetic-xid79-bus-off-without-xid-line.txt")
+    assert {f.kind for f in facts.gpu_failures} == {GpuFailureKind.FELL_OFF_BUS}
+    assert facts.failed_gpus == tuple(sorted(e.bus_id or "" for e in facts.events))
+    line = _sample("dmesg-xid/nvsentinel-155-comment-xid79-line.txt")
+    assert [(f.kind, f.bus_id) for f in line.gpu_failures] == [
+        (GpuFailureKind.FELL_OFF_BUS, "00000000:44:00.0")
+    ]
+
+
+def test_an_xid_the_catalog_does_not_know_is_critical() -> None:
+    text = (
+        "[ 100.0] NVRM: Xid (PCI:0000:3b:00): 176, pid=1234, name=python, PCIe correctable"
+        " error fault\n"
+        "[ 101.0] NVRM: Xid (PCI:0000:3b:00): 43, pid=1234, name=python, Ch 00000008\n"
+    )
+    facts = PROBE.read(text)
+    unknown = facts.events[0]
+    assert (unknown.severity, unknown.mnemonic, unknown.recommended_action) == (
+        None,
+        None,
+        "CONTACT_SUPPORT",
+    )
+    assert facts.unknown_codes == (176,)
+    assert facts.critical_codes == (176,)  # fails closed; 43 is a warning in the catalog
+
+
+def test_the_real_h200_boot_log_is_clean_and_readable() -> None:
+    text = (SAMPLES / "real-nodes/h200-sxm-vm-580.159.04/probe-xid.txt").read_text()
+    facts = PROBE.read(text)
+    assert (facts.count, facts.gpu_failures, facts.unparsed) == (0, (), ())
+    assert (facts.source_format, facts.complete) == (LogFormat.DMESG_CTIME, True)
+
+
+@pytest.mark.parametrize(
+    "sample",
+    [
+        "synthetic-xid-probe-dmesg-not-permitted-no-journalctl.txt",
+        "synthetic-dmesg-not-permitted-container.txt",
+        "synthetic-journalctl-k-b-no-entries-container.txt",
+        "synthetic-journalctl-k-non-root-hint-no-entries.txt",
+    ],
+)
+def test_an_unreadable_kernel_log_is_never_no_xid(sample: str) -> None:
+    """Whatever the gate reads it for (reboot, reset), it gets no facts: it refuses."""
+    text = (SAMPLES / "dmesg-other" / sample).read_text()
+    verdict_ = verdict(PROBE, text)
+    assert verdict_.facts is None and verdict_.data is None
+    assert verdict_.error is not None and "kernel log not readable" in verdict_.error

@@ -122,6 +122,11 @@ def check_kernel_log(text: str, found: tuple[Record, ...]) -> None:
     _check_record_mix(text, found)
 
 
+def only_notes(found: tuple[Record, ...]) -> bool:
+    """Whether the records are only journalctl's own notes (`-- No entries --`), no message."""
+    return bool(found) and all(_JOURNAL_META.match(r.line.text.strip()) for r in found)
+
+
 def source_format(found: tuple[Record, ...]) -> LogFormat:
     """The line shape most records were written in."""
     if not found:

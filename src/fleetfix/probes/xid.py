@@ -9,13 +9,21 @@ Besides `NVRM: Xid` lines it reads:
   code-79 event with `source: bus_off` unless an Xid 79 of the same GPU is logged near it (the
   driver prints both for one fault);
 * Xid 154 in every driver's wording (knowledge/recovery.py; the hex code decides);
-* NVSwitch SXid reports, kernel and Fabric Manager (sxid.py), as separate `sxid_*` facts.
+* NVSwitch SXid reports, kernel and Fabric Manager (sxid.py), as separate `sxid_*` facts;
+* GPUs the driver could not bring up or lost, Xid or not (`RmInitAdapter failed!`, no power
+  cables, not supported by this driver, off the bus; gpu_failures.py), as `gpu_failures` and
+  `failed_gpus`: any of them makes the log unhealthy.
+
+An Xid code the catalog does not know counts as critical (`critical_codes`, `unknown_codes`):
+NVIDIA's advice for it is CONTACT_SUPPORT.
 
 Lines that are not Xids are ignored, but text that is not a kernel log (HTML, binary, a tool
-error) is rejected. A line that names an Xid or SXid but cannot be read is listed in `unparsed`
-and the other events stand. Kernel records are line-independent, so a cut-off log yields the
-events it holds; `complete` is False when the text did not end with a newline (the capture was
-cut).
+error) is rejected, and so is a log that could not be read (the command's own marker, dmesg
+refused, journalctl's notice to a user who may not read it, or, for the whole boot, a journal
+with no kernel message): never "no Xid". A line that names an Xid or SXid but cannot be read
+is listed in `unparsed` and the other events stand. Kernel records are line-independent, so a
+cut-off log yields the events it holds; `complete` is False when the text did not end with a
+newline (the capture was cut).
 
 Per-event `recommended_action` (and `actions`, `reboot_required`, `reset_required_gpus` drawn
 from it) is NVIDIA's catalog advice, for reports: knowledge.xid's rule with the latest Xid 154 the
@@ -34,17 +42,25 @@ from dataclasses import dataclass, field, replace
 from types import MappingProxyType
 from typing import Any
 
-from fleetfix.errors import FleetfixError
+from fleetfix.errors import FleetfixError, ProbeParseError
 from fleetfix.knowledge.recovery import RecoveryAction, read_recovery_action, read_xid154
 from fleetfix.knowledge.xid import XidCatalog, xid_catalog
 from fleetfix.probes.base import Probe
 from fleetfix.probes.gpu_facts import normalize_bus_id
+from fleetfix.probes.gpu_failures import (
+    GpuFailure,
+    GpuFailureKind,
+    GpuLines,
+    Sighting,
+    gpu_failures,
+)
 from fleetfix.probes.kernel_log import (
     UNREADABLE_MARKER,
     Clock,
     LogFormat,
     Record,
     check_kernel_log,
+    only_notes,
     records,
     source_format,
 )
@@ -57,6 +73,8 @@ __all__ = [
     "UNREADABLE_MARKER",
     "Clock",
     "EventSource",
+    "GpuFailure",
+    "GpuFailureKind",
     "LogFormat",
     "NvlinkDetail",
     "SxidEvent",
@@ -184,6 +202,15 @@ class XidFacts:
     reset_required_gpus: tuple[str, ...]
     """Bus ids NVIDIA's catalog advises resetting (advice; fleetfix decides with remedy)."""
     critical_codes: tuple[int, ...]
+    """Codes fleetfix's catalog calls critical, and every code it does not know: NVIDIA's
+    advice for an unknown code is CONTACT_SUPPORT, so it fails closed."""
+    unknown_codes: tuple[int, ...]
+    """Codes not in the Xid catalog fleetfix ships (a newer driver's); also in critical_codes."""
+    gpu_failures: tuple[GpuFailure, ...]
+    """GPUs the driver reports failed to initialise, unsupported, without power or fallen off
+    the bus, with or without an Xid line: any of them makes the kernel log unhealthy."""
+    failed_gpus: tuple[str, ...]
+    """Bus ids named by gpu_failures (a failure that names no GPU is only in gpu_failures)."""
     sxid_events: tuple[SxidEvent, ...]
     sxid_count: int
     sxid_codes: tuple[int, ...]
@@ -209,15 +236,6 @@ _NVLINK = re.compile(
     r"(?:i(?P<inj>[01])\s*)?(?:Link (?P<link>\d+))?\s*(?:\((?P<regs>[^)]*)\))?",
     re.IGNORECASE,
 )
-_UUID_LINE = re.compile(
-    r"NVRM: GPU at PCI:(?P<pci>[0-9a-fA-F:.]+): (?P<uuid>GPU-[0-9a-fA-F-]{36})\b"
-)
-_BUS = r"(?:[0-9a-fA-F]{4,8}:)?[0-9a-fA-F]{2}:[0-9a-fA-F]{2}(?:\.[0-7])?"
-_BUS_OFF_LINE = re.compile(rf"NVRM: GPU (?P<pci>{_BUS}): (?P<text>GPU has fallen off the bus\b.*)$")
-_BUS_OFF_HEADER = re.compile(rf"NVRM: The NVIDIA GPU (?P<pci>{_BUS})\b")
-_BUS_OFF_TAIL = re.compile(r"(?P<text>fallen off the bus and is not responding to commands.*)$")
-_BUS_OFF_REACH = 3
-"""A bus-off block's last line names no GPU: it belongs to a header at most this many lines up."""
 _DURATION = re.compile(r"^(?P<n>\d+)\s*(?P<unit>s|m|min|h|d)?$")
 _REGISTER = re.compile(r"0x[0-9a-fA-F]+")
 _DURATION_UNITS = MappingProxyType({"s": 1, "m": 60, "min": 60, "h": 3600, "d": 86400})
@@ -226,12 +244,25 @@ _RESETS = frozenset({"RESET_GPU", "DRAIN_AND_RESET", "BUS_RESET"})
 
 def parse(text: str) -> XidFacts:
     """Xid facts from kernel log text; raises ProbeParseError if it is not a kernel log."""
+    return parse_with(text, {})
+
+
+def parse_with(text: str, params: Mapping[str, Any]) -> XidFacts:
+    """Xid facts from kernel log text read for the step's `since`; ProbeParseError if it is not
+    a kernel log, or not a readable one: the probe's own "no readable kernel log", a tool's
+    permission error, or, for the whole boot (`since: boot`, the default), journalctl with
+    no kernel message at all (a container's journal holds none: never "no Xid"). A window of
+    the last minutes may hold none."""
     found = records(text)
     check_kernel_log(text, found)
+    if only_notes(found) and _since(params) == "boot":
+        reason = "kernel log not readable: the journal has no kernel message for this boot"
+        raise ProbeParseError(NAME, reason, text, line=found[0].line.number)
     cut = bool(text) and not text.endswith(("\n", "\r"))
     reader = _Reader(cut=cut, last=_last_line(found))
     for record in found:
         reader.feed(record)
+    reader.lines.finish()
     events = _with_recommendations(reader.events(), xid_catalog())
     return _facts(events, reader, found, complete=not cut)
 
@@ -274,8 +305,12 @@ def bus_to_index(
     return {e.bus_id: by_bus.get(e.bus_id) for e in events if e.bus_id is not None}
 
 
+def _since(params: Mapping[str, Any]) -> str:
+    return str(params.get("since", "boot")).strip()
+
+
 def _command(params: Mapping[str, Any]) -> str:
-    since = str(params.get("since", "boot")).strip()
+    since = _since(params)
     fallback = f"echo '{UNREADABLE_MARKER} (dmesg and journalctl failed)'"
     if since == "boot":
         return (
@@ -303,29 +338,28 @@ def _duration_seconds(since: str) -> int:
 
 @dataclass(slots=True)
 class _Reader:
-    """Walks the records once: Xid lines, bus-off reports, SXids, and what it could not read."""
+    """Walks the records once: Xid lines, SXids, the driver's GPU failure reports (bus-off
+    reports among them), and what it could not read."""
 
     cut: bool
     """The text stops inside its last line."""
     last: int
     xids: list[XidEvent] = field(default_factory=list)
-    bus_offs: list[XidEvent] = field(default_factory=list)
+    xid79s: list[Sighting] = field(default_factory=list)
     sxids: list[SxidEvent] = field(default_factory=list)
     unparsed: list[UnparsedLine] = field(default_factory=list)
-    uuids: dict[str, str] = field(default_factory=dict)
-    header: tuple[str, Record, int] | None = None
-    """The GPU a bus-off block may be about (as written), where it was named, and how many
-    records ago."""
+    lines: GpuLines = field(default_factory=GpuLines)
 
     def feed(self, record: Record) -> None:
-        self._age_header()
         try:
             if _XID_MARK in record.message:
+                self.lines.pass_over()
                 self._xid(record)
             elif names_sxid(record.message):
+                self.lines.pass_over()
                 self._sxid(record)
             else:
-                self._gpu_line(record)
+                self.lines.feed(record)
         except ValueError as exc:  # a line fleetfix cannot read costs that line, not the log
             cut = self.cut and record.line.number == self.last
             reason = "cut off mid-line" if cut else str(exc)
@@ -333,78 +367,72 @@ class _Reader:
 
     def events(self) -> tuple[XidEvent, ...]:
         """Xid events, plus the bus-off reports no Xid 79 line already accounts for."""
-        xid79 = [event for event in self.xids if event.code == 79]
-        derived: list[XidEvent] = []
-        for candidate in self.bus_offs:
-            if not any(_same_fault(other, candidate) for other in (*xid79, *derived)):
-                derived.append(candidate)
+        derived = [event for _, event in self._bus_offs()]
         return tuple(sorted((*self.xids, *derived), key=lambda event: event.line))
+
+    def failures(self) -> tuple[GpuFailure, ...]:
+        """Every GPU the driver reports failed or lost: Xid 79 lines and the bus-off reports
+        no Xid 79 accounts for, GPUs that did not initialise or are not supported."""
+        others = [s for s in self.lines.sightings if s.kind is not GpuFailureKind.FELL_OFF_BUS]
+        lost = [sighting for sighting, _ in self._bus_offs()]
+        return gpu_failures([*others, *self.xid79s, *lost])
+
+    def _bus_offs(self) -> list[tuple[Sighting, XidEvent]]:
+        xid79 = [event for event in self.xids if event.code == 79]
+        derived: list[tuple[Sighting, XidEvent]] = []
+        for sighting in self.lines.failures_of(GpuFailureKind.FELL_OFF_BUS):
+            candidate = _bus_off(sighting, self.lines.uuids)
+            if not any(
+                _same_fault(other, candidate) for other in (*xid79, *(e for _, e in derived))
+            ):
+                derived.append((sighting, candidate))
+        return derived
 
     def _xid(self, record: Record) -> None:
         match = _XID.search(record.message)
         if match is None:
             raise ValueError("malformed Xid line")
-        self.xids.append(_event(record, match, self.uuids))
+        event = _event(record, match, self.lines.uuids)
+        self.xids.append(event)
+        if event.code == 79:
+            self.xid79s.append(
+                Sighting(GpuFailureKind.FELL_OFF_BUS, event.pci, event.message, record)
+            )
 
     def _sxid(self, record: Record) -> None:
         event = sxid_event(record)
         if event is not None:
             self.sxids.append(event)
 
-    def _gpu_line(self, record: Record) -> None:
-        message = record.message
-        uuid_line = _UUID_LINE.search(message)
-        if uuid_line:
-            bus = normalize_bus_id(uuid_line["pci"])
-            if bus is not None:
-                self.uuids[bus] = uuid_line["uuid"]
-            self.header = (uuid_line["pci"], record, 0)
-            return
-        header = _BUS_OFF_HEADER.search(message)
-        if header:
-            self.header = (header["pci"], record, 0)
-        if tail := _BUS_OFF_TAIL.search(message):
-            pci, named, _ = self.header or ("", record, 0)
-            # The block's continuation lines may carry no time stamp; its first line does.
-            self._bus_off(record if record.seconds is not None else named, pci, tail["text"])
-            self.header = None
-        elif line := _BUS_OFF_LINE.search(message):
-            self._bus_off(record, line["pci"], line["text"])
 
-    def _bus_off(self, record: Record, pci: str, text: str) -> None:
-        """A bus-off report as an Xid 79 event, stamped and numbered as `record`."""
-        bus = normalize_bus_id(pci) if pci else None
-        self.bus_offs.append(
-            XidEvent(
-                code=79,
-                bus_id=bus,
-                pci=pci,
-                pid=None,
-                process=None,
-                message=text.strip(),
-                channel=None,
-                caused_by=None,
-                recovery_action=None,
-                recovery_code=None,
-                recovery_text=None,
-                nvlink=None,
-                uuid=self.uuids.get(bus) if bus else None,
-                timestamp=record.timestamp,
-                seconds=record.seconds,
-                clock=record.clock,
-                line=record.line.number,
-                source=EventSource.BUS_OFF,
-                mnemonic=None,
-                immediate_action=None,
-                severity=None,
-                recommended_action="",
-            )
-        )
-
-    def _age_header(self) -> None:
-        if self.header is not None:
-            pci, named, age = self.header
-            self.header = (pci, named, age + 1) if age < _BUS_OFF_REACH else None
+def _bus_off(sighting: Sighting, uuids: Mapping[str, str]) -> XidEvent:
+    """A bus-off report as an Xid 79 event, stamped and numbered as its record."""
+    record, pci = sighting.record, sighting.pci
+    bus = normalize_bus_id(pci) if pci else None
+    return XidEvent(
+        code=79,
+        bus_id=bus,
+        pci=pci,
+        pid=None,
+        process=None,
+        message=sighting.message,
+        channel=None,
+        caused_by=None,
+        recovery_action=None,
+        recovery_code=None,
+        recovery_text=None,
+        nvlink=None,
+        uuid=uuids.get(bus) if bus else None,
+        timestamp=record.timestamp,
+        seconds=record.seconds,
+        clock=record.clock,
+        line=record.line.number,
+        source=EventSource.BUS_OFF,
+        mnemonic=None,
+        immediate_action=None,
+        severity=None,
+        recommended_action="",
+    )
 
 
 def _last_line(found: tuple[Record, ...]) -> int:
@@ -556,6 +584,7 @@ def _facts(
     events: tuple[XidEvent, ...], reader: _Reader, found: tuple[Record, ...], *, complete: bool
 ) -> XidFacts:
     counts = Counter(e.code for e in events)
+    failures = reader.failures()
     recovery = {e.bus_id: e.recovery_action for e in events if e.bus_id and e.recovery_action}
     actions = {e.recommended_action for e in events}
     sxids = tuple(reader.sxids)
@@ -573,7 +602,11 @@ def _facts(
         reset_required_gpus=tuple(
             sorted({e.bus_id for e in events if e.bus_id and e.recommended_action in _RESETS})
         ),
-        critical_codes=tuple(sorted({e.code for e in events if e.severity == "critical"})),
+        # An unknown code (no severity) fails closed: NVIDIA's advice for it is CONTACT_SUPPORT.
+        critical_codes=tuple(sorted({e.code for e in events if e.severity in ("critical", None)})),
+        unknown_codes=tuple(sorted({e.code for e in events if e.severity is None})),
+        gpu_failures=failures,
+        failed_gpus=tuple(sorted({f.bus_id for f in failures if f.bus_id})),
         sxid_events=sxids,
         sxid_count=len(sxids),
         sxid_codes=tuple(sorted(sxid_counts)),
@@ -617,6 +650,7 @@ PROBE: Probe[XidFacts] = Probe(
     summary="NVRM Xid events from the kernel log (dmesg -T, fallback journalctl -k)",
     command=_command,
     parse=parse,
+    parse_with=parse_with,
     params={
         "since": "'boot' (default) or a duration like 30m, 6h, 2d: how far back to read",
     },
