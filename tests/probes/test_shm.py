@@ -1,11 +1,14 @@
-"""The shm probe (synthetic fixtures: no real sample of this command exists) and stale_files."""
+"""The shm probe (synthetic fixtures and the real H200 VM's output) and stale_files."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
-from fleetfix.errors import ProbeParseError
+from fleetfix.errors import ProbeParseError, ToolNotInstalled
 from fleetfix.probes.shm import PROBE, ShmFacts, stale_files
+from tests.probes.absent import BASE_TOOLS, REAL_NODE, SHELLS, bare_path, run
 from tests.probes.cases import SAMPLES
 
 
@@ -74,3 +77,20 @@ def test_command_checks_fds_and_mmaps() -> None:
     command = PROBE.command({})
     for part in ("date +%s", "id -u", "df -P /dev/shm", "-printf '%T@ %s %u %p\\n'", "/maps"):
         assert part in command
+
+
+@pytest.mark.parametrize("shell", SHELLS)
+def test_a_node_without_one_of_the_tools_says_which(shell: str, tmp_path: Path) -> None:
+    """Not sections silently left empty: the missing tool, before anything runs."""
+    path = bare_path(tmp_path, tuple(t for t in BASE_TOOLS if t != "df"))
+    done = run(PROBE.command({}), shell, path)
+    assert (done.returncode, done.stdout) == (0, "### fleetfix not-installed df\n")
+    with pytest.raises(ToolNotInstalled) as raised:
+        PROBE.parse(done.stdout)
+    assert raised.value.tool == "df"
+
+
+def test_the_real_h200_vm_reads_empty_and_fully_scanned() -> None:
+    facts = PROBE.parse((REAL_NODE / "probe-shm.txt").read_text(encoding="utf-8"))
+    assert (facts.file_count, facts.usage_percent, facts.open_scan_complete) == (0, 0, True)
+    assert facts.size_bytes == 134217728 * 1024

@@ -1,7 +1,7 @@
 """The `shm` probe: /dev/shm usage, its files with size/owner/age, and which are held open.
 
-No real sample of this command exists, so its output format is fleetfix's own: sections after
-`### <name>` markers, each a plain tool's output:
+Its output format is fleetfix's own (one real capture so far, from an H200 VM): sections
+after `### <name>` markers, each a plain tool's output:
 
     ### now       date +%s                      (ages need the host's clock, not ours)
     ### uid       id -u                         (only root sees every process's files)
@@ -9,6 +9,9 @@ No real sample of this command exists, so its output format is fleetfix's own: s
     ### files     find ... -printf '%T@ %s %u %p\\n'   (mtime, bytes, owner, path)
     ### open      /dev/shm paths in /proc/*/fd links and /proc/*/maps
                   (NCCL mmaps its segments and may close the fd, so maps matter)
+
+The command first looks for the tools it runs (date, id, df, find, awk, sort): a node without
+one gets the not-installed marker and ToolNotInstalled, not sections silently left empty.
 
 Every section must be present: a cut-off output is rejected, because a missing `open` section
 would make every file look idle. When the scan did not run as root, `held_open` is None
@@ -23,14 +26,17 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from fleetfix.errors import ProbeParseError
+from fleetfix.errors import ProbeParseError, ToolNotInstalled
 from fleetfix.probes.base import Probe
+from fleetfix.probes.not_installed import missing_tool, unless_installed
 from fleetfix.probes.text import Line, clean_lines
 
 NAME = "shm"
 SHM_DIR = "/dev/shm"
 NCCL_PATTERNS = ("nccl-*",)
 """Names NCCL gives its shared-memory segments (/dev/shm/nccl-XXXXXX)."""
+TOOLS = ("date", "id", "df", "find", "awk", "sort")
+"""What the command runs; a node without one of them says which (ToolNotInstalled)."""
 _SECTIONS = ("now", "uid", "df", "files", "open")
 _MARK = re.compile(r"^### (?P<name>\w+)$")
 _DF_HEADER = re.compile(r"^Filesystem\s+\d+-blocks\s+Used\s+Available\s+Capacity\s+Mounted on$")
@@ -78,7 +84,15 @@ class ShmFacts:
 
 
 def parse(text: str) -> ShmFacts:
-    """Shm facts from the probe's sectioned output."""
+    """Shm facts from the probe's sectioned output.
+
+    Raises:
+        ToolNotInstalled: one of the tools the command runs is not on the node.
+        ProbeParseError: a section is missing or not understood.
+    """
+    missing = missing_tool(text, TOOLS)
+    if missing is not None:
+        raise ToolNotInstalled(NAME, missing, text)
     sections = _sections(clean_lines(text), text)
     now = _single_int(sections["now"], "now", text)
     uid = _single_int(sections["uid"], "uid", text)
@@ -129,6 +143,7 @@ def _matches(shm_file: ShmFile, patterns: tuple[str, ...]) -> bool:
 
 def _command(params: Mapping[str, Any]) -> str:
     return (
+        f"{unless_installed(TOOLS)}"
         "echo '### now'; date +%s; "
         "echo '### uid'; id -u; "
         f"echo '### df'; df -P {SHM_DIR}; "
