@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import os
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -24,13 +25,14 @@ from fleetfix.knowledge.health import Level, summarize
 from fleetfix.playbook.conditions import Templar
 from fleetfix.playbook.model import Play, Playbook, Step, StepKind
 from fleetfix.probes import probe_registry
-from fleetfix.results import Outcome, RunResult, Status
+from fleetfix.results import Outcome, RunResult, Status, StepResult
 from fleetfix.runtime import open_runtime
 
 DEFAULT_PROBES = ("nvidia_smi", "xid", "gpu_processes", "shm", "services")
 STYLE = {Level.OK: "green", Level.WARN: "yellow", Level.BAD: "bold red"}
 WIDE = 1000
-"""Columns the table may use when stdout is not a terminal."""
+"""Columns the table may use when stdout is not a terminal and COLUMNS is not set: a file or a
+pipe gets every cell whole."""
 
 
 def add_parser(sub: Any) -> None:
@@ -64,7 +66,7 @@ def probe_command(args: argparse.Namespace) -> int:
         print(json.dumps(_as_json(result), indent=2, default=str))
     else:
         _table(result, hosts, names)
-    return int(_outcome(result))
+    return int(probe_outcome(result))
 
 
 def snapshot_playbook(names: tuple[str, ...]) -> Playbook:
@@ -106,6 +108,8 @@ class Cell:
 
     text: str
     level: Level
+    dim: bool = False
+    """Nothing to judge (the probe's tool is not installed): shown dim."""
 
 
 UNREACHABLE_PROBE = "*"
@@ -119,9 +123,16 @@ def health_cells(result: RunResult) -> dict[tuple[str, str], Cell]:
         if r.status is Status.UNREACHABLE:
             cells[(r.host, UNREACHABLE_PROBE)] = Cell(f"unreachable: {r.message}", Level.BAD)
             continue
-        health = summarize(r.step, r.data.get("facts"), r.message)
-        cells[(r.host, r.step)] = Cell(health.text, health.level)
+        health = summarize(r.step, r.data.get("facts"), r.message, absent_tool(r))
+        cells[(r.host, r.step)] = Cell(health.text, health.level, dim=health.absent)
     return cells
+
+
+def absent_tool(result: StepResult) -> str | None:
+    """The tool a probe step found missing on the node (the engine registers it as `absent`,
+    engine.hoststep.ABSENT_KEY, from errors.ToolNotInstalled), or None."""
+    tool = result.data.get("absent")
+    return tool if isinstance(tool, str) and tool else None
 
 
 def host_problem(cells: Mapping[tuple[str, str], Cell], host: str, names: Sequence[str]) -> Cell:
@@ -173,34 +184,44 @@ def fit_widths(natural: Sequence[int], room: int) -> list[int]:
     """Column widths within `room` characters: host names whole; the problem column (second)
     up to 40% of the room, since it is what the reader came for; every probe column its natural
     width when that fits its fair share of what is left, the rest share the remainder equally
-    (water filling); at least 4 each."""
+    (water filling), down to one character (`…`) when many probes meet a narrow terminal. The
+    widths add up to at most `room` whenever the host names and a character per column fit."""
     widths = list(natural)
-    widths[1] = min(natural[1], max(16, room * 2 // 5))
+    probes = list(range(2, len(widths)))
+    crowded = room - natural[0] - len(probes)
+    widths[1] = max(1, min(natural[1], max(16, room * 2 // 5), crowded))
     left = room - widths[0] - widths[1]
-    open_columns = list(range(2, len(widths)))
-    while open_columns:
-        share = max(4, left // len(open_columns))
-        narrow = [i for i in open_columns if natural[i] <= share]
+    while probes:
+        share = left // len(probes)
+        narrow = [i for i in probes if natural[i] <= share]
         if not narrow:
-            for i in open_columns:
-                widths[i] = share
             break
         for i in narrow:
             left -= natural[i]
-            open_columns.remove(i)
+            probes.remove(i)
+    for rank, i in enumerate(probes):  # the first columns take what does not divide evenly
+        widths[i] = max(1, left // len(probes) + (rank < left % len(probes)))
     return widths
 
 
 def _style(cell: Cell) -> str:
-    return "dim" if cell.text == "-" else STYLE[cell.level]
+    return "dim" if cell.dim or cell.text == "-" else STYLE[cell.level]
+
+
+def table_width(terminal: int | None, environ: Mapping[str, str]) -> int | None:
+    """The columns the table may use: the terminal's width (`terminal`, None when stdout is
+    not one); off a terminal, COLUMNS when it is set, as rich and most CLIs read it; else None,
+    no limit: a file or a pipe gets every cell whole."""
+    if terminal is not None:
+        return terminal
+    columns = environ.get("COLUMNS", "").strip()
+    return int(columns) if columns.isdigit() and int(columns) > 0 else None
 
 
 def _table(result: RunResult, hosts: list[str], names: tuple[str, ...]) -> None:
     console = Console(highlight=False)
-    # A file or a pipe gets every cell whole; a terminal gets a table that fits it.
-    width = console.width if console.is_terminal else None
-    if width is None:
-        console.width = WIDE
+    width = table_width(console.width if console.is_terminal else None, os.environ)
+    console.width = width or WIDE
     console.print(health_table(health_cells(result), hosts, names, width))
 
 
@@ -212,16 +233,20 @@ def _as_json(result: RunResult) -> dict[str, Any]:
             "status": r.status.value,
             "message": r.message,
             "facts": r.data.get("facts"),
+            "absent": absent_tool(r),
         }
     return {"hosts": hosts}
 
 
-def _outcome(result: RunResult) -> Outcome:
+def probe_outcome(result: RunResult) -> Outcome:
+    """Unreachable hosts exit 4; a failed probe or a BAD verdict 2. A probe whose tool the
+    node does not have has no facts and its step did not pass, but that is not a fault of the
+    node: it alone never makes the exit code 2."""
     if any(s.unreachable for s in result.stats.values()):
         return Outcome.UNREACHABLE
     bad = any(
-        r.status is not Status.OK
-        or summarize(r.step, r.data.get("facts"), r.message).level is Level.BAD
+        (r.status is not Status.OK and absent_tool(r) is None)
+        or summarize(r.step, r.data.get("facts"), r.message, absent_tool(r)).level is Level.BAD
         for r in result.results
     )
     return Outcome.HOST_FAILED if bad else Outcome.OK

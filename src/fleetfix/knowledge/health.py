@@ -21,10 +21,15 @@ class Level(enum.StrEnum):
     BAD = "bad"
 
 
+NOT_INSTALLED = "not installed"
+
+
 @dataclass(frozen=True, slots=True)
 class Health:
     level: Level
     text: str
+    absent: bool = False
+    """The probe's tool is not installed on the node: nothing to judge, and not a fault."""
 
 
 def _verdict(problems: list[str], warnings: list[str], fine: str) -> Health:
@@ -148,8 +153,14 @@ SUMMARIES: Mapping[str, Callable[[Facts], Health]] = {
 }
 
 
-def summarize(probe: str, facts: Facts | None, failure: str = "") -> Health:
-    """The verdict for one probe on one host; no facts means the probe itself failed."""
+def summarize(
+    probe: str, facts: Facts | None, failure: str = "", absent: str | None = None
+) -> Health:
+    """The verdict for one probe on one host. `absent` names the tool the node does not have
+    (a step's registered `absent`, errors.ToolNotInstalled): "not installed", ok. Otherwise no
+    facts means the probe itself failed."""
+    if absent:
+        return Health(Level.OK, NOT_INSTALLED, absent=True)
     if facts is None:
         return Health(Level.BAD, failure or "probe failed")
     return SUMMARIES.get(probe, _generic)(facts)
