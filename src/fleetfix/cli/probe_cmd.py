@@ -18,6 +18,7 @@ from fleetfix.actions import action_registry
 from fleetfix.cli.ansible_options import resolve_ansible_options
 from fleetfix.cli.options import add_connection_options, add_inventory_option
 from fleetfix.engine import Engine, RunOptions
+from fleetfix.engine.hoststep import ABSENT_KEY
 from fleetfix.errors import InputError
 from fleetfix.events import EventBus
 from fleetfix.inventory import Inventory, load_inventory
@@ -131,7 +132,7 @@ def health_cells(result: RunResult) -> dict[tuple[str, str], Cell]:
 def absent_tool(result: StepResult) -> str | None:
     """The tool a probe step found missing on the node (the engine registers it as `absent`,
     engine.hoststep.ABSENT_KEY, from errors.ToolNotInstalled), or None."""
-    tool = result.data.get("absent")
+    tool = result.data.get(ABSENT_KEY)
     return tool if isinstance(tool, str) and tool else None
 
 

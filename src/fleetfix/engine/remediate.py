@@ -200,7 +200,7 @@ async def _run_plan(
     if action.result_probe is not None and outcome.commands and not outcome.failed:
         parsed = hs.parse_output(action.result_probe, outcome.commands[-1])
         outcome.data["facts"] = parsed.data.get("facts")
-        if parsed.failed:
+        if parsed.failed or parsed.skipped:
             outcome.failed, outcome.message = True, parsed.message
     return outcome
 

@@ -41,7 +41,7 @@ async def verify(
     """The action's own verification, then the step's `verify:` list; first problem wins."""
     for name in action.verify:
         probed = await hs.probe(name, {})
-        if probed.failed:
+        if probed.failed or probed.skipped:  # skipped: the node lacks the tool
             return probed.message
     if action.check is not None:
         names = (*action.requires, *action.optional, *action.verify)
