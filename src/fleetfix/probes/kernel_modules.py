@@ -1,11 +1,17 @@
 """The `kernel_modules` probe: loaded modules (lsmod), the NVIDIA module set, the driver version.
 
 The command prints `### lsmod` and `### version` sections. Module lines are read in lsmod's
-format or /proc/modules' (the fallback when lsmod is missing). Command output that was cut off
-(a section missing, no final newline) is rejected; a pasted lsmod excerpt without the markers
-parses, with `complete` False because lines may be missing from it. `unload_order`
-lists `nvidia` and every module that depends on it, users before what they use, which is the
-order `rmmod` needs (DESIGN: nvidia_uvm, nvidia_drm, nvidia_modeset, nvidia_peermem, nvidia).
+format (kmod's, busybox's `Tainted:` header) or /proc/modules' (the fallback when lsmod is
+missing, as on a node without kmod): `name size refcount users state address [(taints)]`,
+users `-` or `a,b,` with `[permanent],`, state Live / Loading / Unloading, an address of zeros
+for a non-root reader, taint flags such as `(O)`, `(OE)`, `(POE)` or none. A kernel built
+without module unloading prints `-` for both refcount and users (the real H200 VM's): its
+references are unknown (`used_by` None) and nothing can be unloaded (`unload_supported` False).
+Command output that was cut off (a section missing, no final newline) is rejected; a pasted
+excerpt without the markers parses, with `complete` False because lines may be missing from
+it. `unload_order` lists `nvidia` and every module that depends on it, users before what they
+use, which is the order `rmmod` needs (DESIGN: nvidia_uvm, nvidia_drm, nvidia_modeset,
+nvidia_peermem, nvidia); where the kernel does not say who uses what, the NVIDIA set it has.
 """
 
 from __future__ import annotations
@@ -24,14 +30,16 @@ NVIDIA_MODULES = ("nvidia_uvm", "nvidia_drm", "nvidia_modeset", "nvidia_peermem"
 """The NVIDIA module set, in the order it is unloaded."""
 _LSMOD_MARK = "### lsmod"
 _VERSION_MARK = "### version"
-_HEADER = re.compile(r"^Module\s+Size\s+Used by\s*$")
+_HEADER = re.compile(r"^Module\s+Size\s+Used by(?:\s+(?:Tainted: \S+|Not tainted))?\s*$")
 _LSMOD_LINE = re.compile(
     r"^(?P<name>[\w-]+)\s+(?P<size>\d+)\s+(?P<count>-?\d+)(?:\s+(?P<users>.*))?$"
 )
 _PROC_LINE = re.compile(
-    r"^(?P<name>[\w-]+) (?P<size>\d+) (?P<count>-?\d+) (?P<users>\S+) "
-    r"(?:Live|Loading|Unloading) 0x[0-9a-fA-F]+"
+    r"^(?P<name>[\w-]+) (?P<size>\d+) (?P<count>-?\d+|-) (?P<users>\S+) "
+    r"(?P<state>Live|Loading|Unloading) 0x[0-9a-fA-F]+(?: \((?P<taints>[A-Z+-]*)\))?$"
 )
+_PERMANENT = "[permanent]"
+_SETTLED = "Live"
 _NVRM_VERSION = re.compile(
     r"^NVRM version: (?P<build>.*?Kernel Module.*?)\s+(?P<version>\d+\.\d+(?:\.\d+)*)\b"
 )
@@ -44,14 +52,20 @@ class KernelModule:
 
     name: str
     size: int
-    used_by: int
-    """The reference count lsmod prints (dependent modules plus open handles)."""
+    used_by: int | None
+    """The reference count lsmod prints (dependent modules plus open handles); None when the
+    kernel does not count them (built without module unloading: `-`)."""
     users: tuple[str, ...]
-    """Modules that depend on this one."""
-    open_refs: int
+    """Modules that depend on this one (none known when used_by is None)."""
+    open_refs: int | None
     """References not explained by dependent modules (open device files, in-kernel users);
-    rmmod fails while this is above zero."""
+    rmmod fails while this is above zero. None when the kernel does not count them."""
     permanent: bool
+    state: str | None = None
+    """/proc/modules' Live, Loading or Unloading; None from lsmod (which shows live ones)."""
+    taints: str | None = None
+    """/proc/modules' taint flags (`O` out of tree, `E` unsigned, `P` proprietary); None when
+    the module taints nothing or lsmod was read."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -69,6 +83,11 @@ class KernelModulesFacts:
     in_use_modules: tuple[str, ...]
     """NVIDIA-set modules with open references (a driver reload would fail)."""
     unload_order: tuple[str, ...]
+    unload_supported: bool
+    """False when the kernel cannot unload modules (it counts no references: `-`); then no
+    driver reload can work on the node and in_use_modules says nothing."""
+    unsettled_modules: tuple[str, ...]
+    """NVIDIA-set modules still Loading or Unloading (a stuck rmmod, a load in progress)."""
     driver_version: str | None
     open_kernel_module: bool | None
     """True for NVIDIA's open GPU kernel modules, False for the proprietary ones."""
@@ -91,14 +110,20 @@ def parse(text: str) -> KernelModulesFacts:
     # A module named as a user is loaded even when a partial paste lacks its own line.
     loaded = set(by_name).union(*(m.users for m in modules))
     nvidia = tuple(n for n in NVIDIA_MODULES if n in loaded)
+    counted = all(m.used_by is not None for m in modules)
     return KernelModulesFacts(
         modules=modules,
         loaded=tuple(sorted(loaded)),
         nvidia_loaded="nvidia" in loaded,
         nvidia_modules=nvidia,
         missing_nvidia_modules=tuple(n for n in NVIDIA_MODULES if n not in loaded),
-        in_use_modules=tuple(n for n in nvidia if n in by_name and by_name[n].open_refs > 0),
-        unload_order=unload_order(by_name),
+        in_use_modules=tuple(n for n in nvidia if n in by_name and (by_name[n].open_refs or 0)),
+        # Who uses what is unknown without counts: the NVIDIA set in its own unload order.
+        unload_order=unload_order(by_name) if counted else (nvidia if "nvidia" in nvidia else ()),
+        unload_supported=counted,
+        unsettled_modules=tuple(
+            n for n in nvidia if n in by_name and by_name[n].state not in (None, _SETTLED)
+        ),
         driver_version=version,
         open_kernel_module=open_module,
         gcc_version=gcc,
@@ -171,28 +196,35 @@ def _modules(
 
 
 def _module(line: str) -> KernelModule | None:
-    match = _PROC_LINE.match(line) or _LSMOD_LINE.match(line)
+    proc = _PROC_LINE.match(line)
+    match = proc or _LSMOD_LINE.match(line)
     if match is None:
         return None
     users_text = (match["users"] or "").strip()
-    permanent = users_text == "[permanent]"
-    users = () if permanent or users_text == "-" else _split_users(users_text)
-    if users is None:
+    names = () if users_text == "-" else _split_users(users_text)
+    if names is None:
         return None
-    count = int(match["count"])
+    users = tuple(n for n in names if n != _PERMANENT)
+    # `-` in /proc/modules, a negative errno from kmod's lsmod: the kernel keeps no count.
+    count = int(match["count"]) if match["count"] != "-" else None
+    if count is not None and count < 0:
+        count = None
     return KernelModule(
         name=match["name"],
         size=int(match["size"]),
         used_by=count,
         users=users,
-        open_refs=max(count - len(users), 0),
-        permanent=permanent,
+        open_refs=max(count - len(users), 0) if count is not None else None,
+        permanent=_PERMANENT in names,
+        state=proc["state"] if proc else None,
+        # Older kernels mark the state in the flags too: `(OE+)` loading, `(OE-)` unloading.
+        taints=(proc["taints"] or "").strip("+-") or None if proc else None,
     )
 
 
 def _split_users(text: str) -> tuple[str, ...] | None:
     names = tuple(n for n in text.split(",") if n)
-    if not all(re.fullmatch(r"[\w-]+", n) for n in names):
+    if not all(n == _PERMANENT or re.fullmatch(r"[\w-]+", n) for n in names):
         return None
     return names
 
