@@ -114,3 +114,57 @@ def test_command_runs_status_and_errors() -> None:
     assert "nvidia-smi nvlink -s" in command
     assert "nvidia-smi nvlink -e" in command
     assert command.index("nvlink-status") < command.index("nvlink-errors")
+    # each tool's exit status follows its output, so empty-and-0 can be told from a failure
+    assert command.count('echo "### fleetfix end rc=$?"') == 2
+    assert command.index('nvlink -s 2>&1; echo "### fleetfix end rc=$?"') > 0
+
+
+def test_a_gpu_without_nvlink_prints_nothing_and_has_zero_links() -> None:
+    """The real H200 in a VM (older command: markers only) and the command's output now."""
+    real = (SAMPLES / "real-nodes/h200-sxm-vm-580.159.04/probe-nvlink.txt").read_text()
+    for text in (real, _text("synthetic-probe-output-no-nvlink-empty-rc0.txt")):
+        facts = PROBE.read(text)
+        assert (facts.gpus, facts.link_count, facts.has_nvlink) == ((), 0, False)
+        assert (facts.status_seen, facts.errors_seen, facts.complete) == (True, True, True)
+        assert facts.inactive_links == ()
+
+
+def test_links_are_counted() -> None:
+    facts = _parse("gpud-nvlink-status-8xa100-sxm4-80gb-12links-25gbs.txt")
+    assert (facts.link_count, facts.has_nvlink) == (96, True)
+    inactive = _parse("siboehm-bench-nvlink-s-3xa6000-bridge-one-inactive.txt")
+    assert inactive.has_nvlink is True  # GPU 2 lists no link: all its links are inactive
+
+
+@pytest.mark.parametrize(
+    ("text", "reason"),
+    [
+        # nvidia-smi failed: its own words, or only its exit status
+        (
+            _text("synthetic-probe-output-driver-not-loaded-rc9.txt"),
+            "nvidia-smi nvlink -s exited 9: NVIDIA-SMI has failed",
+        ),
+        (_text("synthetic-probe-output-empty-rc255.txt"), "nvidia-smi nvlink -s exited 255"),
+        (
+            "### fleetfix nvlink-status\nbash: line 1: nvidia-smi: command not found\n"
+            "### fleetfix end rc=127\n",
+            "exited 127: bash: line 1: nvidia-smi: command not found",
+        ),
+        # only the second tool failed: its links are unknown, so nothing is read
+        (
+            "### fleetfix nvlink-status\n### fleetfix end rc=0\n"
+            "### fleetfix nvlink-errors\n### fleetfix end rc=4\n",
+            "nvidia-smi nvlink -e exited 4: no output",
+        ),
+        # the older command, where only nvidia-smi's words tell
+        (
+            "### fleetfix nvlink-status\nFailed to initialize NVML: Driver/library version "
+            "mismatch\n### fleetfix nvlink-errors\n",
+            "nvidia-smi failed: Failed to initialize NVML",
+        ),
+        ("\n\n", "empty output"),  # a paste of nothing is no evidence of anything
+    ],
+)
+def test_a_failing_nvidia_smi_is_a_failure_not_zero_links(text: str, reason: str) -> None:
+    with pytest.raises(ProbeParseError, match=re.escape(reason)):
+        PROBE.read(text)

@@ -2,11 +2,16 @@
 
 Reads `nvidia-smi nvlink -s` (status: `Link N: 25 GB/s` or `Link N: <inactive>`) and
 `nvidia-smi nvlink -e` (counters: `Link N: Replay Errors: 0`); the command prints both
-between `### fleetfix` markers and `parse` also reads either pasted alone (the GPU header
-lines repeat, so both halves merge per GPU). A GPU for which NVML reports "all links are
-inActive" has no per-link list but counts as having inactive links. `nvlink -info` and other
-subcommands are refused, as is anything that is not one of these lines. Elided pastes
-(`...`) are read and marked `complete: false`.
+between `### fleetfix` markers, each followed by `### fleetfix end rc=N` with its exit
+status, and `parse` also reads either pasted alone (the GPU header lines repeat, so both
+halves merge per GPU). A GPU without NVLink (a PCIe board, one GPU in a VM) makes nvidia-smi
+print nothing and exit 0: that is zero links (`has_nvlink` false), not a failure. A section
+that exited non-zero, or printed nvidia-smi's own failure, is a failure whatever else it
+printed. Output of the older command (markers without exit statuses) still reads, its empty
+sections as zero links; a paste with no output at all is refused. A GPU for which NVML reports
+"all links are inActive" has no per-link list but counts as having inactive links.
+`nvlink -info` and other subcommands are refused, as is anything that is not one of these
+lines. Elided pastes (`...`) are read and marked `complete: false`.
 """
 
 from __future__ import annotations
@@ -19,7 +24,13 @@ from typing import Any
 from fleetfix.errors import ProbeParseError
 from fleetfix.probes.base import Probe
 from fleetfix.probes.gpu_facts import frozen_map
-from fleetfix.probes.nvidia_smi_text import MARKER_PREFIX, TOOL_ERROR, clean_paste, sections
+from fleetfix.probes.nvidia_smi_text import (
+    MARKER_PREFIX,
+    TOOL_ERROR,
+    Section,
+    clean_paste,
+    sections,
+)
 
 NAME = "nvlink"
 
@@ -72,13 +83,21 @@ class NvlinkFacts:
     gpus_with_inactive_links: tuple[int, ...] = ()
     gpus_with_link_errors: tuple[int, ...] = ()
     link_speeds_gbps: tuple[float, ...] = ()
+    link_count: int = 0
+    """Links nvidia-smi listed, over every GPU (0: no NVLink on this node)."""
+    has_nvlink: bool = False
+    """A GPU listed a link, or said all its links are inactive."""
+
+
+_SECTIONS = {"nvlink-status": "nvidia-smi nvlink -s", "nvlink-errors": "nvidia-smi nvlink -e"}
+_END = "end"
 
 
 def command(params: Mapping[str, Any]) -> str:
     del params
-    return (
-        f"echo '{MARKER_PREFIX}nvlink-status'; nvidia-smi nvlink -s 2>&1; "
-        f"echo '{MARKER_PREFIX}nvlink-errors'; nvidia-smi nvlink -e 2>&1"
+    return "; ".join(
+        f"echo '{MARKER_PREFIX}{section}'; {tool} 2>&1; echo \"{MARKER_PREFIX}{_END} rc=$?\""
+        for section, tool in _SECTIONS.items()
     )
 
 
@@ -181,17 +200,39 @@ def _known(line: str) -> bool:
     return any(pattern.match(stripped) for pattern in patterns)
 
 
+def _ran(parts: tuple[Section, ...], text: str) -> set[str]:
+    """The probe's sections that ran and exited 0; ProbeParseError for one that did not."""
+    ran: set[str] = set()
+    for part, after in zip(parts, (*parts[1:], None), strict=True):
+        name = part.marker.name if part.marker else ""
+        if name not in _SECTIONS:
+            continue
+        end = after.marker if after is not None and after.marker else None
+        value = end.get("rc") if end is not None and end.name == _END else None
+        if value is not None and value != "0":
+            said = [line for line in part.lines if line.text.strip()]
+            detail = said[0].text.strip() if said else "no output"
+            at = said[0].number if said else part.marker.number if part.marker else None
+            reason = f"{_SECTIONS[name]} exited {value}: {detail}"
+            raise ProbeParseError(NAME, reason, text, line=at)
+        ran.add(name)
+    return ran
+
+
 def parse(text: str) -> NvlinkFacts:
     """Facts from `nvlink -s` and/or `nvlink -e` output."""
     paste = clean_paste(text)
-    lines = [
-        (line.number, line.text)
-        for part in sections(paste)
-        for line in part.lines
-        if line.text.strip()
-    ]
+    parts = sections(paste)
+    ran = _ran(parts, text)
+    lines = [(line.number, line.text) for part in parts for line in part.lines if line.text.strip()]
     if not lines:
-        raise ProbeParseError(NAME, "empty output", text)
+        if not ran:
+            raise ProbeParseError(NAME, "empty output", text)
+        # nvidia-smi listed nothing and succeeded: no GPU here has NVLink.
+        complete = not paste.elided
+        return _facts(
+            (), status="nvlink-status" in ran, errors="nvlink-errors" in ran, complete=complete
+        )
     # Output cut off mid-line (a truncated paste) ends in a line no pattern knows: drop it
     # and say the facts are partial. An unknown line anywhere else is an error.
     cut = not _known(lines[-1][1])
@@ -202,7 +243,12 @@ def parse(text: str) -> NvlinkFacts:
     built = tuple(gpus[index].build() for index in sorted(gpus))
     if not built:
         raise ProbeParseError(NAME, "no 'GPU N:' section", text)
-    return _facts(built, status=status, errors=errors, complete=not (cut or paste.elided))
+    return _facts(
+        built,
+        status=status or "nvlink-status" in ran,
+        errors=errors or "nvlink-errors" in ran,
+        complete=not (cut or paste.elided),
+    )
 
 
 def _facts(
@@ -229,6 +275,8 @@ def _facts(
                 }
             )
         ),
+        link_count=sum(len(gpu.links) for gpu in gpus),
+        has_nvlink=any(gpu.links or gpu.all_links_inactive for gpu in gpus),
     )
 
 
