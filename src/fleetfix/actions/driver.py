@@ -23,11 +23,19 @@ from fleetfix.actions.base import (
     union,
 )
 from fleetfix.actions.fabric import FABRIC_MANAGER, IMEX, fabric_problems, fabric_wait, unit_state
-from fleetfix.actions.gates import busy_reason, duration, params_checker, quote_all
+from fleetfix.actions.gates import (
+    busy_reason,
+    device_holders,
+    duration,
+    params_checker,
+    quote_all,
+)
 from fleetfix.actions.gpu import (
     GPU_CLIENTS,
     PERSISTENCED,
     fabric_timeout,
+    holder_units,
+    not_running,
     start_command,
     stop_command,
 )
@@ -36,8 +44,13 @@ from fleetfix.probes.kernel_modules import NVIDIA_MODULES, KernelModulesFacts
 from fleetfix.probes.services import ServicesFacts
 
 DRIVER_HOLDERS = (*GPU_CLIENTS, IMEX, FABRIC_MANAGER, PERSISTENCED)
-"""Services holding /dev/nvidia* that make `rmmod nvidia` fail with "Module nvidia is in use",
-in the order they stop (clients before what they use); they start in the reverse order."""
+"""The known services holding /dev/nvidia* that make `rmmod nvidia` fail with "Module nvidia
+is in use", in the order they stop (clients before what they use); they start in the reverse
+order. Units found holding the devices (gates.device_holders) stop before them and start
+after them."""
+RELOAD_NEEDS = (
+    'a driver reload needs no process holding /dev/nvidia* (rmmod: "Module nvidia is in use")'
+)
 
 NEEDED_AFTER_LOAD = (PERSISTENCED, FABRIC_MANAGER)
 """Installed units a working driver needs running: without the fabric manager an NVSwitch
@@ -70,10 +83,12 @@ def wanted_modules(ctx: ActionContext, modules: KernelModulesFacts) -> list[str]
 
 def _services_after(services: ServicesFacts | None, stopped: Iterable[str]) -> list[str]:
     """What must run after the reload, in start order: what was stopped, plus installed units
-    the driver needs; persistence first, monitoring last (DRIVER_HOLDERS reversed)."""
+    the driver needs; persistence first, monitoring last (DRIVER_HOLDERS reversed), units
+    found holding the devices after every known one (they are its clients)."""
     needed = [u for u in NEEDED_AFTER_LOAD if unit_state(services, u) != "absent"]
     order = DRIVER_HOLDERS[::-1]
-    return sorted(union(stopped, needed), key=lambda u: order.index(u) if u in order else -1)
+    wanted = union(stopped, needed)
+    return sorted(wanted, key=lambda u: order.index(u) if u in order else len(order))
 
 
 def _fabric_possible(services: ServicesFacts | None) -> bool:
@@ -85,18 +100,17 @@ def _fabric_possible(services: ServicesFacts | None) -> bool:
 def _plan(ctx: ActionContext) -> ActionPlan:
     modules: KernelModulesFacts = ctx.facts["kernel_modules"]
     services: ServicesFacts | None = ctx.facts.get("services")
-    refusal = busy_reason(ctx) or _drained_gate(ctx)
+    found = device_holders(ctx, RELOAD_NEEDS, ())
+    refusal = found.refused or busy_reason(ctx, found.service_pids) or _drained_gate(ctx)
     if refusal is not None:
         return ActionPlan(refused=refusal)
-    stopped = [u for u in DRIVER_HOLDERS if services is not None and u in services.active]
+    stopped = holder_units(found, DRIVER_HOLDERS, services)
     restore = union(stopped, remembered(ctx, "services"))
     loaded = modules.unload_order if modules.nvidia_loaded else ()
+    wanted = wanted_modules(ctx, modules)
     stops = [PlannedCommand(stop_command(u), f"stop {u}") for u in stopped]
     unloads = [PlannedCommand(f"rmmod {quote_all([m])}", f"unload {m}") for m in loaded]
-    loads = [
-        PlannedCommand(f"modprobe {quote_all([m])}", f"load {m}", always=True)
-        for m in wanted_modules(ctx, modules)
-    ]
+    loads = [PlannedCommand(f"modprobe {quote_all([m])}", f"load {m}", always=True) for m in wanted]
     starts = [
         PlannedCommand(start_command(u), f"start {u}", always=True)
         for u in _services_after(services, restore)
@@ -135,7 +149,6 @@ def _promised(ctx: ActionContext) -> tuple[list[str], list[str]]:
 def _check(ctx: ActionContext) -> str | None:
     modules: KernelModulesFacts | None = ctx.facts.get("kernel_modules")
     smi: NvidiaSmiFacts | None = ctx.facts.get("nvidia_smi")
-    services: ServicesFacts | None = ctx.facts.get("services")
     if modules is None or not modules.nvidia_loaded:
         return "nvidia module not loaded after reload"
     wanted, started = _promised(ctx)
@@ -143,8 +156,7 @@ def _check(ctx: ActionContext) -> str | None:
     missing = [m for m in union(wanted, had, remembered(ctx, "modules")) if m not in modules.loaded]
     if missing:
         return f"modules not loaded after reload: {', '.join(missing)}"
-    down = union(started, remembered(ctx, "services"))
-    down = [u for u in down if services is None or u not in services.active]
+    down = not_running(ctx, union(started, remembered(ctx, "services")))
     if down:
         return f"services not running after reload: {', '.join(down)}"
     return _gpus_back(ctx, smi)
@@ -177,7 +189,7 @@ ACTIONS = (
             "fabric_wait": "how long to wait for the GPUs to register with the NVLink fabric "
             "(default 2m; where Fabric Manager or IMEX is installed)",
         },
-        requires=("gpu_processes", "kernel_modules", "services"),
+        requires=("gpu_processes", "device_holders", "kernel_modules", "services"),
         optional=("slurm_node",),
         verify=("kernel_modules", "nvidia_smi", "services"),
         check=_check,

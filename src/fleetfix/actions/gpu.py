@@ -27,8 +27,10 @@ from fleetfix.actions.fabric import (
     unit_state,
 )
 from fleetfix.actions.gates import (
+    Holders,
     busy_reason,
     choice,
+    device_holders,
     duration,
     params_checker,
     quote_all,
@@ -41,11 +43,18 @@ from fleetfix.probes.services import MPS_CONTROL, ServicesFacts
 
 PERSISTENCED = "nvidia-persistenced"
 GPU_CLIENTS = ("dcgm-exporter", "nvsm", "nvidia-dcgm", "dcgm", MPS_CONTROL)
-"""What keeps the GPUs open without being a job: monitoring (dcgm-exporter and nvsm before the
-DCGM they talk to) and the CUDA MPS control daemon. A reset is "In use by another client" and
-`rmmod nvidia` "in use" while they run, so both stop them and start them again afterwards.
+"""The known clients that keep the GPUs open without being a job: monitoring (dcgm-exporter
+and nvsm before the DCGM they talk to) and the CUDA MPS control daemon. A reset is "In use by
+another client" and `rmmod nvidia` "in use" while they run, so both stop them and start them
+again afterwards, with every other unit found holding /dev/nvidia* (gates.device_holders;
+found units stop first: a site's exporter is a client of what it watches).
 nvidia-persistenced and nvidia-fabricmanager are not here: a reset leaves them running
 (Fabric Manager guide), a driver reload stops them separately."""
+RESET_KEEPS = (FABRIC_MANAGER, IMEX, PERSISTENCED)
+"""Holders a reset leaves running (Fabric Manager guide: FM is never stopped for a reset,
+"You can leave the nvidia-persistenced service running"); the persistence daemon is stopped
+where the board's rule says so (before Ampere)."""
+RESET_NEEDS = "a GPU reset needs no other client on the GPUs (nvidia-smi manual, -r)"
 
 
 def _indexes(keys: Iterable[GpuKey]) -> list[int]:
@@ -71,12 +80,17 @@ def start_command(unit: str) -> str:
 
 
 def stop_start(
-    services: ServicesFacts | None, units: Iterable[str], stopped_before: Iterable[str] = ()
+    services: ServicesFacts | None,
+    units: Iterable[str],
+    stopped_before: Iterable[str] = (),
+    holding: Iterable[str] = (),
 ) -> tuple[list[PlannedCommand], list[PlannedCommand], list[str]]:
-    """Commands to stop the active `units` and (always) start them again afterwards, in the
+    """Commands to stop the running `units` and (always) start them again afterwards, in the
     reverse order, with the units to restore: those, plus `stopped_before` (stopped by an
-    interrupted attempt)."""
-    active = [u for u in units if services is not None and u in services.active]
+    interrupted attempt). Running: `services` shows it active, or it is in `holding` (units
+    whose processes hold the devices, which the services probe may not know)."""
+    running = set(holding)
+    active = [u for u in units if u in running or (services is not None and u in services.active)]
     restore = union(active, stopped_before)
     stops = [PlannedCommand(stop_command(u), f"stop {u}") for u in active]
     starts = [
@@ -86,9 +100,24 @@ def stop_start(
 
 
 def not_running(ctx: ActionContext, units: Iterable[str]) -> list[str]:
-    """Of `units`, those the fresh `services` facts do not show active."""
+    """Of `units`, those the fresh `services` facts do not show active. A unit the services
+    probe does not list (one found holding the devices) is judged by its start command's exit
+    status, which fails the step if systemd could not start it."""
     services: ServicesFacts | None = ctx.facts.get("services")
-    return [u for u in units if services is None or u not in services.active]
+    if services is None:
+        return list(units)
+    return [u for u in units if u in services.units and u not in services.active]
+
+
+def holder_units(found: Holders, known: Iterable[str], services: ServicesFacts | None) -> list[str]:
+    """The units to stop, in stop order: those found holding the devices that the known list
+    does not name (clients of what it names), then the known ones that run (active, or found
+    holding), less those a found unit stands in for."""
+    listed = [u for u in known if u not in found.replaced]
+    running = [
+        u for u in listed if u in found.units or (services is not None and u in services.active)
+    ]
+    return [*(u for u in found.units if u not in listed), *running]
 
 
 def fabric_timeout(ctx: ActionContext) -> float:
@@ -213,7 +242,10 @@ def _needing_reset(smi: NvidiaSmiFacts, services: ServicesFacts | None) -> list[
 
 def _plan_gpu_reset(ctx: ActionContext) -> ActionPlan:
     smi: NvidiaSmiFacts = ctx.facts["nvidia_smi"]
-    busy = busy_reason(ctx)
+    found = device_holders(ctx, RESET_NEEDS, RESET_KEEPS)
+    if found.refused is not None:
+        return ActionPlan(refused=found.refused)
+    busy = busy_reason(ctx, found.service_pids)
     if busy is not None:
         return ActionPlan(refused=f"{busy}; a GPU reset would kill them")
     targets = _reset_targets(ctx, smi)
@@ -224,8 +256,11 @@ def _plan_gpu_reset(ctx: ActionContext) -> ActionPlan:
     rule = reset_rule(board, targets)
     if rule.refused is not None:
         return ActionPlan(refused=rule.refused)
-    holders = [*GPU_CLIENTS, *([PERSISTENCED] if rule.stop_persistenced else [])]
-    stops, starts, restore = stop_start(services, holders, remembered(ctx, "services"))
+    known = [*GPU_CLIENTS, *([PERSISTENCED] if rule.stop_persistenced else [])]
+    holders = holder_units(found, known, services)
+    stops, starts, restore = stop_start(
+        services, holders, remembered(ctx, "services"), holding=found.units
+    )
     reset = PlannedCommand(f"nvidia-smi -r {_gpu_flag(list(rule.gpus))}", f"reset GPUs {rule.gpus}")
     commands = [*stops]
     if rule.start_fabric_manager_first:
@@ -339,7 +374,7 @@ ACTIONS = (
             "fabric_wait": "how long to wait for the GPUs to register with the NVLink fabric "
             "(default 2m; NVSwitch and NVLink-domain boards)",
         },
-        requires=("nvidia_smi", "gpu_processes", "services"),
+        requires=("nvidia_smi", "gpu_processes", "device_holders", "services"),
         optional=("slurm_node",),
         verify=("nvidia_smi", "services"),
         repeatable=True,

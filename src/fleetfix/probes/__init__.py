@@ -11,6 +11,7 @@ from fleetfix.probes.base import Probe
 BUILTIN_PROBES: tuple[str, ...] = (
     "nvidia_smi",
     "gpu_processes",
+    "device_holders",
     "nvlink",
     "topology",
     "pci_gpus",
