@@ -472,3 +472,55 @@ def test_facts_are_immutable() -> None:
         facts.gpus[0].index = 5  # type: ignore[misc]
     with pytest.raises(TypeError):
         facts.gpus[0].ecc.aggregate.sbe_by_location["device_memory"] = 0  # type: ignore[index]
+
+
+H200 = "real-nodes/h200-sxm-vm-580.159.04"
+
+
+@pytest.mark.parametrize(
+    ("sample", "form"),
+    [
+        ("nvidia-smi-q.txt", Format.TEXT),
+        ("nvidia-smi-q-x.txt", Format.XML),
+        ("probe-nvidia_smi.txt", Format.XML),  # what the probe's command printed
+        ("nvidia-smi.txt", Format.TABLE),
+        ("nvidia-smi-query-gpu.txt", Format.CSV),
+    ],
+)
+def test_every_real_h200_form_reads_the_same_gpu(sample: str, form: Format) -> None:
+    """One H200 in a VM, 580.159.04, captured in each form nvidia-smi prints: each reads
+    through `fleetfix parse`'s way in (Probe.read) to the same GPU."""
+    facts = PROBE.read(_text(f"{H200}/{sample}"), {"expected_gpus": 1})
+    assert (facts.format, facts.complete, facts.count_ok) == (form, True, True)
+    (gpu,) = facts.gpus
+    assert (gpu.name, gpu.bus_id, facts.driver_version) == (
+        "NVIDIA H200",
+        "00000000:00:06.0",
+        "580.159.04",
+    )
+    assert (gpu.persistence_mode, gpu.temperature.gpu) == (True, 39)
+    assert gpu.ecc is not None and gpu.ecc.enabled is True
+
+
+def test_a_pasted_q_with_comments_reads_like_the_capture() -> None:
+    """A poster's whole-line `# ...` comments (and a root prompt) are not output."""
+    capture = _text(f"{H200}/nvidia-smi-q.txt")
+    lines = capture.splitlines(keepends=True)
+    pasted = (
+        "# on gpu042, after the reboot\n"
+        "root@gpu042:~# nvidia-smi -q\n"
+        + "".join(lines[:10])
+        + "    # ECC below is what we care about\n"
+        + "".join(lines[10:])
+        + "#\n"
+    )
+    assert PROBE.read(pasted) == PROBE.read(capture)
+    quoted = "".join(f"> {line}" if line.strip() else ">\n" for line in pasted.splitlines(True))
+    assert PROBE.read(quoted) == PROBE.read(capture)
+
+
+def test_a_comment_is_not_output_of_any_form() -> None:
+    table = _text(f"{H200}/nvidia-smi.txt")
+    assert PROBE.read("# nvidia-smi on gpu042\n" + table) == PROBE.read(table)
+    with pytest.raises(ProbeParseError, match="empty output"):
+        PROBE.read("# nothing was printed\n#\n")

@@ -4,8 +4,10 @@
 uses fleetfix.probes.text for the generic paste artefacts (CRLF, markdown `> ` quoting, shell
 prompt lines, a common indent) and adds what this tool family needs: a bare command line
 left above the output (`nvidia-smi nvlink -s`), `...`/`[...]` elisions (dropped, but the
-paste is flagged `elided`), and the `### fleetfix <section> key=value` markers fleetfix's
-own commands print (taken out and returned separately).
+paste is flagged `elided`), whole-line `# ...` comments a poster adds (no line of these
+tools' output starts with `#`: nvidia-smi -q, -q -x, the table, --query CSV, nvlink, topo,
+fuser), and the `### fleetfix <section> key=value` markers fleetfix's own commands print
+(taken out and returned separately).
 """
 
 from __future__ import annotations
@@ -131,7 +133,9 @@ def clean_paste(text: str) -> Paste:
             markers.append(parse_marker(line.number, stripped))
         else:
             output.append(Line(line.number, stripped))
-    lines = drop_prompts(strip_quotes(tuple(output)))
+    unquoted = strip_quotes(tuple(output))
+    # A poster's whole-line comment: these tools print no line starting with `#`.
+    lines = drop_prompts(tuple(ln for ln in unquoted if not ln.text.lstrip().startswith("#")))
     lines, command = _take_command(lines)
     kept = tuple(line for line in lines if not is_elision(line.text))
     elided = len(kept) != len(lines)
