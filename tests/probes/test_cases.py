@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+from pathlib import Path
 
 import pytest
 
@@ -26,10 +27,39 @@ def test_case(probe: str, case: Case) -> None:
         assert to_data(read(case.text(), case.params)) == case.expected
 
 
+REAL_NODE_CONTEXT = frozenset(
+    {
+        "exit-codes.txt",
+        "driver-version.txt",
+        "nvidia-smi-L.txt",
+        "os-release.txt",
+        "uname.txt",
+        "which.txt",
+    }
+)
+"""Files of a real-node capture that describe the node or the run, not a probe's output (its
+MANIFEST.md says what each is)."""
+
+
+def _real_node_context(path: Path) -> bool:
+    """A real-node capture's manifest, commands (`probe-*.sh`), stderr, the empty output of a
+    tool the node lacks (exit-codes.txt says so), or a description of the machine."""
+    if "real-nodes" not in path.parts:
+        return False
+    suffixes = (".md", ".sh", ".stderr.txt")
+    return path.name.endswith(suffixes) or path.name in REAL_NODE_CONTEXT or not path.stat().st_size
+
+
 def test_every_copied_sample_has_a_case() -> None:
-    """A sample copied into the fixtures is there to be tested: none may sit unused."""
+    """A sample copied into the fixtures is there to be tested: none may sit unused. A real
+    node's probe captures are read by test_real_nodes.py; its other files are context."""
     used = {case.sample.resolve() for _, case in CASES}
-    copied = {path.resolve() for path in SAMPLES.rglob("*") if path.is_file()}
+    used |= {capture.resolve() for capture in SAMPLES.glob("real-nodes/*/probe-*.txt")}
+    copied = {
+        path.resolve()
+        for path in SAMPLES.rglob("*")
+        if path.is_file() and not _real_node_context(path)
+    }
     assert sorted(str(p.relative_to(SAMPLES.resolve())) for p in copied - used) == []
 
 
