@@ -59,6 +59,10 @@ system's GPUs stay unusable, without persistence the next job pays the init."""
 BASE_MODULES = ("nvidia", "nvidia_modeset", "nvidia_drm", "nvidia_uvm")
 """Loaded back when nothing was loaded before; `modules:` (e.g. adding nvidia_peermem for
 GPUDirect RDMA) says what a node should have."""
+PEER_MEMORY = ("nvidia_peermem", "nv_peer_mem")
+"""GPUDirect RDMA's peer-memory client: the driver's own nvidia_peermem, or the legacy
+nv_peer_mem it replaces. "Only one module can be loaded at any time" (NVIDIA driver README,
+"GPUDirect RDMA Peer Memory Client"): the one the node had comes back, never both."""
 
 
 def _drained_gate(ctx: ActionContext) -> str | None:
@@ -72,13 +76,27 @@ def wanted_modules(ctx: ActionContext, modules: KernelModulesFacts) -> list[str]
     """Modules the node should have after the reload, dependencies first: the `modules` param
     (or, without it, at least the base set) and every module loaded before, so a third-party
     user of `nvidia` (gdrdrv, nvidia_fs) the reload unloads is loaded back even when a playbook
-    names only the NVIDIA modules."""
+    names only the NVIDIA modules. Of the peer-memory modules, the one the node had replaces
+    any other the param names; none comes back that neither the node nor the param had."""
     explicit = ctx.params.get("modules")
     names = [explicit] if isinstance(explicit, str) else [str(m) for m in explicit or ()]
     before = list(reversed(modules.unload_order)) if modules.nvidia_loaded else []
-    names = union(names, before, remembered(ctx, "modules"))
+    had = union(before, remembered(ctx, "modules"))
+    peers = [m for m in PEER_MEMORY if m in had]
+    names = [m for m in union(names, had) if m not in PEER_MEMORY or not peers or m in peers]
     ordered = [m for m in BASE_MODULES if m in names or not names or m == "nvidia"]
     return [*ordered, *(m for m in names if m not in ordered)]
+
+
+def _peer_memory_notes(ctx: ActionContext, wanted: Iterable[str]) -> list[str]:
+    """Says so when the node's peer-memory module is not the one the `modules` param named."""
+    explicit = ctx.params.get("modules")
+    asked = [explicit] if isinstance(explicit, str) else [str(m) for m in explicit or ()]
+    dropped = [m for m in PEER_MEMORY if m in asked and m not in wanted]
+    kept = [m for m in PEER_MEMORY if m in wanted]
+    if not dropped or not kept:
+        return []
+    return [f"{kept[0]} comes back, not {dropped[0]}: the node uses {kept[0]} (one at a time)"]
 
 
 def _services_after(services: ServicesFacts | None, stopped: Iterable[str]) -> list[str]:
@@ -108,6 +126,13 @@ def _plan(ctx: ActionContext) -> ActionPlan:
     restore = union(stopped, remembered(ctx, "services"))
     loaded = modules.unload_order if modules.nvidia_loaded else ()
     wanted = wanted_modules(ctx, modules)
+    peers = [m for m in PEER_MEMORY if m in wanted]
+    if len(peers) > 1:
+        return ActionPlan(
+            refused=f"{' and '.join(peers)} would both be loaded: only one peer-memory module"
+            " can be loaded at a time (NVIDIA driver README, GPUDirect RDMA Peer Memory Client);"
+            " name the one this node uses in `modules`"
+        )
     stops = [PlannedCommand(stop_command(u), f"stop {u}") for u in stopped]
     unloads = [PlannedCommand(f"rmmod {quote_all([m])}", f"unload {m}") for m in loaded]
     loads = [PlannedCommand(f"modprobe {quote_all([m])}", f"load {m}", always=True) for m in wanted]
@@ -122,7 +147,7 @@ def _plan(ctx: ActionContext) -> ActionPlan:
     }
     return ActionPlan(
         commands=(*stops, *unloads, *loads, *starts, *waits),
-        notes=_notes(modules, loaded),
+        notes=(*_notes(modules, loaded), *_peer_memory_notes(ctx, wanted)),
         before=before,
     )
 
