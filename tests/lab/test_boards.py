@@ -42,9 +42,9 @@ def _fabric(fleet: FleetState, node: str) -> list[str]:
     return [row[0] for row in _csv(fleet, node, "fabric.state")]
 
 
-def _q(depth: int, key: str, value: str) -> str:
-    """One `nvidia-smi -q` line of a driver before 590 (colon at column 42)."""
-    return f"{'    ' * depth + key:<42}: {value}\n"
+def _q(depth: int, key: str, value: str, width: int = 55) -> str:
+    """One `nvidia-smi -q` line: colon at column 55 from driver 580 (42 before)."""
+    return f"{'    ' * depth + key:<{width}}: {value}\n"
 
 
 def _scenario(tmp_path: Path, text: str) -> Path:
@@ -100,19 +100,35 @@ def test_board_keys_are_checked_against_the_board(
 # -- driver forms: recovery action, deprecated reset flags, Xid 154 ---------------------------
 
 
-def test_580_reports_the_recovery_action_and_deprecates_reset_flags(fleet: FleetState) -> None:
+def test_580_reports_the_recovery_action_alone(fleet: FleetState) -> None:
+    """The real 580.159.04 capture: no GPU Reset Status, keys at column 55."""
     text = call(fleet, "bd02", "nvidia-smi", "-q", "-i", "3").stdout
-    deprecated = "Requested functionality has been deprecated"
-    assert (
-        "    GPU Reset Status\n"
-        + _q(2, "Reset Required", deprecated)
-        + _q(2, "Drain and Reset Recommended", deprecated)
-        + _q(1, "GPU Recovery Action", "Reset")
-    ) in text
+    assert "GPU Reset Status" not in text
+    assert _q(2, "vGPU Heterogeneous Mode", "N/A") + _q(1, "GPU Recovery Action", "Reset") in text
     actions = [row[0] for row in _csv(fleet, "bd03", "gpu_recovery_action")]
     assert actions == ["None"] * 4 + ["Reboot"] + ["None"] * 3
     gpu = _xml(fleet, "bd03").findall("gpu")[4]
     assert gpu.findtext("gpu_recovery_action") == "Reboot" and gpu.find("gpu_reset_status") is None
+
+
+def test_570_deprecates_the_reset_flags_before_the_recovery_action(tmp_path: Path) -> None:
+    """A 570.124.06 log: both reset fields deprecated, then GPU Recovery Action (column 42)."""
+    path = _scenario(
+        tmp_path,
+        "fleet: {racks: 1, leaves: 1, nodes_per_rack: 1, board: hgx-h100, "
+        'driver_version: "570.124.06"}\nnodes:\n  gpu001:\n    xid: {code: 95, gpu: 3}\n',
+    )
+    from fleetfix.lab.build import build_fleet  # noqa: PLC0415 - only these tests build by path
+
+    built = build_fleet(load_scenario(path), tmp_path, 1767225600.0)
+    text = call(built, "gpu001", "nvidia-smi", "-q", "-i", "3").stdout
+    deprecated = "Requested functionality has been deprecated"
+    assert (
+        "    GPU Reset Status\n"
+        + _q(2, "Reset Required", deprecated, 42)
+        + _q(2, "Drain and Reset Recommended", deprecated, 42)
+        + _q(1, "GPU Recovery Action", "Reset", 42)
+    ) in text
 
 
 def test_v13_xml_elements_all_exist_in_a_real_sample(fleet: FleetState) -> None:

@@ -11,13 +11,61 @@ fabric, and without Fabric Manager every NVLink peer must be reset in the same c
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
+from functools import cache
 from types import MappingProxyType
 
 from fleetfix.errors import LabError
 
 HGX_BUS_NUMBERS = (0x1B, 0x43, 0x52, 0x61, 0x9D, 0xC3, 0xD1, 0xDF)
 """PCI buses of the eight GPUs on an HGX baseboard (as in the real 8x H100 captures)."""
+
+
+@dataclass(frozen=True, slots=True)
+class GpuIdentity:
+    """What a GPU model's firmware and board say about it (nvidia-smi -q, -x, --query-gpu)."""
+
+    vbios: str
+    board_part: str
+    gpu_part: str
+    subsystem: str
+    """PCI subsystem vendor:device as nvidia-smi prints it: 0x16C110DE."""
+    inforom_image: str
+    bar1_mib: int
+    reserved_mib: int
+    """FB memory the driver reserves (-q's FB Memory Usage Reserved)."""
+    memory_clocks: tuple[int, ...]
+    """Supported memory clocks in MHz, highest (the max and application clock) first."""
+    remap_banks: int
+    """Row-remapper banks (-q's Bank Remap Availability Histogram, Max on a healthy GPU)."""
+    power_limit_w: int = 700
+    min_power_w: int = 200
+
+
+H100_IDENTITY = GpuIdentity(
+    vbios="96.00.89.00.01",
+    board_part="692-2G520-0200-000",
+    gpu_part="2330-885-A1",
+    subsystem="0x16C110DE",
+    inforom_image="G520.0200.00.05",
+    bar1_mib=131072,
+    reserved_mib=475,
+    memory_clocks=(2619,),
+    remap_banks=2560,
+)
+"""The lab's original H100 SXM5 (550.90.07 captures); every board without its own uses it."""
+H200_IDENTITY = GpuIdentity(
+    vbios="96.00.A5.00.1A",
+    board_part="692-2G520-0282-000",
+    gpu_part="2335-895-A1",
+    subsystem="0x18BF10DE",
+    inforom_image="G520.0282.02.02",
+    bar1_mib=262144,
+    reserved_mib=616,
+    memory_clocks=(3201, 2201),
+    remap_banks=3072,
+)
+"""An H200 SXM 141GB, from the real 580.159.04 capture (tests/fixtures/samples/real-nodes)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -48,6 +96,17 @@ class Board:
     switch_buses: tuple[int, ...] = (0x05, 0x06, 0x07, 0x08)
     switch_device: str = "10de:22a3"
     classic: bool = False
+    identity: GpuIdentity = H100_IDENTITY
+    nics: int = 8
+    """InfiniBand HCAs (mlx5_0..): ibstat's CAs and `topo -m`'s NIC columns."""
+    cpus_per_numa: int = 56
+    """`topo -m`'s CPU Affinity: GPUs 0-3 on NUMA node 0, 4-7 on node 1 (two sockets of
+    56 cores with SMT: 0-55,112-167 and 56-111,168-223); `grace` boards differ."""
+    grace: bool = False
+    """Two Grace CPUs of 72 cores, no SMT, two GPUs each (GB200 compute tray): CPU Affinity
+    0-71 / 72-143, and every NIC and GPU at NODE distance (the real GB200 topo -m)."""
+    open_module: bool = False
+    """The driver is NVIDIA's open kernel module (Blackwell supports no other)."""
 
     @property
     def device_id(self) -> str:
@@ -61,6 +120,10 @@ class Board:
         fabric = ("nvidia-fabricmanager",) if self.fabric_manager else ()
         imex = ("nvidia-imex",) if self.imex else ()
         return ("nvidia-persistenced", *fabric, *imex, "nvidia-dcgm", "slurmd")
+
+
+def _power(identity: GpuIdentity, watts: int) -> GpuIdentity:
+    return replace(identity, power_limit_w=watts)
 
 
 _H100 = Board(
@@ -114,6 +177,7 @@ BOARDS = MappingProxyType(
             nvlinks=18,
             nvlink_speed="26.562 GB/s",
             peak_busbw=482.0,
+            identity=H200_IDENTITY,
         ),
         "hgx-b200": Board(
             name="hgx-b200",
@@ -127,6 +191,8 @@ BOARDS = MappingProxyType(
             peak_busbw=820.0,
             sxid=False,
             switch_buses=(),
+            identity=_power(H100_IDENTITY, 1000),
+            open_module=True,
         ),
         "gb200-nvl": Board(
             name="gb200-nvl",
@@ -143,6 +209,10 @@ BOARDS = MappingProxyType(
             imex=True,
             sxid=False,
             switch_buses=(),
+            identity=_power(H100_IDENTITY, 1200),
+            nics=6,
+            grace=True,
+            open_module=True,
         ),
         "pcie": Board(
             name="pcie",
@@ -160,6 +230,25 @@ BOARDS = MappingProxyType(
             sxid=False,
             switch_buses=(),
         ),
+        "h200-nvl": Board(
+            name="h200-nvl",
+            architecture="Hopper",
+            gpu_model="NVIDIA H200 NVL",
+            gpu_device="10de:233b",
+            gpu_pci_name="NVIDIA Corporation GH100 [H200 NVL]",
+            memory_mib=143771,
+            nvlinks=0,
+            nvlink_speed="",
+            peak_busbw=21.0,
+            max_gpus=1,
+            nvswitch=False,
+            fabric_manager=False,
+            fabric_registration=False,
+            sxid=False,
+            switch_buses=(),
+            identity=_power(H200_IDENTITY, 600),
+            nics=1,
+        ),
     }
 )
 """Every board a scenario may name, by name."""
@@ -175,3 +264,26 @@ def board(name: str) -> Board:
     if found is None:
         raise LabError(f"unknown board {name!r}", hint=f"boards: {', '.join(BOARDS)}")
     return found
+
+
+@cache
+def seen_board(name: str, passthrough: bool) -> Board:
+    """Board `name` as a node's OS sees it: a GPU passed through alone to a VM shows no
+    NVSwitch, NVLink, Fabric Manager, fabric registration or IMEX (the real H200 VM capture:
+    empty `nvlink -s`, Fabric State N/A)."""
+    found = BOARDS[name]
+    if not passthrough:
+        return found
+    return replace(
+        found,
+        nvlinks=0,
+        nvlink_speed="",
+        nvswitch=False,
+        fabric_manager=False,
+        fabric_registration=False,
+        imex=False,
+        sxid=False,
+        switch_buses=(),
+        nics=0,
+        classic=False,
+    )

@@ -12,10 +12,10 @@ import uuid
 from pathlib import Path
 from types import MappingProxyType
 
-from fleetfix.lab import drivers, fabric, kmsg
-from fleetfix.lab.boards import BOARDS, HGX_BUS_NUMBERS
+from fleetfix.lab import drivers, fabric, kmod, kmsg
+from fleetfix.lab.boards import HGX_BUS_NUMBERS
 from fleetfix.lab.layout import NodeSpec, fleet_layout
-from fleetfix.lab.scenario import NVIDIA_MODULES, NodeFaults, Scenario
+from fleetfix.lab.scenario import NodeFaults, Scenario
 from fleetfix.lab.state import (
     Boot,
     EventState,
@@ -34,6 +34,8 @@ from fleetfix.lab.state import (
     stable_uuid,
 )
 
+VM_FIRST_SLOT = 6
+"""A VM's first passed-through GPU sits at PCI 00:06.0 (the real Firecracker capture)."""
 _MODULE_USERS = MappingProxyType(
     {
         "nvidia": ("nvidia_uvm", "nvidia_peermem", "nvidia_modeset"),
@@ -58,18 +60,28 @@ def build_node(scenario: Scenario, spec: NodeSpec, paths: NodePaths, now: float)
     injected = scenario.faults_of(spec.name)
     uptime = 86400.0 * (3 + spec.index % 23) + 3600.0 * (spec.index % 7) + 17.25
     gpus = [_gpu(spec, index, injected) for index in range(spec.gpus)]
+    persistence = scenario.fleet.persistence_at_boot and not injected.persistence_off_at_boot
     node = NodeState(
         spec=spec,
         injected=injected,
         paths=paths,
         gpus=gpus,
         boots=[Boot(boot_id=str(uuid.uuid4()), started=now - uptime)],
+        persistence_at_boot=persistence,
     )
+    if node.env.passthrough:
+        for gpu in gpus:
+            gpu.bus, gpu.device = 0, VM_FIRST_SLOT + gpu.index
     node.faults = _faults(injected)
-    node.modules = _modules(injected.modules_unloaded, injected.third_party_modules)
-    node.services = _services(scenario, spec, injected, node.driver_loaded())
+    node.modules = _modules(
+        node.module_names, injected.modules_unloaded, injected.third_party_modules
+    )
+    node.services = _services(node, injected) if node.env.units else {}
+    active = not injected.persistence_off and node.driver_loaded()
     for gpu in gpus:
-        gpu.persistence = node.services["nvidia-persistenced"].active
+        gpu.persistence = node.unit_active("nvidia-persistenced") or (
+            not node.env.units and persistence and active
+        )
     fabric.scenario_start(node, injected.fabric_manager)
     node.processes = [GpuProcess(p.name, p.gpu, p.used_mib) for p in injected.gpu_processes]
     node.events = [EventState(event) for event in injected.events]
@@ -145,26 +157,27 @@ def _faults(injected: NodeFaults) -> list[Fault]:
     return faults
 
 
-def _modules(unloaded: tuple[str, ...], third_party: tuple[str, ...]) -> dict[str, bool]:
+def _modules(
+    names: tuple[str, ...], unloaded: tuple[str, ...], third_party: tuple[str, ...]
+) -> dict[str, bool]:
     """Loaded modules; unloading a module also unloads everything that uses it (the
     third-party modules use `nvidia`)."""
-    loaded = dict.fromkeys((*NVIDIA_MODULES, *third_party), True)
-    pending = list(unloaded)
+    loaded = dict.fromkeys(names, True)
+    pending = [name for name in unloaded if name in loaded]
     while pending:
         name = pending.pop()
         loaded[name] = False
         users = (*_MODULE_USERS.get(name, ()), *(third_party if name == "nvidia" else ()))
-        pending.extend(user for user in users if loaded[user])
+        pending.extend(user for user in users if loaded.get(user))
     return loaded
 
 
-def _services(
-    scenario: Scenario, spec: NodeSpec, injected: NodeFaults, driver: bool
-) -> dict[str, Service]:
-    persist_enabled = scenario.fleet.persistence_at_boot and not injected.persistence_off_at_boot
+def _services(node: NodeState, injected: NodeFaults) -> dict[str, Service]:
+    driver = node.driver_loaded()
+    persist_enabled = node.persistence_at_boot
     persist_active = persist_enabled and not injected.persistence_off and driver
     services = {"nvidia-persistenced": Service(enabled=persist_enabled, active=persist_active)}
-    for unit in BOARDS[spec.board].units[1:]:
+    for unit in node.board.units[1:]:
         needs_driver = unit in ("nvidia-fabricmanager", "nvidia-imex")
         services[unit] = Service(enabled=True, active=driver or not needs_driver)
     for unit in injected.extra_units:
@@ -173,15 +186,18 @@ def _services(
 
 
 def boot_services(node: NodeState) -> None:
-    """Services come back as enabled at boot (after the driver loaded)."""
+    """Services come back as enabled at boot (after the driver loaded); a node without
+    systemd sets persistence mode as its boot scripts always do."""
     for service in node.services.values():
         service.active = service.enabled
     for gpu in node.gpus:
-        gpu.persistence = node.services["nvidia-persistenced"].active
+        gpu.persistence = node.unit_active("nvidia-persistenced") or (
+            not node.env.units and node.persistence_at_boot
+        )
 
 
 def _initial_log(node: NodeState, uptime: float) -> list[LogLine]:
-    lines = kmsg.boot_lines(node.driver, node.gpus)
+    lines = kmsg.boot_lines(node.driver, node.gpus, driver_build(node))
     forms = drivers.forms(node.driver)
     reported: dict[int, str] = {}
     events = sorted(
@@ -250,6 +266,20 @@ def prepare_files(node: NodeState, driver: str) -> None:
     write_driver_files(node, driver)
 
 
+def driver_build(node: NodeState) -> kmsg.DriverBuild:
+    return kmsg.DriverBuild(
+        open_module=node.open_module,
+        host_modules=node.env.host_modules,
+        legacy_persistence=not node.env.units and node.persistence_at_boot,
+    )
+
+
+def write_proc_modules(node: NodeState) -> None:
+    """Rewrite in place: the sandbox bind-mounts this inode over /proc/modules."""
+    with open(node.paths.proc_modules, "w", encoding="ascii") as handle:
+        handle.write(kmod.proc_modules(node))
+
+
 def write_boot_id(node: NodeState) -> None:
     """Rewrite in place: the sandbox bind-mounts this inode over /proc/.../boot_id."""
     with open(node.paths.boot_id, "w", encoding="ascii") as handle:
@@ -257,13 +287,16 @@ def write_boot_id(node: NodeState) -> None:
 
 
 def write_driver_files(node: NodeState, driver: str) -> None:
-    """/proc/driver/nvidia exists only while the nvidia module is loaded."""
+    """/proc/driver/nvidia exists only while the nvidia module is loaded; /proc/modules
+    lists what is loaded (both change with every module load and unload)."""
     nvidia = node.paths.proc_driver / "nvidia"
     if node.driver_loaded():
         nvidia.mkdir(exist_ok=True)
-        (nvidia / "version").write_text(kmsg.driver_version_file(driver), encoding="ascii")
+        text = kmsg.driver_version_file(driver, open_module=node.open_module)
+        (nvidia / "version").write_text(text, encoding="ascii")
     elif nvidia.exists():
         shutil.rmtree(nvidia)
+    write_proc_modules(node)
 
 
 def wipe_shm(node: NodeState) -> None:

@@ -4,10 +4,15 @@ The forms follow real captures (shared/samples/ and public nvidia-smi logs):
 
 * before 570: `nvidia-smi -q` keys padded to column 42, `GPU Reset Status` with Reset Required
   / Drain and Reset Recommended Yes/No (550.127.05 and 560.35.03 logs), XML DTD v12;
-* 570 to 589: still column 42, the two reset fields print "Requested functionality has been
+* 570 to 579: still column 42, the two reset fields print "Requested functionality has been
   deprecated" and `GPU Recovery Action` follows them (a 570.124.06 log); XML DTD v13 with
   `<gpu_recovery_action>` and no `<gpu_reset_status>`;
-* from 590: column 55 and only `GPU Recovery Action` (the 590.48.01 sample).
+* from 580: column 55 and only `GPU Recovery Action` (a real 580.159.04 H200 capture in
+  tests/fixtures/samples/real-nodes/ and the 590.48.01 sample agree), the default table's frame
+  under the banner drawn with `+`, `topo -m`'s header row underlined with ANSI escapes;
+  EDPp Multiplier from 590 (590.44.01, 590.48.01, 595.84); the inactive remapped-row counters
+  and Fabric Health's Partition Assigned in the 580 branch's later releases (580.159.04) and
+  from 595 (595.84), not in 590.44.01 / 590.48.01.
 
 From 570 the driver also logs Xid 154 when a GPU's recovery action changes, worded as in
 real 580 logs (`0x1 (GPU Reset Required)`, `0x2 (Node Reboot Required)`) or, from 610, as in
@@ -69,7 +74,7 @@ class DriverForms:
 
     @property
     def key_width(self) -> int:
-        return 55 if self.major >= 590 else 42
+        return 55 if self.major >= 580 else 42
 
     @property
     def xml_v13(self) -> bool:
@@ -83,7 +88,7 @@ class DriverForms:
     @property
     def reset_status(self) -> str:
         """How -q prints `GPU Reset Status`: `flags` (Yes/No), `deprecated`, or `absent`."""
-        if self.major >= 590:
+        if self.major >= 580:
             return "absent"
         return "deprecated" if self.major >= 570 else "flags"
 
@@ -94,20 +99,45 @@ class DriverForms:
         return self.major >= 570
 
     @property
-    def q590(self) -> bool:
-        """The 590 sample's further -q changes: GPU PDI, Display Attached, clock event
-        counters, T.Limit temperatures, EDPp Multiplier, deprecated application clocks."""
+    def q580(self) -> bool:
+        """The 580.159.04 capture's (and the 590 sample's) further -q changes: GPU PDI,
+        Display Attached, clock event counters, T.Limit temperatures, deprecated application
+        clocks, no Voltage section, the table's `+` frame, topo -m's underlined header."""
+        return self.major >= 580
+
+    @property
+    def edpp(self) -> bool:
+        """-q's EDPp Multiplier (590.44.01, 590.48.01, 595.84; not 580.159.04)."""
         return self.major >= 590
 
     @property
-    def repair_flags(self) -> bool:
-        """-q lists Channel/TPC Repair Pending and Unrepairable Memory (the 590 sample)."""
+    def deprecated_app_clocks(self) -> bool:
+        """-q's application clocks read "Requested functionality has been deprecated" (the
+        590.48.01 sample; 580.159.04 still prints them in MHz)."""
         return self.major >= 590
+
+    @property
+    def inactive_rows(self) -> bool:
+        """Remapped Rows' Inactive Correctable/Uncorrectable Error and Fabric Health's
+        Partition Assigned: in 580.159.04 and 595.84, not in 590.44.01 or 590.48.01."""
+        return 580 <= self.major < 590 or self.major >= 595
+
+    @property
+    def repair_flags(self) -> bool:
+        """-q lists Channel/TPC Repair Pending and Unrepairable Memory (580.159.04, 590)."""
+        return self.major >= 580
+
+    @property
+    def topo_gpu_numa(self) -> bool:
+        """`topo -m` has the GPU NUMA ID column: not in a 525.105.17 capture, in every
+        capture from 550.127.05 on; the lab draws the line at 535 (no capture in between)."""
+        return self.major >= 535
 
     @property
     def fabric_health(self) -> tuple[str, ...]:
         """The -q Fabric Health keys (non-classic boards)."""
-        if self.major >= 590:
+        if self.major >= 580:
+            partition = ("Partition Assigned",) if self.inactive_rows else ()
             return (
                 "Summary",
                 "Bandwidth",
@@ -115,6 +145,7 @@ class DriverForms:
                 "Route Unhealthy",
                 "Access Timeout Recovery",
                 "Incorrect Configuration",
+                *partition,
             )
         if self.major >= 570:
             return (

@@ -10,6 +10,7 @@ Manager user guide (`nvidia-nvswitchN: SXid (PCI:...): 12028, Non-fatal, Link 61
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from types import MappingProxyType
 
 from fleetfix.lab.drivers import NONE, DriverForms, strongest
@@ -20,6 +21,7 @@ KERNEL_RELEASE = "5.15.0-105-generic"
 KERNEL_VERSION = "#115-Ubuntu SMP Mon Apr 15 09:52:04 UTC 2024"
 DRIVER_BUILD_DATE = "Fri May 31 09:35:42 UTC 2024"
 GCC_VERSION = "gcc version 12.3.0 (Ubuntu 12.3.0-1ubuntu1~22.04)"
+OPEN_MODULE_BUILDER = "dvs-builder@U22-I3-AE18-23-3"
 
 LOG_ERR = 3
 LOG_WARNING = 4
@@ -78,38 +80,82 @@ SXID_TEXT = MappingProxyType(
 FATAL_SXIDS = frozenset({12020, 20034, 24007})
 
 
-def boot_lines(driver: str, gpus: list[GpuState]) -> list[LogLine]:
+@dataclass(frozen=True, slots=True)
+class DriverBuild:
+    """Which kernel module a node runs and what its system loads beside it."""
+
+    open_module: bool = False
+    """NVIDIA's open kernel module (`NVIDIA UNIX Open Kernel Module for x86_64`)."""
+    host_modules: bool = True
+    """nvidia_modeset, nvidia_peermem and the InfiniBand stack load too (not in the VM)."""
+    legacy_persistence: bool = False
+    """No nvidia-persistenced: boot scripts run `nvidia-smi -pm 1`, which the driver warns
+    about (the real VM's log)."""
+
+
+def boot_lines(
+    driver: str, gpus: list[GpuState], build: DriverBuild = DriverBuild()
+) -> list[LogLine]:
     """What a node logs while booting with the NVIDIA driver loaded."""
     lines = [
         LogLine(0.0, LOG_NOTICE, _BANNER),
         LogLine(0.0, LOG_INFO, f"Command line: BOOT_IMAGE=/vmlinuz-{KERNEL_RELEASE} ro quiet"),
-        LogLine(4.218733, LOG_INFO, "mlx5_core 0000:18:00.0: firmware version: 28.39.1002"),
-        LogLine(9.331021, LOG_WARNING, "nvidia: loading out-of-tree module taints kernel."),
     ]
-    lines.extend(driver_load_lines(driver, 9.4))
-    lines.append(
-        LogLine(
-            12.774410,
-            LOG_INFO,
-            "nvidia-peermem nv_mem_client_init: nvidia-peermem module loaded (NVIDIA_PEERMEM)",
+    if build.host_modules:
+        lines.append(
+            LogLine(4.218733, LOG_INFO, "mlx5_core 0000:18:00.0: firmware version: 28.39.1002")
         )
+    lines.append(
+        LogLine(9.331021, LOG_WARNING, "nvidia: loading out-of-tree module taints kernel.")
     )
+    lines.extend(driver_load_lines(driver, 9.4, build))
+    if build.host_modules:
+        lines.append(
+            LogLine(
+                12.774410,
+                LOG_INFO,
+                "nvidia-peermem nv_mem_client_init: nvidia-peermem module loaded (NVIDIA_PEERMEM)",
+            )
+        )
+    if build.legacy_persistence:
+        lines.append(LogLine(12.9, LOG_WARNING, LEGACY_PERSISTENCE))
     return lines
 
 
-def driver_load_lines(driver: str, uptime: float) -> list[LogLine]:
+LEGACY_PERSISTENCE = (
+    "NVRM: Persistence mode is deprecated and will be removed in a future release. "
+    "Please use nvidia-persistenced instead."
+)
+
+
+def driver_stamp(driver: str, open_module: bool) -> str:
+    """The module's name, version and build stamp, as its NVRM lines print them."""
+    if open_module:
+        return (
+            f"NVIDIA UNIX Open Kernel Module for x86_64  {driver}  Release Build  "
+            f"({OPEN_MODULE_BUILDER})  {DRIVER_BUILD_DATE}"
+        )
+    return f"NVIDIA UNIX x86_64 Kernel Module  {driver}  {DRIVER_BUILD_DATE}"
+
+
+def driver_load_lines(
+    driver: str, uptime: float, build: DriverBuild = DriverBuild()
+) -> list[LogLine]:
     """The lines `modprobe nvidia` (and boot) produce."""
-    return [
+    lines = [
         LogLine(
             uptime,
             LOG_INFO,
             "nvidia-nvlink: Nvlink Core is being initialized, major device number 508",
         ),
         LogLine(
-            uptime + 0.02,
-            LOG_INFO,
-            f"NVRM: loading NVIDIA UNIX x86_64 Kernel Module  {driver}  {DRIVER_BUILD_DATE}",
+            uptime + 0.02, LOG_INFO, f"NVRM: loading {driver_stamp(driver, build.open_module)}"
         ),
+    ]
+    if not build.host_modules:
+        return lines
+    return [
+        *lines,
         LogLine(
             uptime + 0.31,
             LOG_INFO,
@@ -244,9 +290,6 @@ def init_failed_lines(gpu: GpuState, uptime: float) -> list[LogLine]:
     ]
 
 
-def driver_version_file(driver: str) -> str:
+def driver_version_file(driver: str, *, open_module: bool = False) -> str:
     """/proc/driver/nvidia/version while the nvidia module is loaded."""
-    return (
-        f"NVRM version: NVIDIA UNIX x86_64 Kernel Module  {driver}  {DRIVER_BUILD_DATE}\n"
-        f"GCC version:  {GCC_VERSION} \n"
-    )
+    return f"NVRM version: {driver_stamp(driver, open_module)}\nGCC version:  {GCC_VERSION} \n"

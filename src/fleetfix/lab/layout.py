@@ -35,6 +35,8 @@ class NodeSpec:
     gpu_model: str
     board: str = "classic"
     driver: str = "550.90.07"
+    environment: str = "bare-metal"
+    without: tuple[str, ...] = ()
 
 
 def fleet_layout(
@@ -63,4 +65,6 @@ def _node(shape: FleetShape, index: int, name: str, hardware: NodeHardware) -> N
         gpu_model=hardware.gpu_model,
         board=hardware.board,
         driver=hardware.driver_version,
+        environment=hardware.environment,
+        without=hardware.without,
     )

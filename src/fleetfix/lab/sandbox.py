@@ -2,14 +2,15 @@
 
 Namespace mode (needs CAP_SYS_ADMIN, e.g. root): the forked child, before it executes
 `bash -c`, enters new mount and UTS namespaces (mounts private), bind-mounts the node's own
-directory over /dev/shm, its boot-id file over /proc/sys/kernel/random/boot_id and its
-/proc/driver, and sets the hostname -- the same system calls `unshare` + `mount` + `hostname`
-made, without starting those programs (4.9 ms of CPU per command instead of 10). A failed mount
-aborts the command, so a command can never see the machine's real /dev/shm. The lab's own
-processes' /proc/PID/fd are covered with an empty directory: they hold a socket per node,
-which a node's `find /proc/*/fd` would otherwise read on every call.
+directory over /dev/shm, its boot-id file over /proc/sys/kernel/random/boot_id, its
+/proc/driver and its /proc/modules, and sets the hostname -- the same system calls `unshare`
++ `mount` + `hostname` made, without starting those programs (4.9 ms of CPU per command
+instead of 10). A failed mount aborts the command, so a command can never see the machine's
+real /dev/shm or kernel modules. The lab's own processes' /proc/PID/fd are covered with an
+empty directory: they hold a socket per node, which a node's `find /proc/*/fd` would
+otherwise read on every call.
 
-Fallback mode (no namespaces): the command runs in plain bash with those three paths rewritten
+Fallback mode (no namespaces): the command runs in plain bash with those four paths rewritten
 to the node's files in the command text, FLEETFIX_SHM_DIR exported, and any command that still
 mentions `shm` some other way refused -- so it cannot touch the real /dev/shm either.
 """
@@ -25,6 +26,7 @@ import tempfile
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
+from functools import cache
 from pathlib import Path
 from typing import Any
 
@@ -34,6 +36,7 @@ SANDBOX_ENV = "FLEETFIX_LAB_SANDBOX"
 BOOT_ID = "/proc/sys/kernel/random/boot_id"
 DEV_SHM = "/dev/shm"
 PROC_DRIVER = "/proc/driver"
+PROC_MODULES = "/proc/modules"
 SYSTEM_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 
 SETUP_FAILED = "fleetfix lab: cannot set up the node sandbox\n"
@@ -153,8 +156,11 @@ def detect_sandbox() -> SandboxMode:
         for directory in (paths.shm, paths.proc_driver):
             directory.mkdir()
         paths.boot_id.write_text("probe\n", encoding="ascii")
+        paths.proc_modules.write_text("", encoding="ascii")  # the probe reads it back empty
         (paths.shm / ".probe").write_text("", encoding="ascii")
-        probe = namespace_launch(paths, "fleetfix-lab-probe", "test -f /dev/shm/.probe", ())
+        probe = namespace_launch(
+            paths, "fleetfix-lab-probe", "test -f /dev/shm/.probe && test ! -s /proc/modules", ()
+        )
         try:
             done = subprocess.run(
                 probe.argv,
@@ -168,15 +174,28 @@ def detect_sandbox() -> SandboxMode:
     return SandboxMode.NAMESPACE if done.returncode == 0 else SandboxMode.FALLBACK
 
 
+@cache
+def _machine_has_modules() -> bool:
+    return os.path.exists(PROC_MODULES)
+
+
 def namespace_launch(
     paths: NodePaths, hostname: str, command: str, hidden: Sequence[str], empty: str = ""
 ) -> Launch:
-    """`bash -c COMMAND` in the node's namespaces ($0 is `bash`, as `exec bash -c CMD bash`)."""
-    mounts = (
+    """`bash -c COMMAND` in the node's namespaces ($0 is `bash`, as `exec bash -c CMD bash`).
+
+    /proc/modules is the node's by a bind mount, or, on a kernel built without loadable
+    modules (no /proc/modules to mount over), by rewriting the path in the command text as
+    fallback mode does; either way a node never reads the machine's."""
+    mounts: tuple[tuple[str, str], ...] = (
         (str(paths.shm), DEV_SHM),
         (str(paths.boot_id), BOOT_ID),
         (str(paths.proc_driver), PROC_DRIVER),
     )
+    if _machine_has_modules():
+        mounts += ((str(paths.proc_modules), PROC_MODULES),)
+    else:
+        command = command.replace(PROC_MODULES, str(paths.proc_modules))
     return Launch(
         ("/bin/bash", "-c", command, "bash"),
         {},
@@ -208,6 +227,7 @@ def launch(
     rewritten = (
         command.replace(BOOT_ID, str(paths.boot_id))
         .replace(PROC_DRIVER, str(paths.proc_driver))
+        .replace(PROC_MODULES, str(paths.proc_modules))
         .replace(DEV_SHM, str(paths.shm))
     )
-    return Launch(("/bin/bash", "-c", rewritten), env)
+    return Launch(("/bin/bash", "-c", rewritten, "bash"), env)  # $0 `bash`, as sshd's

@@ -14,11 +14,14 @@ from types import MappingProxyType
 
 from fleetfix.errors import LabError
 from fleetfix.lab.boards import board
+from fleetfix.lab.environments import environment
 
 RECOVERY_LEVELS = ("reset", "reload", "reboot", "never")
 """How much it takes to clear a fault, weakest first: a GPU reset, a driver reload, a reboot."""
 
 NVIDIA_MODULES = ("nvidia_uvm", "nvidia_drm", "nvidia_modeset", "nvidia_peermem", "nvidia")
+VM_NVIDIA_MODULES = ("nvidia_uvm", "nvidia")
+"""What a VM without display or InfiniBand loads (the real Firecracker H200 capture)."""
 THIRD_PARTY_MODULES = ("gdrdrv", "nvidia_fs")
 """Modules other software builds on `nvidia` (GDRCopy, GPUDirect Storage): a scenario installs
 them per node; they load at boot and keep `nvidia` in use while loaded."""
@@ -51,6 +54,8 @@ class FleetShape:
     persistence_at_boot: bool = True
     board: str = "classic"
     """The baseboard layout (lab/boards.py); `classic` is the lab's original HGX H100 model."""
+    environment: str = "bare-metal"
+    """What the nodes run in (lab/environments.py): bare-metal, vm, container."""
 
     @property
     def node_count(self) -> int:
@@ -259,6 +264,10 @@ class NodeFaults:
     """Installed modules of THIRD_PARTY_MODULES (loaded at boot)."""
     extra_units: tuple[str, ...] = ()
     """Installed units of EXTRA_UNITS (enabled, running at boot)."""
+    environment: str | None = None
+    """The node's own environment (None: the fleet's)."""
+    without: tuple[str, ...] = ()
+    """Tool groups the node lacks beyond its environment's (environments.TOOL_GROUPS)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -269,6 +278,8 @@ class NodeHardware:
     gpu_model: str
     gpus: int
     driver_version: str
+    environment: str = "bare-metal"
+    without: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -299,11 +310,14 @@ def node_hardware(fleet: FleetShape, faults: NodeFaults) -> NodeHardware:
     name = faults.board or fleet.board
     layout = board(name)
     model = faults.gpu_model or (fleet.gpu_model if name == fleet.board else layout.gpu_model)
+    place = environment(faults.environment or fleet.environment, faults.without)
     return NodeHardware(
         board=name,
         gpu_model=model,
-        gpus=min(fleet.gpus_per_node, layout.max_gpus),
+        gpus=min(fleet.gpus_per_node, layout.max_gpus, place.max_gpus),
         driver_version=faults.driver_version or fleet.driver_version,
+        environment=faults.environment or fleet.environment,
+        without=faults.without,
     )
 
 

@@ -14,8 +14,8 @@ import yaml
 from fleetfix.errors import LabError, SourcePosition
 from fleetfix.lab import scenario_hw
 from fleetfix.lab.boards import BOARDS, board
+from fleetfix.lab.environments import environment
 from fleetfix.lab.scenario import (
-    IB_PORTS_PER_NODE,
     NVIDIA_MODULES,
     RECOVERY_LEVELS,
     EccFault,
@@ -184,6 +184,8 @@ class _Builder:
         if "board" in raw:
             raw["board"] = scenario_hw.parse_board(self, raw["board"], "fleet")
             raw.setdefault("gpu_model", BOARDS[raw["board"]].gpu_model)
+        if "environment" in raw:
+            raw["environment"] = scenario_hw.parse_environment(self, raw["environment"], "fleet")
         shape = FleetShape(**raw)
         if shape.nodes_per_rack > 250 or shape.gpus_per_node > 8:
             raise self.error("fleet: at most 250 nodes per rack and 8 GPUs per node", "fleet")
@@ -261,6 +263,8 @@ _FAULT_KEYS = (
     "gpu_model",
     "third_party_modules",
     "extra_units",
+    "environment",
+    "without",
 )
 _LIST_KEYS = frozenset(
     {
@@ -306,10 +310,11 @@ class _FaultParser:
         self.b = builder
         self.fleet = fleet
         self.layout = board(fleet.board)
+        self.place = environment(fleet.environment)
 
     @property
     def gpu_count(self) -> int:
-        return min(self.fleet.gpus_per_node, self.layout.max_gpus)
+        return min(self.fleet.gpus_per_node, self.layout.max_gpus, self.place.max_gpus)
 
     def gpu(self, value: object, where: str) -> int:
         index = self.b.integer(value, where)
@@ -323,6 +328,10 @@ class _FaultParser:
         if own_board is not None:
             own_board = scenario_hw.parse_board(self.b, own_board, where)
         self.layout = board(own_board or self.fleet.board)
+        own_place = raw.get("environment")
+        if own_place is not None:
+            own_place = scenario_hw.parse_environment(self.b, own_place, where)
+        self.place = environment(own_place or self.fleet.environment)
         hung = raw.get("hung_nvidia_smi")
         slow_nccl, slow_nccl_recovery = self.slow_nccl(raw.get("slow_nccl"), where)
         persistence_off, at_boot = self.persistence(raw.get("persistence_off"), where)
@@ -384,6 +393,8 @@ class _FaultParser:
                 b, raw.get("third_party_modules"), where
             ),
             "extra_units": scenario_hw.extra_units(b, raw.get("extra_units"), where),
+            "environment": None if raw.get("environment") is None else self.place.name,
+            "without": scenario_hw.parse_without(b, raw.get("without"), where),
         }
 
     def missing_after_reboot(self, value: object, where: str) -> int:
@@ -522,10 +533,11 @@ class _FaultParser:
         if (
             isinstance(index, bool)
             or not isinstance(index, int)
-            or not 0 <= index < IB_PORTS_PER_NODE
+            or not 0 <= index < self.layout.nics
         ):
+            last = f"mlx5_{self.layout.nics - 1}"
             raise self.b.error(
-                f"{where}.ib_port_down: expected mlx5_0..mlx5_7, got {value!r}", "ib_port_down"
+                f"{where}.ib_port_down: expected mlx5_0..{last}, got {value!r}", "ib_port_down"
             )
         return index
 

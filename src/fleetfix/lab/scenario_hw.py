@@ -1,6 +1,6 @@
 """Read the board-level scenario keys of a node: SRAM and NVSwitch faults, nccl wrong results,
-the Fabric Manager's state, the node's own board, driver and GPU model, and the third-party
-modules and monitoring units installed on it.
+the Fabric Manager's state, the node's own board, driver, GPU model and environment (and the
+tool groups it lacks), and the third-party modules and monitoring units installed on it.
 
 Each reader checks the value against the node's board (an SXid needs NVSwitches that report
 them, `fabric_manager` a board that runs one) through the scenario reader's checker, so mistakes
@@ -14,6 +14,7 @@ from collections.abc import Callable, Sequence
 from fleetfix.lab import kmsg
 from fleetfix.lab.boards import BOARDS, Board
 from fleetfix.lab.drivers import ACTIONS
+from fleetfix.lab.environments import ENVIRONMENTS, TOOL_GROUPS
 from fleetfix.lab.scenario import (
     EXTRA_UNITS,
     FABRIC_MANAGER_STATES,
@@ -43,6 +44,15 @@ def choose(checker: Checker, value: object, where: str, key: str, choices: Seque
 
 def parse_board(checker: Checker, value: object, where: str) -> str:
     return choose(checker, value, where, "board", tuple(BOARDS))
+
+
+def parse_environment(checker: Checker, value: object, where: str) -> str:
+    return choose(checker, value, where, "environment", tuple(ENVIRONMENTS))
+
+
+def parse_without(checker: Checker, value: object, where: str) -> tuple[str, ...]:
+    """`without`: a tool group or a list of them (environments.TOOL_GROUPS)."""
+    return installed(checker, value, f"{where}.without", "tool group", tuple(TOOL_GROUPS))
 
 
 def xid_form(checker: Checker, value: object, code: int, where: str) -> str:

@@ -35,11 +35,10 @@ from fleetfix.lab.hosting import NodeHosting
 from fleetfix.lab.info import LabInfo, remove_info, write_info
 from fleetfix.lab.inventory import Connection, render_inventory
 from fleetfix.lab.keys import LabKeys, ensure_keys, write_known_hosts
-from fleetfix.lab.sandbox import SYSTEM_PATH, Launch, SandboxMode, detect_sandbox, launch
+from fleetfix.lab.sandbox import Launch, SandboxMode, detect_sandbox, launch
 from fleetfix.lab.scenario import NodeChange, Scenario
 from fleetfix.lab.scenario_file import parse_change_request
 from fleetfix.lab.shards import ShardSet, nodes_per_process, slices
-from fleetfix.lab.shims import write_shims
 from fleetfix.lab.sshserver import CommandPlan, server_options
 from fleetfix.lab.state import AuditEntry, FleetState, GpuProcess, NodeState
 from fleetfix.lab.tools.base import Handler, ToolContext, ToolReply, fail
@@ -47,6 +46,7 @@ from fleetfix.lab.tools.slurm import end_job
 from fleetfix.lab.tools.slurm_reboot import slurmd_registered
 from fleetfix.lab.tools.table import FALLBACK_ONLY_TOOLS, tool_table
 from fleetfix.lab.toolserver import client_handler
+from fleetfix.lab.userland import node_path, write_tool_dirs
 
 LOG = logging.getLogger("fleetfix.lab")
 REBOOT_GRACE = 0.3
@@ -84,7 +84,6 @@ class LabRuntime:
         self.port = scenario.ssh_port if port is None else port
         self.token = secrets.token_hex(16)
         self.mode = SandboxMode.FALLBACK
-        self.tools_dir = state_dir / "tools"
         self.fleet: FleetState | None = None
         self.keys: LabKeys | None = None
         self.client_key: asyncssh.SSHKey
@@ -114,7 +113,8 @@ class LabRuntime:
         self.control_port = self._control_server.sockets[0].getsockname()[1]
         fallback = self.mode is SandboxMode.FALLBACK
         names = [t for t in self._tools if fallback or t not in FALLBACK_ONLY_TOOLS]
-        write_shims(self.tools_dir, self.control_port, self.token, names)
+        nodes = [(node.spec, node.env.absent) for node in self.fleet.nodes.values()]
+        write_tool_dirs(self.state_dir, self.control_port, self.token, names, nodes)
         (self.state_dir / BASH_ENV_FILE).write_text("enable -n kill\n", encoding="ascii")
         (self.state_dir / EMPTY_DIR).mkdir(exist_ok=True)
         for node in self.fleet.nodes.values():
@@ -265,7 +265,7 @@ class LabRuntime:
 
     def base_env(self, node: NodeState, user: str) -> dict[str, str]:
         return {
-            "PATH": f"{self.tools_dir}:{SYSTEM_PATH}",
+            "PATH": node_path(self.state_dir, node.spec),
             "HOME": str(node.paths.home),
             "USER": user,
             "LOGNAME": user,

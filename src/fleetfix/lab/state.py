@@ -15,11 +15,13 @@ from pathlib import Path
 from typing import Any
 
 from fleetfix.lab import drivers
-from fleetfix.lab.boards import BOARDS, Board
+from fleetfix.lab.boards import Board, seen_board
+from fleetfix.lab.environments import Environment, environment
 from fleetfix.lab.layout import NodeSpec
 from fleetfix.lab.scenario import (
     NVIDIA_MODULES,
     RECOVERY_LEVELS,
+    VM_NVIDIA_MODULES,
     NodeEvent,
     NodeFaults,
     Scenario,
@@ -50,6 +52,8 @@ class GpuState:
     uuid: str
     serial: str
     persistence: bool
+    device: int = 0
+    """PCI device number: 0 on a baseboard (a bus per GPU), 6.. in a VM (one bus, a slot each)."""
     volatile_sbe: int = 0
     volatile_dbe: int = 0
     aggregate_sbe: int = 0
@@ -73,12 +77,12 @@ class GpuState:
     @property
     def bus_id(self) -> str:
         """nvidia-smi's form: 00000000:1B:00.0."""
-        return f"00000000:{self.bus:02X}:00.0"
+        return f"00000000:{self.bus:02X}:{self.device:02X}.0"
 
     @property
     def pci_short(self) -> str:
         """The kernel's form in NVRM lines: 0000:1b:00."""
-        return f"0000:{self.bus:02x}:00"
+        return f"0000:{self.bus:02x}:{self.device:02x}"
 
 
 @dataclass(slots=True)
@@ -284,6 +288,11 @@ class NodePaths:
         return self.root / "proc_driver"
 
     @property
+    def proc_modules(self) -> Path:
+        """The node's /proc/modules (bind-mounted over the machine's in its sandbox)."""
+        return self.root / "proc_modules"
+
+    @property
     def home(self) -> Path:
         return self.root / "home"
 
@@ -308,6 +317,9 @@ class NodeState:
     """SSH exec requests received so far (all boots): what scenario events count."""
     events: list[EventState] = field(default_factory=list)
     audit: list[AuditEntry] = field(default_factory=list)
+    persistence_at_boot: bool = True
+    """Persistence mode at boot: nvidia-persistenced enabled, or (no systemd) the boot
+    scripts' `nvidia-smi -pm 1`."""
 
     @property
     def name(self) -> str:
@@ -315,7 +327,17 @@ class NodeState:
 
     @property
     def board(self) -> Board:
-        return BOARDS[self.spec.board]
+        """The node's board as its OS sees it (a VM's passed-through GPU has no NVLink)."""
+        return seen_board(self.spec.board, self.env.passthrough)
+
+    @property
+    def env(self) -> Environment:
+        return environment(self.spec.environment, self.spec.without)
+
+    @property
+    def open_module(self) -> bool:
+        """The driver is NVIDIA's open kernel module (the board or environment needs it)."""
+        return self.board.open_module or self.env.open_module
 
     @property
     def driver(self) -> str:
@@ -392,7 +414,8 @@ class NodeState:
     @property
     def module_names(self) -> tuple[str, ...]:
         """The modules this node has installed: the NVIDIA set, then its third-party ones."""
-        return (*NVIDIA_MODULES, *self.injected.third_party_modules)
+        nvidia = NVIDIA_MODULES if self.env.host_modules else VM_NVIDIA_MODULES
+        return (*nvidia, *self.injected.third_party_modules)
 
     def existing_stale_files(self) -> list[str]:
         return [name for name in self.stale_files if (self.paths.shm / name).exists()]
@@ -405,6 +428,8 @@ class NodeState:
             "rack": self.spec.rack,
             "leaf": self.spec.leaf,
             "board": self.spec.board,
+            "environment": self.spec.environment,
+            "without": list(self.spec.without),
             "driver": self.driver,
             "fabric": {
                 "manager": _unit_word(self.unit_active(FM_UNIT)),

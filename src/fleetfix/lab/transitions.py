@@ -10,7 +10,14 @@ from __future__ import annotations
 import uuid
 
 from fleetfix.lab import drivers, fabric, kmsg
-from fleetfix.lab.build import boot_services, wipe_shm, write_boot_id, write_driver_files
+from fleetfix.lab.build import (
+    boot_services,
+    driver_build,
+    wipe_shm,
+    write_boot_id,
+    write_driver_files,
+    write_proc_modules,
+)
 from fleetfix.lab.state import Boot, Fault, GpuState, LogLine, NodeState, SlurmState
 
 _NEVER_RELOG_CODES = frozenset({79})
@@ -60,6 +67,7 @@ def set_service(node: NodeState, unit: str, active: bool) -> None:
 
 def unload_module(node: NodeState, name: str, now: float) -> None:
     node.modules[name] = False
+    write_proc_modules(node)
     if name == "nvidia":
         for gpu in node.gpus:
             gpu.persistence = False
@@ -71,11 +79,12 @@ def load_module(node: NodeState, name: str, now: float, driver: str) -> None:
     if node.modules.get(name):
         return
     node.modules[name] = True
+    write_proc_modules(node)
     if name == "nvidia":
         recover(node, "reload")
         for gpu in node.gpus:
             _reinitialise(gpu)
-        log(node, kmsg.driver_load_lines(driver, uptime(node, now))[:2])
+        log(node, kmsg.driver_load_lines(driver, uptime(node, now), driver_build(node))[:2])
         write_driver_files(node, driver)
         fabric.driver_loaded(node)
 
@@ -95,7 +104,7 @@ def finish_reboot(node: NodeState, now: float) -> None:
     driver = node.driver
     recover(node, "reboot")
     node.boots.append(Boot(boot_id=str(uuid.uuid4()), started=now))
-    node.modules = dict.fromkeys(node.module_names, True)
+    node.modules = dict.fromkeys(node.module_names, True)  # written by write_driver_files
     boot_services(node)
     for gpu in node.gpus:
         _reinitialise(gpu)
@@ -103,7 +112,8 @@ def finish_reboot(node: NodeState, now: float) -> None:
     wipe_shm(node)
     write_boot_id(node)
     write_driver_files(node, driver)
-    node.boot.lines = kmsg.boot_lines(driver, node.gpus) + _recurring_lines(node)
+    node.boot.lines = kmsg.boot_lines(driver, node.gpus, driver_build(node))
+    node.boot.lines += _recurring_lines(node)
     node.status = "up"
     node.reboot_due = None
 

@@ -2,7 +2,9 @@
 
 dmesg shows the current boot's ring buffer (`[  365.969676] msg`, `-T` ctime, ISO, `-x`
 decode); journalctl keeps every boot (`-b -1`) in short, short-iso, short-precise,
-short-monotonic and cat modes, like systemd 249 on Ubuntu 22.04.
+short-monotonic and cat modes, like systemd 249 on Ubuntu 22.04. In a container
+(lab/environments.py) dmesg may not read the ring buffer: `dmesg: read kernel buffer failed:
+Operation not permitted`, exit 1, as util-linux's dmesg says when syslog(2) is refused.
 """
 
 from __future__ import annotations
@@ -44,6 +46,8 @@ def dmesg(ctx: ToolContext, argv: Sequence[str]) -> ToolReply:
             return fail(
                 f"dmesg: unrecognized option '{arg}'\nTry 'dmesg --help' for more information."
             )
+    if ctx.node.env.dmesg_denied:  # a container: no CAP_SYSLOG, kernel.dmesg_restrict
+        return fail("dmesg: read kernel buffer failed: Operation not permitted")
     shown = [line for line in boot.lines[boot.dmesg_from :] if options.wanted(line)]
     text = "".join(options.format(boot, line) + "\n" for line in shown)
     if options.clear:

@@ -6,11 +6,9 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 
 from fleetfix.lab import drivers
+from fleetfix.lab.boards import H100_IDENTITY, GpuIdentity
 from fleetfix.lab.state import COMPLETED, GpuProcess, GpuState, NodeState, stable_hex, stable_uuid
 
-H100_RESERVED_MIB = 475
-POWER_LIMIT_W = 700.0
-REMAP_BANKS = 2560
 NO_CLUSTER = "00000000-0000-0000-0000-000000000000"
 driver_major = drivers.driver_major
 
@@ -64,12 +62,18 @@ class GpuView:
     device_id: str = "0x233010DE"
     fabric: FabricView | None = None
     """None on the classic board: its fixed fabric values (see smi_text/smi_xml/smi_query)."""
-    remap_histogram: tuple[int, int, int, int, int] = (REMAP_BANKS, 0, 0, 0, 0)
+    remap_histogram: tuple[int, int, int, int, int] = (H100_IDENTITY.remap_banks, 0, 0, 0, 0)
     unrepairable: bool = False
     sram_volatile: int = 0
     sram_aggregate: int = 0
     sram_threshold: bool = False
     sram_source: str = "l2"
+    identity: GpuIdentity = H100_IDENTITY
+    """The model's firmware, part numbers, clocks and power limits."""
+    device: int = 0
+    """PCI device number (a VM's passed-through GPU: 6 and on)."""
+    passthrough: bool = False
+    """Passed through to a VM: Virtualization Mode Pass-Through, no host link generation."""
 
     @property
     def mem_free(self) -> int:
@@ -78,6 +82,16 @@ class GpuView:
     @property
     def busy(self) -> bool:
         return bool(self.processes)
+
+    @property
+    def board_id(self) -> str:
+        """nvidia-smi's Board ID: the PCI slot's number (0x1b00 on an HGX bus, 0x6 in a VM)."""
+        return f"0x{self.device:x}" if self.passthrough else f"0x{self.bus:x}00"
+
+    @property
+    def memory_power_draw(self) -> float:
+        """HBM power (580+ -q reports it: 52.36 W on the idle H200 capture, 43.19 W H100)."""
+        return round(self.power_draw * 0.65, 2)
 
     @property
     def pdi(self) -> str:
@@ -108,12 +122,12 @@ def gpu_view(node: NodeState, gpu: GpuState, model: str) -> GpuView:
         memory_temp=(64 if busy else 33) + wobble,
         power_draw=(612.0 if busy else 68.0) + wobble + 0.13 * gpu.index,
         mem_total=board.memory_mib,
-        mem_reserved=H100_RESERVED_MIB,
+        mem_reserved=board.identity.reserved_mib,
         mem_used=sum(p.used_mib for p in processes),
         util=100 if busy else 0,
         pstate="P0",
         graphics_clock=1980 if busy else 345,
-        memory_clock=2619,
+        memory_clock=board.identity.memory_clocks[0],
         volatile_sbe=gpu.volatile_sbe,
         volatile_dbe=gpu.volatile_dbe,
         aggregate_sbe=gpu.aggregate_sbe,
@@ -129,18 +143,21 @@ def gpu_view(node: NodeState, gpu: GpuState, model: str) -> GpuView:
         architecture=board.architecture,
         device_id=board.device_id,
         fabric=None if board.classic else _fabric(node, gpu),
-        remap_histogram=gpu.remap_histogram or _histogram(gpu),
+        remap_histogram=gpu.remap_histogram or _histogram(gpu, board.identity.remap_banks),
         unrepairable=gpu.unrepairable or gpu.remap_failure,
         sram_volatile=gpu.sram_volatile,
         sram_aggregate=gpu.sram_aggregate,
         sram_threshold=gpu.sram_threshold,
         sram_source=gpu.sram_source,
+        identity=board.identity,
+        device=gpu.device,
+        passthrough=node.env.passthrough,
     )
 
 
-def _histogram(gpu: GpuState) -> tuple[int, int, int, int, int]:
-    used = min(gpu.remap_correctable + gpu.remap_uncorrectable, REMAP_BANKS)
-    return REMAP_BANKS - used, used, 0, 0, 0
+def _histogram(gpu: GpuState, banks: int) -> tuple[int, int, int, int, int]:
+    used = min(gpu.remap_correctable + gpu.remap_uncorrectable, banks)
+    return banks - used, used, 0, 0, 0
 
 
 def _fabric(node: NodeState, gpu: GpuState) -> FabricView:

@@ -1,4 +1,4 @@
-"""Emulated `ibstat` and `ibstatus`: eight ConnectX-7 NDR InfiniBand HCAs per node.
+"""Emulated `ibstat` and `ibstatus`: the board's ConnectX-7 NDR InfiniBand HCAs (8 on HGX).
 
 Layout and tabs follow shared/samples/ibstat/gpud-ibstat-h100-cx7-ndr-some-down.txt; a port
 injected as down reads `State: Down`, `Physical state: Polling` (no link partner).
@@ -35,7 +35,7 @@ def ports(node: NodeState) -> list[Port]:
             lid=node.spec.index * IB_PORTS_PER_NODE + i + 2,
             up=i not in down,
         )
-        for i in range(IB_PORTS_PER_NODE)
+        for i in range(node.board.nics)
     ]
 
 

@@ -17,7 +17,6 @@ from dataclasses import dataclass
 from types import MappingProxyType
 
 from fleetfix.lab import fabric
-from fleetfix.lab.scenario import IB_PORTS_PER_NODE
 from fleetfix.lab.state import FleetState, NodeState
 from fleetfix.lab.tools.base import Handler, ToolContext, ToolReply, fail, lines
 
@@ -247,8 +246,8 @@ def _peak(fleet: FleetState, placement: list[tuple[NodeState, int]]) -> float:
         return nodes[0].board.peak_busbw * node_factor(nodes[0])
     factor = min(node_factor(node) for node in nodes)
     for node in nodes:
-        up = IB_PORTS_PER_NODE - len(node.ib_ports_down())
-        factor = min(factor, up / IB_PORTS_PER_NODE)
+        nics = node.board.nics
+        factor = min(factor, (nics - len(node.ib_ports_down())) / nics)
         factor = min(factor, fleet.degraded_factor(node) or 1.0)
     return PEAK_INTER_NODE * factor
 

@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from types import MappingProxyType
 
 from fleetfix.lab.state import FM_UNIT, GpuState
-from fleetfix.lab.tools import gpu_reset, smi_query, smi_text, smi_xml
+from fleetfix.lab.tools import gpu_reset, smi_links, smi_query, smi_text, smi_xml
 from fleetfix.lab.tools.base import ToolContext, ToolReply, lines
 from fleetfix.lab.tools.gpu_view import GpuView, gpu_view
 
@@ -85,7 +85,8 @@ def nvidia_smi(ctx: ToolContext, argv: Sequence[str]) -> ToolReply:
     if not node.driver_loaded():
         return ToolReply(stdout=NO_DRIVER, rc=9)
     if argv and argv[0] in ("topo", "nvlink"):
-        return _topo(ctx, argv[1:]) if argv[0] == "topo" else _nvlink(ctx, argv[1:])
+        links = smi_links.topo if argv[0] == "topo" else smi_links.nvlink
+        return links(ctx, argv[1:], enumerated(ctx), _select)
     args = parse_args(argv)
     if args is None:
         return ToolReply(stdout=INVALID, rc=2)
@@ -269,112 +270,3 @@ def _reset_ecc(ctx: ToolContext, gpus: list[tuple[int, GpuState]], value: str) -
         out.append(f"Reset {scope} ECC errors to zero for GPU {gpu.bus_id}.")
     out.append("All done.")
     return ToolReply(stdout=lines(*out))
-
-
-def _topo(ctx: ToolContext, argv: Sequence[str]) -> ToolReply:
-    if list(argv) not in (["-m"], ["--matrix"]):
-        return ToolReply(stdout=INVALID, rc=2)
-    gpus = [gpu for _, gpu in enumerated(ctx)]
-    return ToolReply(stdout=topo_matrix(ctx, gpus))
-
-
-def topo_matrix(ctx: ToolContext, gpus: list[GpuState]) -> str:
-    """`nvidia-smi topo -m` for an HGX board (NV# via NVSwitch; PCIe paths on a PCIe board),
-    one NIC per GPU."""
-    nics = 8
-    names = [f"GPU{i}" for i in range(len(gpus))] + [f"NIC{i}" for i in range(nics)]
-    out = ["\t" + "\t".join([*names, "CPU Affinity", "NUMA Affinity", "GPU NUMA ID"])]
-    for row, gpu in enumerate(gpus):
-        cells = [
-            _gpu_link(ctx, gpu, other) if col != row else " X " for col, other in enumerate(gpus)
-        ]
-        cells += [_pcie(gpu.index, nic) for nic in range(nics)]
-        numa = 0 if gpu.index < 4 else 1
-        cells += ["0-55,112-167" if numa == 0 else "56-111,168-223", str(numa), "", "N/A"]
-        out.append(f"GPU{row}\t" + "\t".join(cells))
-    for nic in range(nics):
-        cells = [_pcie(gpu.index, nic) for gpu in gpus]
-        cells += [" X " if other == nic else _nic_nic(nic, other) for other in range(nics)]
-        out.append(f"NIC{nic}\t" + "\t".join([*cells, "", "", "", ""]))
-    out += ["", *_TOPO_LEGEND, "", "NIC Legend:", ""]
-    out += [f"  NIC{i}: mlx5_{i}" for i in range(nics)]
-    return "\n".join(out) + "\n"
-
-
-_TOPO_LEGEND = (
-    "Legend:",
-    "",
-    "  X    = Self",
-    "  SYS  = Connection traversing PCIe as well as the SMP interconnect between NUMA nodes "
-    "(e.g., QPI/UPI)",
-    "  NODE = Connection traversing PCIe as well as the interconnect between PCIe Host Bridges "
-    "within a NUMA node",
-    "  PHB  = Connection traversing PCIe as well as a PCIe Host Bridge (typically the CPU)",
-    "  PXB  = Connection traversing multiple PCIe bridges "
-    "(without traversing the PCIe Host Bridge)",
-    "  PIX  = Connection traversing at most a single PCIe bridge",
-    "  NV#  = Connection traversing a bonded set of # NVLinks",
-)
-
-
-def _gpu_link(ctx: ToolContext, a: GpuState, b: GpuState) -> str:
-    node = ctx.node
-    links = node.board.nvlinks
-    active = links - max(len(node.links_down(a.index)), len(node.links_down(b.index)))
-    if active > 0:
-        return f"NV{active}"
-    return _nic_nic(a.index, b.index) if not links else "SYS"
-
-
-def _pcie(gpu: int, nic: int) -> str:
-    if gpu == nic:
-        return "PIX"
-    return "NODE" if gpu // 4 == nic // 4 else "SYS"
-
-
-def _nic_nic(a: int, b: int) -> str:
-    return "NODE" if a // 4 == b // 4 else "SYS"
-
-
-def _nvlink(ctx: ToolContext, argv: Sequence[str]) -> ToolReply:
-    items = list(argv)
-    ident = None
-    if "-i" in items:
-        at = items.index("-i")
-        ident = items[at + 1] if at + 1 < len(items) else None
-        del items[at : at + 2]
-    mode = items[0] if len(items) == 1 else ""
-    if mode not in ("-s", "--status", "-e", "--errorcounters"):
-        return ToolReply(stdout=INVALID, rc=2)
-    selected = _select(ctx, ident)
-    if selected is None:
-        return ToolReply(stdout="No devices were found\n", rc=6)
-    errors = mode in ("-e", "--errorcounters")
-    model = ctx.node.spec.gpu_model
-    board = ctx.node.board
-    out: list[str] = []
-    for index, gpu in selected:
-        out.append(f"GPU {index}: {model} (UUID: {gpu.uuid})")
-        down = ctx.node.links_down(gpu.index)
-        if errors:
-            out.extend(_link_errors(down, board.nvlinks))
-        else:
-            out.extend(_link_status(down, board.nvlinks, board.nvlink_speed))
-    return ToolReply(stdout=lines(*out))
-
-
-def _link_status(down: set[int], links: int, speed: str) -> list[str]:
-    return [f"\t Link {link}: {'<inactive>' if link in down else speed}" for link in range(links)]
-
-
-def _link_errors(down: set[int], links: int) -> list[str]:
-    out: list[str] = []
-    for link in range(links):
-        bad = link in down
-        out += [
-            f"\t Link {link}: Replay Errors: {3 if bad else 0}",
-            f"\t Link {link}: Recovery Errors: {17 if bad else 0}",
-            f"\t Link {link}: CRC Errors: {2351 if bad else 0}",
-            "",
-        ]
-    return out

@@ -69,11 +69,11 @@ def _identity_fields() -> list[Field]:
         Field("pci.bus_id", None, lambda v, e: v.bus_id, ("gpu_bus_id",)),
         Field("pci.domain", None, _const("0x0000")),
         Field("pci.bus", None, lambda v, e: f"0x{v.bus:02X}"),
-        Field("pci.device", None, _const("0x00")),
+        Field("pci.device", None, lambda v, e: f"0x{v.device:02X}"),
         Field("pci.baseClass", None, _const("0x3")),
         Field("pci.subClass", None, _const("0x2")),
         Field("pci.device_id", None, lambda v, e: v.device_id),
-        Field("pci.sub_device_id", None, _const("0x16C110DE")),
+        Field("pci.sub_device_id", None, lambda v, e: v.identity.subsystem),
         *[
             Field(f"pcie.link.gen.{k}", None, _const("5"))
             for k in ("current", "gpucurrent", "max", "gpumax", "hostmax")
@@ -89,8 +89,8 @@ def _identity_fields() -> list[Field]:
         Field("accounting.buffer_size", None, _const("4000")),
         Field("driver_model.current", None, _const(NA)),
         Field("driver_model.pending", None, _const(NA)),
-        Field("vbios_version", None, _const("96.00.89.00.01")),
-        Field("inforom.img", None, _const("G520.0200.00.05"), ("inforom.image",)),
+        Field("vbios_version", None, lambda v, e: v.identity.vbios),
+        Field("inforom.img", None, lambda v, e: v.identity.inforom_image, ("inforom.image",)),
         Field("inforom.oem", None, _const("2.1")),
         Field("inforom.ecc", None, _const("7.16")),
         Field("inforom.pwr", None, _const(NA), ("inforom.power",)),
@@ -250,12 +250,20 @@ def _thermal_fields() -> list[Field]:
         Field("power.draw", "W", lambda v, e: f"{v.power_draw:.2f} W"),
         Field("power.draw.average", "W", lambda v, e: f"{v.power_draw:.2f} W"),
         Field("power.draw.instant", "W", lambda v, e: f"{v.power_draw - 0.23:.2f} W"),
-        Field("power.limit", "W", _const("700.00 W")),
-        Field("enforced.power.limit", "W", _const("700.00 W")),
-        Field("power.default_limit", "W", _const("700.00 W")),
-        Field("power.min_limit", "W", _const("200.00 W")),
-        Field("power.max_limit", "W", _const("700.00 W")),
+        Field("power.limit", "W", _power_cap),
+        Field("enforced.power.limit", "W", _power_cap),
+        Field("power.default_limit", "W", _power_cap),
+        Field("power.min_limit", "W", lambda v, e: f"{v.identity.min_power_w:.2f} W"),
+        Field("power.max_limit", "W", _power_cap),
     ]
+
+
+def _power_cap(view: GpuView, env: Env) -> str:
+    return f"{view.identity.power_limit_w:.2f} W"
+
+
+def _max_memory(view: GpuView, env: Env) -> str:
+    return f"{view.identity.memory_clocks[0]} MHz"
 
 
 def _clock_fields() -> list[Field]:
@@ -280,7 +288,7 @@ def _clock_fields() -> list[Field]:
         fields.append(
             Field(f"clocks.{group}.graphics", "MHz", _const("1980 MHz"), (f"{short}.gr",))
         )
-        fields.append(Field(f"clocks.{group}.memory", "MHz", _const("2619 MHz"), (f"{short}.mem",)))
+        fields.append(Field(f"clocks.{group}.memory", "MHz", _max_memory, (f"{short}.mem",)))
     fields.append(Field("clocks.max.sm", "MHz", _const("1980 MHz")))
     return fields
 

@@ -2,7 +2,8 @@
 
 The `-q` layout follows shared/samples/nvidia-smi-q/gpud-e2e-a10-550.127.05-q-full.txt (keys
 padded to column 42, four-space nesting, `Processes : None`); what changes with the driver
-version (GPU Recovery Action, deprecated reset flags, column 55 from 590) is in lab/drivers.py.
+version (GPU Recovery Action, deprecated reset flags, column 55 from 580) is in lab/drivers.py,
+checked against the real 580.159.04 H200 capture (tests/lab/test_real_forms.py).
 The table follows the 550.90.07 H100 samples (89-column frame, trailing spaces on the timestamp
 line).
 """
@@ -129,12 +130,12 @@ def _gpu_rows(view: GpuView, driver: str) -> list[Row]:
         (1, "Fan Speed", "N/A"),
         (1, "Performance State", view.pstate),
         *_event_rows(view, shape),
-        (1, "Sparse Operation Mode", "N/A"),
+        (1, "Sparse Operation Mode", "Disabled" if shape.q580 else "N/A"),
         *_memory_rows(view),
         (1, "Compute Mode", "Default"),
         *_util_rows(view, shape),
         *_ecc_rows(view, shape),
-        *_remap_rows(view),
+        *_remap_rows(view, shape),
         *_temperature_rows(view, shape),
         *_power_rows(view, shape),
         *_clock_rows(view, shape),
@@ -163,8 +164,8 @@ _FABRIC_KEYS = ("State", "Status", "CliqueId", "ClusterUUID")
 
 
 def _identity_rows(view: GpuView, shape: DriverForms) -> list[Row]:
-    attached: list[Row] = [(1, "Display Attached", "No")] if shape.q590 else []
-    pdi: list[Row] = [(1, "GPU PDI", view.pdi)] if shape.q590 else []
+    attached: list[Row] = [(1, "Display Attached", "Yes")] if shape.q580 else []
+    pdi: list[Row] = [(1, "GPU PDI", view.pdi)] if shape.q580 else []
     module: list[Row] = (
         [
             (1, "Platform Info", None),
@@ -183,7 +184,7 @@ def _identity_rows(view: GpuView, shape: DriverForms) -> list[Row]:
         (1, "Product Name", view.name),
         (1, "Product Brand", "NVIDIA"),
         (1, "Product Architecture", view.architecture),
-        (1, "Display Mode", DEPRECATED if shape.q590 else "Enabled"),
+        (1, "Display Mode", DEPRECATED if shape.q580 else "Enabled"),
         *attached,
         (1, "Display Active", "Disabled"),
         (1, "Persistence Mode", _onoff(view.persistence)),
@@ -200,15 +201,15 @@ def _identity_rows(view: GpuView, shape: DriverForms) -> list[Row]:
         (1, "GPU UUID", view.uuid),
         *pdi,
         (1, "Minor Number", str(view.index)),
-        (1, "VBIOS Version", "96.00.89.00.01"),
+        (1, "VBIOS Version", view.identity.vbios),
         (1, "MultiGPU Board", "No"),
-        (1, "Board ID", f"0x{view.bus:x}00"),
-        (1, "Board Part Number", "692-2G520-0200-000"),
-        (1, "GPU Part Number", "2330-885-A1"),
+        (1, "Board ID", view.board_id),
+        (1, "Board Part Number", view.identity.board_part),
+        (1, "GPU Part Number", view.identity.gpu_part),
         (1, "FRU Part Number", "N/A"),
         *module,
         (1, "Inforom Version", None),
-        (2, "Image Version", "G520.0200.00.05"),
+        (2, "Image Version", view.identity.inforom_image),
         (2, "OEM Object", "2.1"),
         (2, "ECC Object", "7.16"),
         (2, "Power Management Object", "N/A"),
@@ -241,9 +242,9 @@ def _mode_rows(view: GpuView, driver: str, shape: DriverForms) -> list[Row]:
         (1, "GPU Operation Mode", None),
         (2, "Current", "N/A"),
         (2, "Pending", "N/A"),
-        (1, "GPU C2C Mode", "N/A"),
+        (1, "GPU C2C Mode", "Disabled" if shape.q580 else "N/A"),
         (1, "GPU Virtualization Mode", None),
-        (2, "Virtualization Mode", "None"),
+        (2, "Virtualization Mode", "Pass-Through" if view.passthrough else "None"),
         (2, "Host VGPU Mode", "N/A"),
         (2, "vGPU Heterogeneous Mode", "N/A"),
         *reset,
@@ -258,20 +259,20 @@ def _pci_rows(view: GpuView, shape: DriverForms) -> list[Row]:
     return [
         (1, "PCI", None),
         (2, "Bus", f"0x{view.bus:02X}"),
-        (2, "Device", "0x00"),
+        (2, "Device", f"0x{view.device:02X}"),
         (2, "Domain", "0x0000"),
         (2, "Base Classcode", "0x3"),
         (2, "Sub Classcode", "0x2"),
         (2, "Device Id", view.device_id),
         (2, "Bus Id", view.bus_id),
-        (2, "Sub System Id", "0x16C110DE"),
+        (2, "Sub System Id", view.identity.subsystem),
         (2, "GPU Link Info", None),
         (3, "PCIe Generation", None),
         (4, "Max", "5"),
         (4, "Current", "5"),
         (4, "Device Current", "5"),
         (4, "Device Max", "5"),
-        (4, "Host Max", "5"),
+        (4, "Host Max", "N/A" if view.passthrough else "5"),
         (3, "Link Width", None),
         (4, "Max", "16x"),
         (4, "Current", "16x"),
@@ -282,7 +283,7 @@ def _pci_rows(view: GpuView, shape: DriverForms) -> list[Row]:
         (2, "Replay Number Rollovers", "0"),
         (2, "Tx Throughput", f"{2100 if view.busy else 0} KB/s"),
         (2, "Rx Throughput", f"{1750 if view.busy else 0} KB/s"),
-        *(atomic[::-1] if shape.q590 else atomic),
+        *(atomic[::-1] if shape.q580 else atomic),
     ]
 
 
@@ -294,7 +295,7 @@ def _event_rows(view: GpuView, shape: DriverForms) -> list[Row]:
     rows += [(3, "HW Thermal Slowdown", "Not Active"), (3, "HW Power Brake Slowdown", "Not Active")]
     for name in ("Sync Boost", "SW Thermal Slowdown", "Display Clock Setting"):
         rows.append((2, name, "Not Active"))
-    if shape.q590:
+    if shape.q580:
         rows.append((1, "Clocks Event Reasons Counters", None))
         rows += [(2, name, "0 us") for name in _EVENT_COUNTERS]
     return rows
@@ -317,9 +318,9 @@ def _memory_rows(view: GpuView) -> list[Row]:
         (2, "Used", f"{view.mem_used} MiB"),
         (2, "Free", f"{view.mem_free} MiB"),
         (1, "BAR1 Memory Usage", None),
-        (2, "Total", "131072 MiB"),
+        (2, "Total", f"{view.identity.bar1_mib} MiB"),
         (2, "Used", "1 MiB"),
-        (2, "Free", "131071 MiB"),
+        (2, "Free", f"{view.identity.bar1_mib - 1} MiB"),
         (1, "Conf Compute Protected Memory Usage", None),
         (2, "Total", "0 MiB"),
         (2, "Used", "0 MiB"),
@@ -396,12 +397,15 @@ def _ecc_rows(view: GpuView, shape: DriverForms) -> list[Row]:
     return rows
 
 
-def _remap_rows(view: GpuView) -> list[Row]:
+def _remap_rows(view: GpuView, shape: DriverForms) -> list[Row]:
     banks = view.remap_histogram
+    inactive = shape.inactive_rows
     return [
         (1, "Remapped Rows", None),
         (2, "Correctable Error", str(view.remap_correctable)),
+        *([(2, "Inactive Correctable Error", "0")] if inactive else []),
         (2, "Uncorrectable Error", str(view.remap_uncorrectable)),
+        *([(2, "Inactive Uncorrectable Error", "0")] if inactive else []),
         (2, "Pending", _yes(view.remap_pending)),
         (2, "Remapping Failure Occurred", _yes(view.remap_failure)),
         (2, "Bank Remap Availability Histogram", None),
@@ -413,7 +417,7 @@ def _remap_rows(view: GpuView) -> list[Row]:
 
 
 def _temperature_rows(view: GpuView, shape: DriverForms) -> list[Row]:
-    if shape.q590:  # T.Limit-relative thresholds, as in the 590 sample
+    if shape.q580:  # T.Limit-relative thresholds, as in the 580 capture and the 590 sample
         return [
             (1, "Temperature", None),
             (2, "GPU Current Temp", f"{view.temp} C"),
@@ -439,12 +443,13 @@ def _temperature_rows(view: GpuView, shape: DriverForms) -> list[Row]:
 
 
 def _power_rows(view: GpuView, shape: DriverForms) -> list[Row]:
+    cap = f"{view.identity.power_limit_w:.2f} W"
     limits = (
-        ("Current Power Limit", "700.00 W"),
-        ("Requested Power Limit", "700.00 W"),
-        ("Default Power Limit", "700.00 W"),
-        ("Min Power Limit", "200.00 W"),
-        ("Max Power Limit", "700.00 W"),
+        ("Current Power Limit", cap),
+        ("Requested Power Limit", cap),
+        ("Default Power Limit", cap),
+        ("Min Power Limit", f"{view.identity.min_power_w:.2f} W"),
+        ("Max Power Limit", cap),
     )
     if shape.platform_info:
         return _power_rows_570(view, limits, shape)
@@ -469,23 +474,25 @@ def _power_rows_570(
         (2, "Instantaneous Power Draw", f"{view.power_draw - 0.23:.2f} W"),
     ]
     rows += [(2, key, value) for key, value in limits]
+    memory = f"{view.memory_power_draw:.2f} W" if shape.q580 else "N/A"
     rows += [(1, "GPU Memory Power Readings ", None)]
-    rows += [(2, "Average Power Draw", "N/A"), (2, "Instantaneous Power Draw", "N/A")]
+    rows += [(2, "Average Power Draw", memory), (2, "Instantaneous Power Draw", "N/A")]
     rows += [(1, "Module Power Readings", None)]
     rows += [(2, "Average Power Draw", "N/A"), (2, "Instantaneous Power Draw", "N/A")]
     rows += [(2, key, "N/A") for key, _ in limits]
     rows += [(1, "Power Smoothing", "N/A"), (1, "Workload Power Profiles", None)]
     rows += [(2, "Requested Profiles", "N/A"), (2, "Enforced Profiles", "N/A")]
-    if shape.q590:
+    if shape.edpp:
         rows.append((1, "EDPp Multiplier", "100.00%"))
     return rows
 
 
 def _clock_rows(view: GpuView, shape: DriverForms) -> list[Row]:
     graphics = f"{view.graphics_clock} MHz"
-    graphics_app = DEPRECATED if shape.q590 else "1980 MHz"
-    memory_app = DEPRECATED if shape.q590 else "2619 MHz"
-    voltage: list[Row] = [] if shape.q590 else [(1, "Voltage", None), (2, "Graphics", "670.000 mV")]
+    max_memory = f"{view.identity.memory_clocks[0]} MHz"
+    graphics_app = DEPRECATED if shape.deprecated_app_clocks else "1980 MHz"
+    memory_app = DEPRECATED if shape.deprecated_app_clocks else max_memory
+    voltage: list[Row] = [] if shape.q580 else [(1, "Voltage", None), (2, "Graphics", "670.000 mV")]
     return [
         (1, "Clocks", None),
         (2, "Graphics", graphics),
@@ -503,7 +510,7 @@ def _clock_rows(view: GpuView, shape: DriverForms) -> list[Row]:
         (1, "Max Clocks", None),
         (2, "Graphics", "1980 MHz"),
         (2, "SM", "1980 MHz"),
-        (2, "Memory", "2619 MHz"),
+        (2, "Memory", max_memory),
         (2, "Video", "1545 MHz"),
         (1, "Max Customer Boost Clocks", None),
         (2, "Graphics", "1980 MHz"),
@@ -531,13 +538,17 @@ def _process_rows(view: GpuView) -> list[Row]:
 
 
 def render_table(views: Sequence[GpuView], driver: str, cuda: str, now: float) -> str:
-    """The default `nvidia-smi` view: GPU table, then the process table."""
+    """The default `nvidia-smi` view: GPU table, then the process table. From 580 the frame
+    under the banner is drawn with `+` and the line between the tables is empty (the 580.159.04
+    capture, the 590.48.01 sample); before, `|---` and 89 spaces (550, 570 samples)."""
     banner = f"| NVIDIA-SMI {driver:<23}Driver Version: {driver:<15}CUDA Version: {cuda:<9}|"
-    out = [smi_timestamp(now) + "       ", _FRAME, banner, *_HEADER]
+    late = forms(driver).q580
+    header = (_GPU_SEPARATOR, *_HEADER[1:]) if late else _HEADER
+    out = [smi_timestamp(now) + "       ", _FRAME, banner, *header]
     for view in views:
         out.extend(_table_gpu(view))
         out.append(_GPU_SEPARATOR)
-    out.append(" " * 89)
+    out.append("" if late else " " * 89)
     out.extend(_table_processes(views, driver))
     return "\n".join(out) + "\n"
 
@@ -548,9 +559,10 @@ def _table_gpu(view: GpuView) -> list[str]:
     ecc = str(view.volatile_dbe)
     power = f"{round(view.power_draw)}W"
     memory = f"{view.mem_used}MiB"
+    cap = f"{view.identity.power_limit_w}W"
     return [
         f"| {view.index:>3}  {name:<29}{persistence:>4}  |{view.bus_id:>19} Off |{ecc:>21} |",
-        f"| N/A {view.temp:>4}C    {view.pstate:<2}{power:>16} /  700W |"
+        f"| N/A {view.temp:>4}C    {view.pstate:<2}{power:>16} / {cap:>5} |"
         f"{memory:>11} / {view.mem_total:>6}MiB |{view.util:>7}%{'Default':>13} |",
         f"|{'':41}|{'':24}|{'Disabled':>21} |",
     ]

@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from xml.sax.saxutils import escape
 
-from fleetfix.lab.drivers import forms
+from fleetfix.lab.drivers import DEPRECATED, DriverForms, forms
 from fleetfix.lab.tools.gpu_view import GpuView, smi_timestamp
 
 Element = tuple[str, "str | list[Element]"]
@@ -23,7 +23,8 @@ _SUPPORTED_GRAPHICS = tuple(range(1980, 344, -15))
 def render_xml(
     views: Sequence[GpuView], attached: int, *, driver: str, cuda: str, now: float, fabric_ok: bool
 ) -> str:
-    v13 = forms(driver).xml_v13
+    shape = forms(driver)
+    v13 = shape.xml_v13
     out = [
         '<?xml version="1.0" ?>',
         f'<!DOCTYPE nvidia_smi_log SYSTEM "nvsmi_device_{"v13" if v13 else "v12"}.dtd">',
@@ -35,7 +36,7 @@ def render_xml(
     ]
     for view in views:
         out.append(f'\t<gpu id="{view.bus_id}">')
-        out.extend(_render(_gpu(view, driver, v13, fabric_ok), 2))
+        out.extend(_render(_gpu(view, driver, shape, fabric_ok), 2))
         out.append("\t</gpu>")
         out.append("")
     out.append("</nvidia_smi_log>")
@@ -65,38 +66,40 @@ def _enabled(flag: bool) -> str:
     return "Enabled" if flag else "Disabled"
 
 
-def _gpu(view: GpuView, driver: str, v13: bool, fabric_ok: bool) -> list[Element]:
+def _gpu(view: GpuView, driver: str, shape: DriverForms, fabric_ok: bool) -> list[Element]:
+    v13 = shape.xml_v13
     processes: list[Element] = [
         ("process_info", _process(p.pid, p.name, p.used_mib)) for p in view.processes
     ]
     return [
-        *_identity(view, v13),
-        *_modes(view, driver, v13),
+        *_identity(view, shape),
+        *_modes(view, driver, shape),
         ("pci", _pci(view)),
         ("fan_speed", "N/A"),
         ("performance_state", view.pstate),
         ("clocks_event_reasons", _event_reasons(view)),
         *_event_counters(v13),
-        ("sparse_operation_mode", "N/A"),
+        ("sparse_operation_mode", "Disabled" if shape.q580 else "N/A"),
         *_memory(view),
         ("compute_mode", "Default"),
         ("utilization", _utilization(view)),
         ("encoder_stats", _stats()),
         ("fbc_stats", _stats()),
+        *_dram_encryption(shape),
         ("ecc_mode", [("current_ecc", "Enabled"), ("pending_ecc", "Enabled")]),
         ("ecc_errors", _ecc(view, v13)),
         ("retired_pages", _retired_pages()),
-        ("remapped_rows", _remapped_rows(view, v13)),
-        ("temperature", _temperature(view, v13)),
+        ("remapped_rows", _remapped_rows(view, shape)),
+        ("temperature", _temperature(view, shape)),
         (
             "supported_gpu_target_temp",
             [("gpu_target_temp_min", "N/A"), ("gpu_target_temp_max", "N/A")],
         ),
-        *_power(view, v13),
+        *_power(view, shape),
         *_clocks(view),
-        ("voltage", [("graphics_volt", "670.000 mV")]),
-        ("fabric", _fabric(view, fabric_ok, v13)),
-        ("supported_clocks", _supported_clocks()),
+        *_voltage(shape),
+        ("fabric", _fabric(view, fabric_ok, shape)),
+        ("supported_clocks", _supported_clocks(view)),
         ("processes", processes),
         ("accounted_processes", []),
         *_capabilities(v13),
@@ -107,7 +110,8 @@ def _capabilities(v13: bool) -> list[Element]:
     return [("capabilities", [("egm", "disabled")])] if v13 else []
 
 
-def _identity(view: GpuView, v13: bool) -> list[Element]:
+def _identity(view: GpuView, shape: DriverForms) -> list[Element]:
+    v13 = shape.xml_v13
     platform: list[Element] = (
         [
             (
@@ -130,7 +134,8 @@ def _identity(view: GpuView, v13: bool) -> list[Element]:
         ("product_name", view.name),
         ("product_brand", "NVIDIA"),
         ("product_architecture", view.architecture),
-        ("display_mode", "Enabled"),
+        ("display_mode", DEPRECATED if shape.q580 else "Enabled"),
+        *([("display_attached", "Yes")] if shape.q580 else []),
         ("display_active", "Disabled"),
         ("persistence_mode", _enabled(view.persistence)),
         ("addressing_mode", "None"),
@@ -143,17 +148,17 @@ def _identity(view: GpuView, v13: bool) -> list[Element]:
         ("uuid", view.uuid),
         *([("pdi", view.pdi)] if v13 else []),
         ("minor_number", str(view.index)),
-        ("vbios_version", "96.00.89.00.01"),
+        ("vbios_version", view.identity.vbios),
         ("multigpu_board", "No"),
-        ("board_id", f"0x{view.bus:x}00"),
-        ("board_part_number", "692-2G520-0200-000"),
-        ("gpu_part_number", "2330-885-A1"),
+        ("board_id", view.board_id),
+        ("board_part_number", view.identity.board_part),
+        ("gpu_part_number", view.identity.gpu_part),
         ("gpu_fru_part_number", "N/A"),
         *platform,
         (
             "inforom_version",
             [
-                ("img_version", "G520.0200.00.05"),
+                ("img_version", view.identity.inforom_image),
                 ("oem_object", "2.1"),
                 ("ecc_object", "7.16"),
                 ("pwr_object", "N/A"),
@@ -163,10 +168,10 @@ def _identity(view: GpuView, v13: bool) -> list[Element]:
     ]
 
 
-def _modes(view: GpuView, driver: str, v13: bool) -> list[Element]:
+def _modes(view: GpuView, driver: str, shape: DriverForms) -> list[Element]:
     reset: list[Element] = (
         [("gpu_recovery_action", view.recovery_action)]
-        if v13
+        if shape.xml_v13
         else [
             (
                 "gpu_reset_status",
@@ -179,11 +184,11 @@ def _modes(view: GpuView, driver: str, v13: bool) -> list[Element]:
     )
     return [
         ("gpu_operation_mode", [("current_gom", "N/A"), ("pending_gom", "N/A")]),
-        ("c2c_mode", "N/A"),
+        ("c2c_mode", "Disabled" if shape.q580 else "N/A"),
         (
             "gpu_virtualization_mode",
             [
-                ("virtualization_mode", "None"),
+                ("virtualization_mode", "Pass-Through" if view.passthrough else "None"),
                 ("host_vgpu_mode", "N/A"),
                 ("vgpu_heterogeneous_mode", "N/A"),
             ],
@@ -197,13 +202,13 @@ def _modes(view: GpuView, driver: str, v13: bool) -> list[Element]:
 def _pci(view: GpuView) -> list[Element]:
     return [
         ("pci_bus", f"{view.bus:02X}"),
-        ("pci_device", "00"),
+        ("pci_device", f"{view.device:02X}"),
         ("pci_domain", "0000"),
         ("pci_base_class", "3"),
         ("pci_sub_class", "2"),
         ("pci_device_id", view.device_id[2:]),
         ("pci_bus_id", view.bus_id),
-        ("pci_sub_system_id", "16C110DE"),
+        ("pci_sub_system_id", view.identity.subsystem[2:]),
         (
             "pci_gpu_link_info",
             [
@@ -214,7 +219,7 @@ def _pci(view: GpuView) -> list[Element]:
                         ("current_link_gen", "5"),
                         ("device_current_link_gen", "5"),
                         ("max_device_link_gen", "5"),
-                        ("max_host_link_gen", "5"),
+                        ("max_host_link_gen", "N/A" if view.passthrough else "5"),
                     ],
                 ),
                 ("link_widths", [("max_link_width", "16x"), ("current_link_width", "16x")]),
@@ -277,9 +282,9 @@ def _memory(view: GpuView) -> list[Element]:
         (
             "bar1_memory_usage",
             [
-                ("total", "131072 MiB"),
+                ("total", f"{view.identity.bar1_mib} MiB"),
                 ("used", "1 MiB"),
-                ("free", "131071 MiB"),
+                ("free", f"{view.identity.bar1_mib - 1} MiB"),
             ],
         ),
         ("cc_protected_memory_usage", [("total", "0 MiB"), ("used", "0 MiB"), ("free", "0 MiB")]),
@@ -343,7 +348,8 @@ def _retired_pages() -> list[Element]:
     ]
 
 
-def _remapped_rows(view: GpuView, v13: bool) -> list[Element]:
+def _remapped_rows(view: GpuView, shape: DriverForms) -> list[Element]:
+    v13 = shape.xml_v13
     histogram: list[Element] = [
         (f"row_remapper_histogram_{name}", f"{count} bank(s)")
         for name, count in zip(
@@ -363,8 +369,9 @@ def _remapped_rows(view: GpuView, v13: bool) -> list[Element]:
     ]
 
 
-def _temperature(view: GpuView, v13: bool) -> list[Element]:
-    if v13:
+def _temperature(view: GpuView, shape: DriverForms) -> list[Element]:
+    if shape.xml_v13:
+        memory_limit = "0 C" if shape.q580 else "N/A"  # HBM: 0 C in the 580.159.04 capture
         return [
             ("gpu_temp", f"{view.temp} C"),
             ("gpu_temp_tlimit", f"{87 - view.temp} C"),
@@ -373,7 +380,7 @@ def _temperature(view: GpuView, v13: bool) -> list[Element]:
             ("gpu_temp_max_gpu_tlimit_threshold", "0 C"),
             ("gpu_target_temperature", "N/A"),
             ("memory_temp", f"{view.memory_temp} C"),
-            ("gpu_temp_max_mem_tlimit_threshold", "N/A"),
+            ("gpu_temp_max_mem_tlimit_threshold", memory_limit),
         ]
     return [
         ("gpu_temp", f"{view.temp} C"),
@@ -387,7 +394,8 @@ def _temperature(view: GpuView, v13: bool) -> list[Element]:
     ]
 
 
-def _power(view: GpuView, v13: bool) -> list[Element]:
+def _power(view: GpuView, shape: DriverForms) -> list[Element]:
+    v13 = shape.xml_v13
     draw: list[Element] = (
         [
             ("average_power_draw", f"{view.power_draw:.2f} W"),
@@ -396,17 +404,18 @@ def _power(view: GpuView, v13: bool) -> list[Element]:
         if v13
         else [("power_draw", f"{view.power_draw:.2f} W")]
     )
+    cap = f"{view.identity.power_limit_w:.2f} W"
     limits: list[Element] = [
-        ("current_power_limit", "700.00 W"),
-        ("requested_power_limit", "700.00 W"),
-        ("default_power_limit", "700.00 W"),
-        ("min_power_limit", "200.00 W"),
-        ("max_power_limit", "700.00 W"),
+        ("current_power_limit", cap),
+        ("requested_power_limit", cap),
+        ("default_power_limit", cap),
+        ("min_power_limit", f"{view.identity.min_power_w:.2f} W"),
+        ("max_power_limit", cap),
     ]
     module_draw: list[Element] = [(tag, "N/A") for tag, _ in draw]
     return [
         ("gpu_power_readings", [("power_state", view.pstate), *draw, *limits]),
-        *_memory_power(v13),
+        *_memory_power(view, shape),
         (
             "module_power_readings",
             [
@@ -415,19 +424,46 @@ def _power(view: GpuView, v13: bool) -> list[Element]:
                 *[(tag, "N/A") for tag, _ in limits],
             ],
         ),
+        *_power_extras(shape),
     ]
 
 
-def _memory_power(v13: bool) -> list[Element]:
-    """Only v13 logs have this block (v12 drivers print it in -q text alone)."""
-    if not v13:
+def _voltage(shape: DriverForms) -> list[Element]:
+    """Gone from 580 (the 580.159.04 capture has no <voltage>)."""
+    return [] if shape.q580 else [("voltage", [("graphics_volt", "670.000 mV")])]
+
+
+def _power_extras(shape: DriverForms) -> list[Element]:
+    """580+: power smoothing and workload power profiles (the 580.159.04 capture)."""
+    if not shape.q580:
         return []
-    draws: list[Element] = [("average_power_draw", "N/A"), ("instant_power_draw", "N/A")]
+    profiles: list[Element] = [
+        ("power_profile_requested_profiles", "N/A"),
+        ("power_profile_enforced_profiles", "N/A"),
+    ]
+    return [("power_smoothing", "N/A"), ("power_profiles", profiles)]
+
+
+def _dram_encryption(shape: DriverForms) -> list[Element]:
+    if not shape.q580:
+        return []
+    modes: list[Element] = [("current_dram_encryption", "N/A"), ("pending_dram_encryption", "N/A")]
+    return [("dram_encryption_mode", modes)]
+
+
+def _memory_power(view: GpuView, shape: DriverForms) -> list[Element]:
+    """Only v13 logs have this block (v12 drivers print it in -q text alone); 580+ measure
+    the average (the 580.159.04 capture)."""
+    if not shape.xml_v13:
+        return []
+    average = f"{view.memory_power_draw:.2f} W" if shape.q580 else "N/A"
+    draws: list[Element] = [("average_power_draw", average), ("instant_power_draw", "N/A")]
     return [("gpu_memory_power_readings", draws)]
 
 
 def _clocks(view: GpuView) -> list[Element]:
     graphics = f"{view.graphics_clock} MHz"
+    memory = f"{view.identity.memory_clocks[0]} MHz"
     return [
         (
             "clocks",
@@ -438,18 +474,15 @@ def _clocks(view: GpuView) -> list[Element]:
                 ("video_clock", "765 MHz"),
             ],
         ),
-        ("applications_clocks", [("graphics_clock", "1980 MHz"), ("mem_clock", "2619 MHz")]),
-        (
-            "default_applications_clocks",
-            [("graphics_clock", "1980 MHz"), ("mem_clock", "2619 MHz")],
-        ),
+        ("applications_clocks", [("graphics_clock", "1980 MHz"), ("mem_clock", memory)]),
+        ("default_applications_clocks", [("graphics_clock", "1980 MHz"), ("mem_clock", memory)]),
         ("deferred_clocks", [("mem_clock", "N/A")]),
         (
             "max_clocks",
             [
                 ("graphics_clock", "1980 MHz"),
                 ("sm_clock", "1980 MHz"),
-                ("mem_clock", "2619 MHz"),
+                ("mem_clock", memory),
                 ("video_clock", "1545 MHz"),
             ],
         ),
@@ -468,7 +501,7 @@ _HEALTH_V13 = (
 )
 
 
-def _fabric(view: GpuView, fabric_ok: bool, v13: bool) -> list[Element]:
+def _fabric(view: GpuView, fabric_ok: bool, shape: DriverForms) -> list[Element]:
     fabric = view.fabric
     if fabric is None:  # the classic board: Completed while nvidia-fabricmanager runs
         return [
@@ -478,7 +511,9 @@ def _fabric(view: GpuView, fabric_ok: bool, v13: bool) -> list[Element]:
             ("clusterUuid", "N/A"),
             ("health", [("bandwidth", "N/A")]),
         ]
-    health: list[Element] = [(name, "N/A") for name in (_HEALTH_V13 if v13 else ("bandwidth",))]
+    names = _HEALTH_V13 if shape.xml_v13 else ("bandwidth",)
+    partition = ("partition_assigned",) if shape.inactive_rows else ()
+    health: list[Element] = [(name, "N/A") for name in (*names, *partition)]
     return [
         ("state", fabric.state),
         ("status", fabric.status),
@@ -488,11 +523,14 @@ def _fabric(view: GpuView, fabric_ok: bool, v13: bool) -> list[Element]:
     ]
 
 
-def _supported_clocks() -> list[Element]:
+def _supported_clocks(view: GpuView) -> list[Element]:
     graphics: list[Element] = [
         ("supported_graphics_clock", f"{c} MHz") for c in _SUPPORTED_GRAPHICS
     ]
-    return [("supported_mem_clock", [("value", "2619 MHz"), *graphics])]
+    return [
+        ("supported_mem_clock", [("value", f"{memory} MHz"), *graphics])
+        for memory in view.identity.memory_clocks
+    ]
 
 
 def _process(pid: int, name: str, used_mib: int) -> list[Element]:
