@@ -160,6 +160,34 @@ cgroup 0::/system.slice/slurmstepd.scope/job_51234/step_0/user/task_0
     assert found.complete and found.errors == ()
 
 
+REAL_H200_HOLDER = """\
+### fleetfix fuser rc=0
+### fleetfix holder pid=459
+user root
+comm sleep
+cgroup 0::/process_api/fc7fd9328c476e3116a241d260c9f645
+### fleetfix end
+"""
+"""The probe's command on the lent H200 VM (580.159.04, psmisc 23.6, no systemd), byte for byte,
+while a shell there held /dev/nvidiactl open (`( exec 3</dev/nvidiactl; exec sleep 60 ) &`)."""
+
+
+def test_a_real_stray_holder_is_read_and_refuses_a_reset() -> None:
+    found = device_holders.parse(REAL_H200_HOLDER)
+    assert [(h.pid, h.user, h.command, h.unit, h.job) for h in found.holders] == [
+        (459, "root", "sleep", None, False)
+    ]
+    # gpu_processes' fuser table for it, with the PID column (psmisc writes it to stdout).
+    table = FUSER_TABLE.split("/dev/nvidia0:", maxsplit=1)[0]
+    table += "/dev/nvidiactl:      root        459 f.... sleep\n### fleetfix end rc=0\n"
+    found_all = facts() | {"gpu_processes": gpu_processes.parse(table), "device_holders": found}
+    done = reset(found_all)
+    assert done.refused is not None and done.refused.startswith(
+        "the GPU devices are held by pid 459 sleep (user root,"
+        " /process_api/fc7fd9328c476e3116a241d260c9f645): neither a job nor a service. A GPU"
+    )
+
+
 @pytest.mark.parametrize(
     ("rc", "error"),
     [
