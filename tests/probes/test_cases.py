@@ -41,24 +41,26 @@ REAL_NODE_CONTEXT = frozenset(
 MANIFEST.md says what each is)."""
 
 
-def _real_node_context(path: Path) -> bool:
-    """A real-node capture's manifest, commands (`probe-*.sh`), stderr, the empty output of a
-    tool the node lacks (exit-codes.txt says so), or a description of the machine."""
+def _context(path: Path) -> bool:
+    """A manifest (where samples came from: `*.md`), or a real-node capture's commands
+    (`probe-*.sh`), stderr, the empty output of a tool the node lacks (exit-codes.txt says
+    so), or a description of the machine."""
+    if path.suffix == ".md":
+        return True
     if "real-nodes" not in path.parts:
         return False
-    suffixes = (".md", ".sh", ".stderr.txt")
+    suffixes = (".sh", ".stderr.txt")
     return path.name.endswith(suffixes) or path.name in REAL_NODE_CONTEXT or not path.stat().st_size
 
 
 def test_every_copied_sample_has_a_case() -> None:
     """A sample copied into the fixtures is there to be tested: none may sit unused. A real
-    node's probe captures are read by test_real_nodes.py; its other files are context."""
+    node's probe captures are read by test_real_nodes.py; manifests and a capture's other
+    files are context."""
     used = {case.sample.resolve() for _, case in CASES}
     used |= {capture.resolve() for capture in SAMPLES.glob("real-nodes/*/probe-*.txt")}
     copied = {
-        path.resolve()
-        for path in SAMPLES.rglob("*")
-        if path.is_file() and not _real_node_context(path)
+        path.resolve() for path in SAMPLES.rglob("*") if path.is_file() and not _context(path)
     }
     assert sorted(str(p.relative_to(SAMPLES.resolve())) for p in copied - used) == []
 

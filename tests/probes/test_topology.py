@@ -199,3 +199,26 @@ def test_single_gpu_pcie_boards() -> None:
     alone = _parse("nvgpuexp-h100-vm-1gpu-590.48.01.txt")
     assert (alone.gpu_count, alone.nic_count, alone.gpu_link_types) == (1, 0, ())
     assert alone.gpus[0].cpu_affinity == "0-19"
+
+
+def test_an_empty_tab_cell_keeps_its_column() -> None:
+    """A GB200 NVL72 tray captured in a container (ANSI header): GPUs 2-3 have an empty CPU
+    Affinity cell (none of their Grace's CPUs in the container's cpuset). Read by whitespace,
+    their NUMA node 1 became a CPU list "1"; read by tabs it stays NUMA 1, CPUs unknown."""
+    text = _text("aiconfigurator-gb200-nvl72-tray-4gpu-6nic-ansi.txt")
+    facts = PROBE.read(text)
+    assert [(g.cpu_affinity, g.numa_affinity, g.gpu_numa_id) for g in facts.gpus] == [
+        ("0-35", "0", None),
+        ("0-35", "0", None),
+        (None, "1", None),
+        (None, "1", None),
+    ]
+    assert (facts.gpu_count, facts.nic_count, facts.gpu_link_types) == (4, 6, ("NV18",))
+    assert facts.complete is True
+    assert compare_topology(facts, ExpectedTopology(gpus=4, nics=6, gpu_link="NV18")) == ()
+
+
+def test_the_raw_ansi_capture_reads_as_its_stripped_copy() -> None:
+    raw = _text("nvgpuexp-h100-vm-1gpu-590.48.01-raw-ansi.txt")
+    assert "\x1b[4m" in raw
+    assert PROBE.read(raw) == PROBE.read(_text("nvgpuexp-h100-vm-1gpu-590.48.01.txt"))

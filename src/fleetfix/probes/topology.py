@@ -1,8 +1,12 @@
 """The topology probe: `nvidia-smi topo -m` as a GPU/NIC link matrix, and its comparison
 with what the node should look like.
 
-The matrix is read by whitespace, so real output (tabs, an empty cell before `GPU NUMA ID`,
-trailing blanks) and pasted output (spaces) read the same. Every cell must be a link type
+Real output is tab-separated and read by tabs, so an empty cell keeps its column: the one
+nvidia-smi prints before `GPU NUMA ID`, a CPU Affinity left empty in a container whose cpuset
+holds none of the GPU's CPUs (a GB200 tray's capture), a NIC row's affinity cells. Pasted
+output (spaces) is read by whitespace, where an empty cell cannot be seen. The header row's
+terminal underline (driver 580 and later, even into a pipe) is gone before parsing
+(Probe.read). Every cell must be a link type
 (X, NV#, PIX, PXB, PHB, NODE, SYS, SOC), the diagonal must be X, every row must name a
 column and affinity values must look like CPU lists: a paste whose columns were mangled is
 refused instead of being read into the wrong pairs. Output without the legend that always
@@ -107,8 +111,21 @@ class _Row:
     affinity: Mapping[str, str | None]
 
 
+def _tokens(line: Line, header: _Header) -> list[str]:
+    """A row's cells: by tab where nvidia-smi wrote tabs (empty cells kept), else by
+    whitespace (a paste). nvidia-smi prints an empty cell before `GPU NUMA ID`: dropped."""
+    if "\t" not in line.text:
+        return line.text.split()
+    tokens = [cell.strip() for cell in line.text.split("\t")]
+    rest = tokens[1 + len(header.devices) :]
+    quirk = header.affinity[-1:] == ("GPU NUMA ID",) and len(rest) == len(header.affinity) + 1
+    if quirk and rest[-2] == "":
+        del tokens[-2]
+    return tokens
+
+
 def _row(line: Line, header: _Header, text: str) -> _Row:
-    tokens = line.text.split()
+    tokens = _tokens(line, header)
     name, cells, rest = (
         tokens[0],
         tokens[1 : 1 + len(header.devices)],
@@ -124,10 +141,13 @@ def _row(line: Line, header: _Header, text: str) -> _Row:
     affinity = dict(zip(header.affinity, rest, strict=False))
     for label, value in affinity.items():
         pattern = _NUMA_ID if label != "CPU Affinity" else _CPU_LIST
-        if not pattern.match(value):
+        if value and not pattern.match(value):
             reason = f"row {name!r}: {label} {value!r} is not a CPU/NUMA list (clipped?)"
             raise ProbeParseError(NAME, reason, text, line=line.number)
-    values = {label: (None if value == "N/A" else value) for label, value in affinity.items()}
+    # N/A, or an empty tab cell (none of the GPU's CPUs in a container's cpuset): unknown
+    values = {
+        label: (value if value not in ("", "N/A") else None) for label, value in affinity.items()
+    }
     return _Row(name, dict(zip(header.devices, cells, strict=True)), values)
 
 
