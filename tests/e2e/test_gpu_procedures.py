@@ -36,7 +36,10 @@ NODES = (
 )
 RESET = ("bd01", "bd02", "bd04", "bd10")
 REBOOTED = ("bd03", "bd07", "bd08")
-FOR_A_HUMAN = {"bd05": "needs field diagnostics", "bd06": "needs RMA"}
+FOR_A_HUMAN = {  # RMA candidates: NVIDIA's field diagnostic confirms an RMA, fleetfix does not
+    "bd05": "RMA candidate: run the field diagnostic",
+    "bd06": "RMA candidate: run the field diagnostic",
+}
 FABRIC_MANAGER = "nvidia-fabricmanager"
 ALL_EIGHT = "-r -i 0,1,2,3,4,5,6,7"
 

@@ -173,10 +173,12 @@ def test_ecc_resets_what_a_reset_fixes_and_leaves_the_rest(lab: MixedLab) -> Non
         assert _slurm_in_service(after[name]), after[name]["slurm"]
         assert after[name]["services"] == before[name]["services"]
         assert after[name]["persistence"] == ALL_ON
-    # gpu008 (row-remap failure): nothing a reset can do; drained for RMA, failed.
+    # gpu008 (row-remap failure): nothing a reset can do; drained as an RMA candidate for the
+    # field diagnostic (never "needs RMA" on fleetfix's own reading), failed.
     reason = after["gpu008"]["slurm"]["reason"]
     assert after["gpu008"]["slurm"]["drain"] is True
-    assert reason.startswith("fleetfix:") and "needs RMA" in reason, reason
+    assert reason.startswith("fleetfix:") and "RMA candidate: run the field diagnostic" in reason
+    assert "needs RMA" not in reason, reason
     assert "row_remap_failure" in fault_kinds(after["gpu008"])
     assert first.hosts_with("failed") == {"gpu008"}, first.output
     # gpu024 (busy): drained so no new job lands, but neither reset nor rebooted under its job.
@@ -216,7 +218,8 @@ def test_ecc_check_changes_nothing_and_shows_the_plan(lab: MixedLab) -> None:
         "[gpu004] would run: nvidia-smi -r -i 1\n",
         "[gpu006] would run: nvidia-smi -r -i 4\n",
         "[gpu008] would run: scontrol update NodeName=gpu008 State=DRAIN "
-        "Reason='fleetfix: GPU 6: row remapping failure: needs RMA'\n",
+        "Reason='fleetfix: GPU 6: row remapping failure: RMA candidate: run the field"
+        " diagnostic'\n",
     ):
         assert planned in done.stdout, done.output
     # The dry run takes the path the real run takes: gpu006 is reset, not sent to RMA, and the

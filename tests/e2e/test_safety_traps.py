@@ -219,7 +219,7 @@ def test_a_gpu_that_does_not_come_back_keeps_the_node_out(traps: Traps) -> None:
     slurm = node["slurm"]
     assert slurm["drain"], f"gpu07 back in service with 7 of 8 GPUs\n{fleet.run.output}"
     assert str(slurm["reason"]).startswith("fleetfix:"), slurm
-    assert re.search(r"needs RMA|GPUs visible", str(slurm["reason"])), slurm
+    assert re.search(r"cold power cycle|GPUs visible", str(slurm["reason"])), slurm
     resumes = [e for e in node["audit"] if "State=RESUME" in e["argv"]]
     assert resumes == [], node["audit"]
     assert "7 of 8 GPUs visible (Slurm's Gres)" in fleet.run.stdout, fleet.run.output
