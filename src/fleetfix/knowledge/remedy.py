@@ -188,6 +188,9 @@ def decide(smi: Facts | None, xid: Facts | None = None, services: Facts | None =
     lost = _missing(smi, xid)
     if lost:
         _note(found, "node", Remedy.REBOOT, lost)
+    if xid is not None:
+        for key, remedy, why in _gpu_failures(xid):
+            _note(found, key, remedy, f"{why} in this boot's kernel log")
     return _verdict(found)
 
 
@@ -207,7 +210,32 @@ def from_log(xid: Facts, smi: Facts | None = None) -> Verdict:
     if gone:
         codes = ", ".join(str(code) for code in gone)
         _note(found, "node", Remedy.REBOOT, f"Xid {codes} in this boot's kernel log")
+    for key, remedy, why in _gpu_failures(xid):
+        _note(found, key, remedy, f"{why} in this boot's kernel log")
     return _verdict(found)
+
+
+_FAILURE_REMEDY: Mapping[str, tuple[Remedy, str]] = MappingProxyType(
+    {
+        "init_failed": (Remedy.REBOOT, "the driver could not initialise the GPU"),
+        "fell_off_bus": (Remedy.REBOOT, "the GPU fell off the bus"),
+        "probe_failed": (Remedy.REBOOT, "the driver's probe of a GPU failed"),
+        "no_power": (Remedy.HUMAN, "the GPU lacks its power cables"),
+        "unsupported": (Remedy.HUMAN, "this driver does not support the GPU"),
+    }
+)
+"""What a GPU the driver could not bring up needs (probes/gpu_failures.py kinds): the driver
+tries again at the next boot, so a reboot (then, playbooks escalating, a cold power cycle) for
+a failed initialisation or a GPU off the bus; cables and a driver that does not support the
+board are a person's work."""
+
+
+def _gpu_failures(xid: Facts) -> Iterable[tuple[str, Remedy, str]]:
+    """(GPU key, remedy, why) per GPU failure the kernel log reports this boot."""
+    for failure in xid.get("gpu_failures") or ():
+        remedy, why = _FAILURE_REMEDY.get(str(failure.get("kind")), (Remedy.HUMAN, "GPU failure"))
+        bus = failure.get("bus_id")
+        yield (str(bus) if bus else "node"), remedy, f"{why} ({failure.get('message')})"
 
 
 @dataclass(frozen=True, slots=True)

@@ -23,6 +23,7 @@ from fleetfix.playbook.filters import FILTERS
 from fleetfix.probes.base import to_data
 from fleetfix.probes.nvidia_smi import PROBE
 from fleetfix.probes.services import PROBE as SERVICES
+from fleetfix.probes.xid import PROBE as XID
 from tests.probes.cases import SAMPLES
 
 HEALTHY = (
@@ -301,3 +302,21 @@ def test_not_fixed_says_what_comes_next_in_nvidias_order() -> None:
     held = {"action": "reboot", "failed": True, "ran": False, "msg": "reboot held: rack cap"}
     assert not_fixed(fault, [held]) == f"{fault}; not fixed (reboot held: rack cap); needs a human"
     assert not_fixed(fault, []) == f"{fault}; not fixed; needs a human"
+
+
+def test_a_gpu_the_driver_could_not_bring_up_needs_a_reboot_without_an_xid() -> None:
+    text = (
+        "[Sat Nov 28 03:01:02 2026] NVRM: GPU 0000:3b:00.0: RmInitAdapter failed! (0x24:0x65:1426)"
+    )
+    xid = to_data(XID.read(text + "\n"))
+    assert xid["codes"] == []
+    logged = from_log(xid)
+    assert logged.remedy is Remedy.REBOOT
+    assert "could not initialise" in logged.why[0] and "0000:3b:00.0" in logged.why[0]
+    both = decide(_data(H100_590), xid)
+    assert both.remedy is Remedy.REBOOT
+
+
+def test_cables_and_an_unsupported_board_are_a_persons_work() -> None:
+    text = "NVRM: GPU 0000:3b:00.0: GPU does not have the necessary power cables connected.\n"
+    assert from_log(to_data(XID.read(text))).remedy is Remedy.HUMAN
