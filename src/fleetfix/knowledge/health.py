@@ -60,6 +60,15 @@ def gpu_health(f: Facts, services: Facts | None = None) -> Health:
 
 def _xid(f: Facts) -> Health:
     codes = list(f.get("codes", ()))
+    failures = list(f.get("gpu_failures", ()))
+    if failures:  # a GPU the driver could not bring up or lost, Xid line or not
+        first = failures[0]
+        where = f"GPU {first.get('bus_id')}" if first.get("bus_id") else "a GPU"
+        more = f" (+{len(failures) - 1} more)" if len(failures) > 1 else ""
+        xids = f"; Xid {', '.join(str(c) for c in codes)}" if codes else ""
+        return Health(
+            Level.BAD, f"{where}: {str(first.get('kind', '')).replace('_', ' ')}{more}{xids}"
+        )
     if not codes:
         return Health(Level.OK, "no Xid")
     asks = from_log(f).remedy is not Remedy.NONE  # a reboot still due in this boot
