@@ -128,7 +128,7 @@ def test_garbage_is_refused(text: str, reason: str) -> None:
 def test_command_prints_both_sources_between_markers() -> None:
     command = PROBE.command({})
     assert f"--query-compute-apps={','.join(QUERY_FIELDS)} --format=csv,noheader" in command
-    assert "fuser -v /dev/nvidia* 2>" in command
+    assert 'fuser -v /dev/nvidia* >"$d/f" 2>&1' in command  # psmisc's PIDs go to stdout
     assert command.count(f"echo '{MARKER_PREFIX}end rc=137 stuck=1'") == 2
     assert command.count(f'echo "{MARKER_PREFIX}end rc=$(cat ') == 2
 
@@ -136,12 +136,12 @@ def test_command_prints_both_sources_between_markers() -> None:
 def test_command_bounds_each_tool_and_the_whole_probe() -> None:
     command = PROBE.command({})
     assert "timeout -k 2 15 nvidia-smi --query-compute-apps=" in command
-    assert "timeout -k 2 15 fuser -v /dev/nvidia*" in command
+    assert "timeout -k 2 15 $u fuser -v /dev/nvidia*" in command
     # The watchdog gives up on a tool stuck past SIGKILL well inside a 60 s step timeout.
     assert "( sleep 18; kill -9 $q $f )" in command
     tuned = PROBE.command({"nvidia_smi_timeout": "5", "fuser_timeout": 2.5})
     assert "timeout -k 2 5 nvidia-smi" in tuned
-    assert "timeout -k 2 2.5 fuser" in tuned
+    assert "timeout -k 2 2.5 $u fuser" in tuned
     assert "( sleep 8; kill -9 $q $f )" in tuned
 
 
@@ -215,9 +215,10 @@ def test_a_fuser_that_did_not_answer_is_not_read_as_no_holders(end: str) -> None
     assert "Killed" in facts.errors
 
 
-PERSISTENCED_STUB = (
+PERSISTENCED_STUB = (  # as psmisc writes it: the PID alone to stdout, the rest to stderr
     "echo '                     USER        PID ACCESS COMMAND' >&2\n"
-    "echo '/dev/nvidia0:        root       1503 F.... nvidia-persiste' >&2\n"
+    "printf '/dev/nvidia0:        root     ' >&2; printf ' %5d' 1503;"
+    " echo ' F.... nvidia-persiste' >&2\n"
 )
 
 
@@ -249,7 +250,7 @@ needs_timeout = pytest.mark.skipif(
 @needs_timeout
 def test_a_hung_nvidia_smi_does_not_hide_fuser_in_a_real_shell(tmp_path: Path) -> None:
     _stub(tmp_path, "nvidia-smi", "exec tail -f /dev/null")  # never answers; TERM ends it
-    _stub(tmp_path, "fuser", PERSISTENCED_STUB + "echo 1503")
+    _stub(tmp_path, "fuser", PERSISTENCED_STUB)
     done = _run_probe(tmp_path, {"nvidia_smi_timeout": 0.2, "fuser_timeout": 5})
     facts = PROBE.parse(done.stdout)
     assert done.returncode == 0
@@ -285,6 +286,35 @@ def test_a_tool_stuck_past_sigkill_is_given_up_on_in_a_real_shell(tmp_path: Path
     assert _gate(facts) == (
         "cannot tell whether GPU processes are running (process listing incomplete)"
     )
+
+
+def test_psmisc_pids_after_the_table_are_matched_to_their_rows() -> None:
+    """Captured without stdbuf, psmisc's buffered stdout puts the PIDs after the table."""
+    text = (
+        "### fleetfix query-compute-apps timeout=15\n### fleetfix end rc=0\n"
+        "### fleetfix fuser timeout=15\n"
+        "                     USER        PID ACCESS COMMAND\n"
+        "/dev/nvidia0:        root     F.... nvidia-persiste\n"
+        "/dev/nvidiactl:      root     F.... nvidia-persiste\n"
+        "                     bob      f.... nvtop\n"
+        "   1503   1503   4242\n"
+        "### fleetfix end rc=0\n"
+    )
+    facts = PROBE.parse(text)
+    assert facts.fuser_ok and facts.holder_pids == (1503, 4242)
+    by_pid = {h.pid: h for h in facts.processes}
+    assert by_pid[4242].user == "bob" and by_pid[4242].devices == ("/dev/nvidiactl",)
+    assert by_pid[1503].devices == ("/dev/nvidia0", "/dev/nvidiactl")
+
+
+def test_a_row_whose_pid_never_came_is_refused() -> None:
+    text = (
+        "### fleetfix fuser timeout=15\n"
+        "/dev/nvidia0:        root     F.... nvidia-persiste\n"
+        "### fleetfix end rc=0\n"
+    )
+    with pytest.raises(ProbeParseError, match="without a PID"):
+        PROBE.parse(text)
 
 
 def test_monitoring_and_mps_daemons_are_services_not_jobs() -> None:

@@ -49,6 +49,11 @@ _FUSER_ROW = re.compile(
     r"^(?:(?P<path>/\S+?):)?\s+(?P<user>\S+)\s+(?P<pid>\d+|kernel)\s+(?P<access>[\w.]+)"
     r"(?:\s+(?P<command>.+?))?\s*$"
 )
+_FUSER_ROW_NO_PID = re.compile(
+    r"^(?:(?P<path>/\S+?):)?\s+(?P<user>\S+)\s+(?P<access>[.cerfFmM]{5})(?:\s+(?P<command>.+?))?\s*$"
+)
+"""A row whose PID psmisc wrote to (buffered) stdout: the PIDs follow the table, in row order."""
+_FUSER_PIDS = re.compile(r"^\s*\d+(?:\s+\d+)*\s*$")
 _FUSER_PATH_ALONE = re.compile(r"^(?P<path>/\S+):\s*$")
 """psmisc puts a long device name on a line of its own and its holders on the next lines."""
 _FUSER_NO_FILE = re.compile(r"^Specified filename .* does not exist\.?$")
@@ -142,13 +147,16 @@ def command(params: Mapping[str, Any]) -> str:
     deadline = math.ceil(max(query_limit, fuser_limit)) + KILL_GRACE + 1
     fields = ",".join(QUERY_FIELDS)
     query = f"nvidia-smi --query-compute-apps={fields} --format=csv,noheader"
-    # fuser -v writes its table to stderr (PIDs alone go to stdout): keep only the table.
-    fuser = "fuser -v /dev/nvidia*"
+    # psmisc's fuser -v writes its table to stderr but each PID to stdout: both go to one file,
+    # stdout unbuffered where coreutils' stdbuf exists so every PID lands in its row (else the
+    # PIDs may trail the table, which the parser also reads).
+    fuser = "$u fuser -v /dev/nvidia*"
     return " ".join(
         (
             "d=$(mktemp -d) || exit 1;",
+            "u=; command -v stdbuf >/dev/null 2>&1 && u='stdbuf -o0 -e0';",
             _background(query_limit, f'{query} >"$d/q" 2>&1', "q"),
-            _background(fuser_limit, f'{fuser} 2>"$d/f" >/dev/null', "f"),
+            _background(fuser_limit, f'{fuser} >"$d/f" 2>&1', "f"),
             f"( sleep {deadline}; kill -9 $q $f ) </dev/null >/dev/null 2>&1 & w=$!;",
             "wait $q $f 2>/dev/null; kill $w 2>/dev/null;",
             _show("query-compute-apps", query_limit, "q"),
@@ -293,9 +301,7 @@ def _fuser_source(lines: tuple[Line, ...], status: _Status, text: str) -> _Sourc
     rc = status.rc
     if status.stuck or rc in TIMED_OUT_RC or rc in _COULD_NOT_RUN_RC:
         return _unanswered("fuser", lines, status)
-    holders: dict[int, HeldProcess] = {}
-    warnings: list[str] = []
-    path = None
+    table = _FuserTable(text)
     for line in (ln for ln in lines if ln.text.strip()):
         stripped = line.text.strip()
         if _FUSER_HEADER.match(line.text) or _FUSER_NO_FILE.match(stripped):
@@ -303,24 +309,65 @@ def _fuser_source(lines: tuple[Line, ...], status: _Status, text: str) -> _Sourc
         if _NOT_INSTALLED.search(stripped) and "fuser" in stripped:
             return _Source((), ok=False, complete=False, errors=(stripped,))
         if _FUSER_WARNING.match(stripped):
-            warnings.append(stripped)
+            table.warnings.append(stripped)
             continue
-        alone = _FUSER_PATH_ALONE.match(line.text)
-        if alone is not None:
-            path = alone["path"]
-            continue
-        match = _FUSER_ROW.match(line.text)
-        if match is None:
-            raise ProbeParseError(NAME, "not a line of `fuser -v` output", text, line=line.number)
-        path = match["path"] or path
-        if path is None:
-            raise ProbeParseError(NAME, "fuser row before any device path", text, line=line.number)
-        if match["pid"] != "kernel":
-            _add_holder(holders, int(match["pid"]), match["user"], match["command"], path)
+        table.read(line)
+    holders = table.holders()
     ok = rc in (None, 0, 1)
     errors = () if ok else (f"fuser exited {rc}",)
     found = tuple(holders[pid] for pid in sorted(holders))
+    warnings = table.warnings
     return _Source(found, ok=ok, complete=ok and not warnings, errors=(*errors, *warnings))
+
+
+class _FuserTable:
+    """The rows of one `fuser -v` table, read line by line. psmisc writes each PID to stdout
+    and the rest of its row to stderr; captured in one file without stdbuf, the PIDs can trail
+    the table (rows without PIDs, then lines of PIDs in row order)."""
+
+    def __init__(self, text: str) -> None:
+        self.text = text
+        self.warnings: list[str] = []
+        self._holders: dict[int, HeldProcess] = {}
+        self._waiting: list[tuple[str, str | None, str, int]] = []  # rows whose PID comes later
+        self._path: str | None = None
+
+    def read(self, line: Line) -> None:
+        alone = _FUSER_PATH_ALONE.match(line.text)
+        if alone is not None:
+            self._path = alone["path"]
+            return
+        if self._waiting and _FUSER_PIDS.match(line.text):
+            for pid in line.text.split():
+                if not self._waiting:
+                    raise ProbeParseError(
+                        NAME, "more PIDs than fuser rows", self.text, line=line.number
+                    )
+                user, command, device, _ = self._waiting.pop(0)
+                _add_holder(self._holders, int(pid), user, command, device)
+            return
+        match = _FUSER_ROW.match(line.text)
+        late = None if match is not None else _FUSER_ROW_NO_PID.match(line.text)
+        row = match or late
+        if row is None:
+            raise ProbeParseError(
+                NAME, "not a line of `fuser -v` output", self.text, line=line.number
+            )
+        self._path = row["path"] or self._path
+        if self._path is None:
+            raise ProbeParseError(
+                NAME, "fuser row before any device path", self.text, line=line.number
+            )
+        if late is not None:
+            self._waiting.append((late["user"], late["command"], self._path, line.number))
+        elif row["pid"] != "kernel":
+            _add_holder(self._holders, int(row["pid"]), row["user"], row["command"], self._path)
+
+    def holders(self) -> dict[int, HeldProcess]:
+        if self._waiting:
+            number = self._waiting[0][3]
+            raise ProbeParseError(NAME, "fuser row without a PID", self.text, line=number)
+        return self._holders
 
 
 def _add_holder(
