@@ -120,6 +120,12 @@ def _plan(ctx: ActionContext) -> ActionPlan:
     services: ServicesFacts | None = ctx.facts.get("services")
     found = device_holders(ctx, RELOAD_NEEDS, ())
     refusal = found.refused or busy_reason(ctx, found.service_pids) or _drained_gate(ctx)
+    if refusal is None and modules.nvidia_loaded and modules.unload_supported is False:
+        refusal = (
+            "this kernel cannot unload modules (/proc/modules shows '-' for every module's"
+            " users: built without CONFIG_MODULE_UNLOAD), so the driver cannot be reloaded in"
+            " place; reboot the node instead"
+        )
     if refusal is not None:
         return ActionPlan(refused=refusal)
     stopped = holder_units(found, DRIVER_HOLDERS, services)

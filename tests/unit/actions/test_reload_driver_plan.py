@@ -174,3 +174,12 @@ def test_verification_waits_for_the_fabric_and_everything_promised() -> None:
     without = WITH_NVIDIA_FS.replace("gdrdrv                 24576  0\n", "")
     without_gdrdrv = modules(without.replace("nvidia_fs,gdrdrv,", "nvidia_fs,"))
     assert check(node(H100), without_gdrdrv) == "modules not loaded after reload: gdrdrv"
+
+
+def test_a_kernel_that_cannot_unload_modules_is_refused_not_rmmodded() -> None:
+    """The real H200 VM: /proc/modules shows '-' for every module's users (no module unload)."""
+    real = SAMPLES / "real-nodes" / "h200-sxm-vm-580.159.04" / "probe-kernel_modules.txt"
+    mods = modules(real.read_text(encoding="utf-8"))
+    assert mods.unload_supported is False
+    refused = plan(mods, units()).refused
+    assert refused is not None and "cannot unload modules" in refused and "reboot" in refused
