@@ -284,7 +284,7 @@ _XID154 = (
 _GONE = (
     "Xid {code}: the GPU fell off the bus and only a reboot brings it back; fleetfix reboots a"
     " node that logged it this boot, or that shows fewer GPUs than it should, whatever the"
-    " recovery action says"
+    " recovery action says, and power-cycles it (cold) when a warm reboot did not"
 )
 _STATE = (
     "a pending row remap or page retirement, double-bit errors, an NVLink fabric not registered"

@@ -106,8 +106,9 @@ def test_without_an_action_it_says_fleetfix_acts_on_the_nodes_state(
     does = field(out, "fleetfix does")
     assert does.startswith("fleetfix acts on what the node reports now, not on this log line")
     assert "Reset Required on older drivers" in does
-    assert "Reset, Drain P2P, Drain and Reset, Bus Reset: drain the node and reset the GPU" in does
-    assert "Reboot, System Reboot: drain the node and reboot it" in does
+    assert "Reset, Drain P2P, Drain and Reset: drain the node and reset the GPU" in does
+    assert "Reboot: drain the node and reboot it" in does
+    assert "Bus Reset, System Reboot: drain the node and power-cycle it" in does
     assert "None: nothing" in does
     assert field(out, "playbooks").startswith("playbooks/ecc.yml: ")
     assert "playbooks/recover.yml: " in field(out, "playbooks")
