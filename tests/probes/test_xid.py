@@ -537,3 +537,18 @@ def test_an_unreadable_kernel_log_is_never_no_xid(sample: str) -> None:
     verdict_ = verdict(PROBE, text)
     assert verdict_.facts is None and verdict_.data is None
     assert verdict_.error is not None and "kernel log not readable" in verdict_.error
+
+
+def test_a_code_the_catalog_lists_as_unused_takes_the_name_the_driver_printed() -> None:
+    """610 drivers reuse Xid 51 and print BAD_TSG; NVIDIA's catalog sheet still has it as
+    SILENT_RUNNING_STRESS_TEST_FAILURE, unused. A unit name leading another code's message
+    (Xid 145's RLW_RXPIPE) is not the Xid's name."""
+    text = (
+        "[Sat Nov 28 03:01:02 2026] NVRM: Xid (PCI:0000:3b:00): 51, pid=2812, name=python3,"
+        " BAD_TSG, channel 0x0000000f\n"
+        "[Sat Nov 28 03:01:03 2026] NVRM: Xid (PCI:0000:3b:00): 145, RLW_RXPIPE Nonfatal XC0"
+        " i0 Link 11\n"
+    )
+    bad_tsg, rlw = PROBE.read(text).events
+    assert (bad_tsg.code, bad_tsg.mnemonic) == (51, "BAD_TSG")
+    assert rlw.code == 145 and rlw.mnemonic != "RLW_RXPIPE"

@@ -44,7 +44,7 @@ from typing import Any
 
 from fleetfix.errors import FleetfixError, ProbeParseError
 from fleetfix.knowledge.recovery import RecoveryAction, read_recovery_action, read_xid154
-from fleetfix.knowledge.xid import XidCatalog, xid_catalog
+from fleetfix.knowledge.xid import XidCatalog, XidInfo, xid_catalog
 from fleetfix.probes.base import Probe
 from fleetfix.probes.gpu_facts import normalize_bus_id
 from fleetfix.probes.gpu_failures import (
@@ -557,7 +557,7 @@ def _with_recommendations(
         joined.append(
             replace(
                 event,
-                mnemonic=info.mnemonic if info else None,
+                mnemonic=_mnemonic(event, info),
                 immediate_action=info.immediate_action if info else None,
                 severity=info.severity.value if info else None,
                 recommended_action=_advice(
@@ -566,6 +566,22 @@ def _with_recommendations(
             )
         )
     return tuple(joined)
+
+
+_PRINTED_MNEMONIC = re.compile(r"^(?P<name>[A-Z][A-Z0-9]*(?:_[A-Z0-9]+)+)\b")
+
+
+def _mnemonic(event: XidEvent, info: XidInfo | None) -> str | None:
+    """The catalog's name for the code, except for a code the catalog lists as unused (or does
+    not list) whose line starts with a name the driver printed: 610 drivers reuse Xid 51 and
+    print BAD_TSG, while NVIDIA's catalog sheet still has its old name, unused. Elsewhere a
+    leading upper-case word is the unit that failed (`RLW_RXPIPE` on Xid 145), not the Xid."""
+    if info is not None and info.description.strip().lower() != "unused":
+        return info.mnemonic
+    match = _PRINTED_MNEMONIC.match(event.message.strip())
+    if match is not None:
+        return match["name"]
+    return info.mnemonic if info is not None else None
 
 
 def _advice(
