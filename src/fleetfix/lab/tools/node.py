@@ -3,7 +3,10 @@
 
 `fuser` answers for the GPU device files from lab state: CUDA processes (real placeholder
 PIDs), plus nvidia-persistenced, nv-hostengine and nv-fabricmanager (or nvidia-imex) while
-their units run. `lspci` lists the board's GPUs, NVSwitches and NICs (lab/boards.py).
+their units run. It writes as psmisc does: each PID alone to stdout (flushed at once), the rest
+of its row, the -v table and the file names to stderr, interleaved in that order, and the
+command as the kernel's 15-character comm (`nvidia-persiste`). `lspci` lists the board's GPUs,
+NVSwitches and NICs (lab/boards.py).
 """
 
 from __future__ import annotations
@@ -67,6 +70,11 @@ class Holder:
     command: str
     service: str | None = None
 
+    @property
+    def access(self) -> str:
+        """fuser's ACCESS column: CUDA processes map the device, daemons hold it open."""
+        return "F...." if self.service is not None else "F...m"
+
 
 def devices(node: NodeState) -> list[str]:
     if not node.driver_loaded():
@@ -102,31 +110,42 @@ def _visible_index(node: NodeState, gpu: int) -> int:
 
 
 def fuser(ctx: ToolContext, argv: Sequence[str]) -> ToolReply:
-    """psmisc fuser: PIDs on stdout, file names (and the -v table) on stderr; rc 1 if unused."""
+    """psmisc fuser (see the module docstring); rc 1 if nothing uses the files."""
     verbose = any(a in ("-v", "--verbose") for a in argv)
     kill = any(a in ("-k", "--kill") for a in argv)
     number = next((_SIGNALS[a] for a in argv if a in _SIGNALS), signal.SIGKILL)
     paths = _expand(ctx.node, [a for a in argv if not a.startswith("-")])
     if not paths:
         return fail("No process specification given")
-    out: list[str] = []
-    err: list[str] = [_VERBOSE_HEADER] if verbose else []
+    missing: list[Write] = []
+    table: list[Write] = []
     for path in paths:
         if path.startswith("/dev/nvidia") and path not in devices(ctx.node):
-            err.append(f"Specified filename {path} does not exist.")
+            missing.append((2, f"Specified filename {path} does not exist.\n"))
             continue
         users = holders(ctx.node, path) if path.startswith("/dev/nvidia") else []
         if users:
-            err.extend(_verbose(path, users) if verbose else [f"{path}:"])
-            out.append("".join(f"{u.pid:6d}" for u in users))
+            table.extend(_verbose(path, users) if verbose else _plain(path, users))
         if kill:
             _kill(ctx, users, number)
-    used = bool(out)
-    if verbose and not used:
-        err = err[1:]
-    return ToolReply(
-        stdout=lines(*out) if out else "", stderr=lines(*err) if err else "", rc=0 if used else 1
-    )
+    header: list[Write] = [(2, _VERBOSE_HEADER + "\n")] if verbose and table else []
+    return ToolReply(script=_written([*missing, *header, *table]), rc=0 if table else 1)
+
+
+Write = tuple[int, str]
+"""Text for file descriptor 1 or 2, in the order the tool writes it."""
+
+
+def _written(writes: list[Write]) -> str:
+    """Shell code writing each piece to its stream in order (both streams into one file, as
+    `2>&1` does, keep psmisc's rows whole)."""
+    merged: list[Write] = []
+    for fd, text in writes:
+        if merged and merged[-1][0] == fd:
+            merged[-1] = (fd, merged[-1][1] + text)
+        elif text:
+            merged.append((fd, text))
+    return "\n".join(f"printf %s {quote(text)}{' >&2' if fd == 2 else ''}" for fd, text in merged)
 
 
 def _expand(node: NodeState, patterns: list[str]) -> list[str]:
@@ -143,14 +162,30 @@ def _expand(node: NodeState, patterns: list[str]) -> list[str]:
 _VERBOSE_HEADER = "                     USER        PID ACCESS COMMAND"
 
 
-def _verbose(path: str, users: list[Holder]) -> list[str]:
+def _verbose(path: str, users: list[Holder]) -> list[Write]:
     """Rows of `fuser -v`; a name too long for its 20-column field gets a line of its own."""
     label = f"{path}:"
-    rows = [label] if len(label) > 20 else []
+    out: list[Write] = [(2, label + "\n")] if len(label) > NAME_FIELD else []
     for number, user in enumerate(users):
-        shown = label if number == 0 and len(label) <= 20 else ""
-        rows.append(f"{shown:<20} root     {user.pid:6d} F...m {user.command}")
-    return rows
+        shown = label if number == 0 and len(label) <= NAME_FIELD else ""
+        out += [(2, f"{shown:<{NAME_FIELD}} {'root':<8} "), (1, f"{user.pid:6d}")]
+        out.append((2, f" {user.access} {user.command[:COMM_LENGTH]}\n"))
+    return out
+
+
+def _plain(path: str, users: list[Holder]) -> list[Write]:
+    """`fuser FILE`: the name, the PIDs (each with `m` when mapped), one line."""
+    label = f"{path}:"
+    out: list[Write] = [(2, label.ljust(NAME_FIELD))]
+    for user in users:
+        out += [(1, f"{user.pid:6d}"), (2, "m" if user.access.endswith("m") else "")]
+    return [*out, (2, "\n")]
+
+
+NAME_FIELD = 20
+"""psmisc's column for the file name."""
+COMM_LENGTH = 15
+"""The kernel's command name (comm) is cut to 15 characters; fuser prints that."""
 
 
 def _kill(ctx: ToolContext, users: list[Holder], number: int) -> None:
