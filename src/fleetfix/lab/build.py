@@ -16,6 +16,7 @@ from fleetfix.lab import drivers, fabric, kmod, kmsg
 from fleetfix.lab.boards import HGX_BUS_NUMBERS
 from fleetfix.lab.layout import NodeSpec, fleet_layout
 from fleetfix.lab.scenario import NodeFaults, Scenario
+from fleetfix.lab.slurm_state import SlurmJob, SlurmNode, SlurmState
 from fleetfix.lab.state import (
     Boot,
     EventState,
@@ -27,9 +28,6 @@ from fleetfix.lab.state import (
     NodePaths,
     NodeState,
     Service,
-    SlurmJob,
-    SlurmNode,
-    SlurmState,
     stable_hex,
     stable_uuid,
 )

@@ -19,7 +19,8 @@ from fleetfix.lab.scenario import (
     SetDrainReason,
     SlurmUnreadable,
 )
-from fleetfix.lab.state import FleetState, GpuProcess, NodeState, SlurmJob
+from fleetfix.lab.slurm_state import SlurmJob
+from fleetfix.lab.state import FleetState, GpuProcess, NodeState
 
 BUSY_MEMORY_MIB = 61234
 

@@ -18,7 +18,8 @@ from fleetfix.lab.build import (
     write_driver_files,
     write_proc_modules,
 )
-from fleetfix.lab.state import Boot, Fault, GpuState, LogLine, NodeState, SlurmState
+from fleetfix.lab.slurm_state import SlurmState
+from fleetfix.lab.state import Boot, Fault, GpuState, LogLine, NodeState
 
 _NEVER_RELOG_CODES = frozenset({79})
 

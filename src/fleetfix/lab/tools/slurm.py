@@ -19,7 +19,8 @@ from collections.abc import Callable, Sequence
 from types import MappingProxyType
 
 from fleetfix.lab.kmsg import KERNEL_RELEASE, KERNEL_VERSION
-from fleetfix.lab.state import FleetState, SlurmJob, SlurmNode
+from fleetfix.lab.slurm_state import SlurmJob, SlurmNode
+from fleetfix.lab.state import FleetState
 from fleetfix.lab.tools.base import ToolContext, ToolReply, fail, lines
 from fleetfix.lab.tools.slurm_base import (
     CPUS,

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from fleetfix.lab.state import SlurmNode
+from fleetfix.lab.slurm_state import SlurmNode
 from fleetfix.lab.tools.base import ToolContext, ToolReply, fail
 from fleetfix.lab.tools.slurm_base import expand_hostlist
 

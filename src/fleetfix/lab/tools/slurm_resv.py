@@ -21,7 +21,7 @@ import re
 from collections.abc import Sequence
 from datetime import UTC, datetime
 
-from fleetfix.lab.state import Reservation, SlurmState
+from fleetfix.lab.slurm_state import Reservation, SlurmState
 from fleetfix.lab.tools.base import ToolContext, ToolReply, fail, lines
 from fleetfix.lab.tools.slurm_base import CORES, CPUS, compress_hostlist, expand_hostlist, stamp
 
