@@ -110,6 +110,7 @@ def test_cli_up_status_truth_down(cli_lab: Path, tmp_path: Path) -> None:
         ("mixed-faults", "lab-mixed-faults.ini"),
         ("bad-leaf", "lab-bad-leaf.ini"),
         ("healthy-1000", "lab-healthy-1000.ini"),
+        ("cold-cycle", "lab-cold-cycle.ini"),
     ],
 )
 def test_committed_inventories_match_the_writer(scenario: str, file: str) -> None:

@@ -9,8 +9,9 @@ import pytest
 
 from fleetfix.errors import LabError
 from fleetfix.lab.build import build_fleet
-from fleetfix.lab.layout import fleet_layout
-from fleetfix.lab.scenario import expand_selector, parse_duration
+from fleetfix.lab.inventory import render_inventory
+from fleetfix.lab.layout import bmc_address, fleet_layout
+from fleetfix.lab.scenario import BmcCredentials, expand_selector, parse_duration
 from fleetfix.lab.scenario_file import load_scenario, shipped_scenarios
 
 
@@ -46,6 +47,10 @@ def test_layout_is_deterministic_and_topological() -> None:
     assert {n.spine for n in nodes if n.leaf in ("leaf-03", "leaf-04")} == {"spine-02"}
     big = fleet_layout(load_scenario("healthy-1000").fleet)
     assert len({n.address for n in big}) == 1000 and big[-1].name == "gpu1000"
+    huge = fleet_layout(load_scenario("healthy-10000").fleet)
+    bmcs = {bmc_address(n.address) for n in huge}
+    assert len(bmcs) == 10000 and not bmcs & {n.address for n in huge}  # a range of their own
+    assert bmc_address("127.10.1.3") == "127.110.1.3"
 
 
 def test_nodes_override_grows_the_fleet() -> None:
@@ -107,6 +112,14 @@ def test_unknown_fault_key_points_at_the_line(tmp_path: Path) -> None:
         ("fleet: {nodes_per_rack: zero}\n", "expected an integer >= 1"),
         ("flet: {}\n", "did you mean 'fleet'?"),
         ("nodes: [1, 2\n", "not valid YAML"),
+        (
+            "nodes:\n  gpu001: {gpu_init_failed: {gpu: 2, recovery: reset}}\n",
+            "unknown recovery 'reset'",
+        ),
+        ("nodes:\n  gpu001: {gpu_init_failed: 9}\n", "GPU 9 does not exist"),
+        ("nodes:\n  gpu001: {bmc: {pasword: x}}\n", "did you mean 'password'?"),
+        ("bmc: {password: twenty-one-characters}\n", "at most 20 bytes"),
+        ("bmc: {user: a-user-name-of-17-b}\n", "1 to 16 bytes"),
     ],
 )
 def test_bad_scenarios_are_rejected(tmp_path: Path, text: str, message: str) -> None:
@@ -134,3 +147,48 @@ def test_initial_state_follows_the_scenario(tmp_path: Path) -> None:
     stale = sorted((tmp_path / "nodes" / "gpu010" / "tmpfs").iterdir())
     ages = [time.time() - p.stat().st_mtime for p in stale]
     assert len(stale) == 2 and all(age > 29 * 86400 for age in ages)
+
+
+def test_power_cycle_faults_gpu_init_failures_and_bmcs(tmp_path: Path) -> None:
+    path = write(
+        tmp_path,
+        "bmc: {user: ops}\n"
+        "nodes:\n"
+        "  gpu001:\n"
+        "    xid:\n"
+        "      - {code: 119, gpu: 2, action: system-reboot}\n"
+        "      - {code: 120, gpu: 4, action: bus-reset, recovery: never}\n"
+        "      - {code: 79, gpu: 3, recovery: power_cycle}\n"
+        "    gpu_init_failed: [6, {gpu: 1, recovery: never}]\n"
+        "    bmc: {password: its-own}\n"
+        "  gpu002: {bmc: false, gpu_init_failed: {gpu: 0, recovery: power_cycle}}\n",
+    )
+    scenario = load_scenario(path)
+    one = scenario.faults["gpu001"]
+    assert [(x.code, x.recovery, x.action) for x in one.xids] == [
+        (119, "power_cycle", "System Reboot"),  # a warm reboot does not give what it asks
+        (120, "never", "Bus Reset"),
+        (79, "power_cycle", None),
+    ]
+    assert [(f.gpu, f.recovery) for f in one.init_failed] == [(6, "reboot"), (1, "never")]
+    assert scenario.bmc.user == "ops" and scenario.bmc.password == "fleetfix-lab"
+    assert scenario.bmc_of("gpu001") == BmcCredentials("ops", "its-own")
+    assert scenario.bmc_of("gpu002") is None and scenario.bmc_of("gpu003") == scenario.bmc
+    fleet = build_fleet(scenario, tmp_path, time.time())
+    assert [f.to_data() for f in fleet.nodes["gpu002"].faults] == [
+        {"kind": "gpu_init_failed", "recovery": "power_cycle", "gpu": 0}
+    ]
+    assert (fleet.nodes["gpu001"].bmc, fleet.nodes["gpu002"].bmc) == ("127.110.1.1", None)
+    assert fleet.by_bmc["127.110.1.3"].name == "gpu003"
+
+
+def test_the_cold_cycle_scenario_hides_the_gpu_count_and_one_bmc_is_wrong() -> None:
+    scenario = load_scenario("cold-cycle")
+    assert scenario.fleet.node_count == 10 and not scenario.inventory_gpus
+    inventory = render_inventory(scenario)
+    assert " gpus=" not in inventory
+    assert "bmc_host=127.110.2.4" in inventory and "gpu010 " in inventory
+    assert "bmc_host=127.110.2.5" not in inventory  # gpu010 has no BMC
+    wrong = scenario.bmc_of("gpu009")
+    assert wrong is not None and wrong.password != scenario.bmc.password
+    assert f"bmc_password={scenario.bmc.password}\n" in inventory

@@ -138,6 +138,7 @@ def _faults(injected: NodeFaults) -> list[Fault]:
         faults.append(Fault("nccl_wrong", wrong.recovery, gpu=wrong.gpu, value=wrong.elements))
     if injected.hung_nvidia_smi:
         faults.append(Fault("hung_nvidia_smi", injected.hung_nvidia_smi))
+    faults += [Fault("gpu_init_failed", f.recovery, gpu=f.gpu) for f in injected.init_failed]
     faults += [Fault("missing_gpu", "never", gpu=g) for g in injected.missing_gpus]
     faults += [
         Fault("gpu_missing_after_reboot", "never", gpu=g) for g in injected.missing_after_reboot
@@ -196,6 +197,7 @@ def boot_services(node: NodeState) -> None:
 
 def _initial_log(node: NodeState, uptime: float) -> list[LogLine]:
     lines = kmsg.boot_lines(node.driver, node.gpus, driver_build(node))
+    lines += init_failures(node, kmsg.INIT_FAILED_UPTIME)
     forms = drivers.forms(node.driver)
     reported: dict[int, str] = {}
     events = sorted(
@@ -220,6 +222,13 @@ def _initial_log(node: NodeState, uptime: float) -> list[LogLine]:
             gpu = node.gpus[sxid.gpu]
             lines.extend(kmsg.action_change(forms, reported, gpu, drivers.RESET, when))
     return sorted(lines, key=lambda line: line.uptime)
+
+
+def init_failures(node: NodeState, uptime: float) -> list[LogLine]:
+    """`RmInitAdapter failed!` for each GPU the driver fails to initialise in this boot (at
+    boot, or when the nvidia module loads)."""
+    failed = [g for g in node.gpus if node.gpu_on_bus(g.index) and node.init_failed(g.index)]
+    return [line for gpu in failed for line in kmsg.init_failed_lines(gpu, uptime)]
 
 
 def _slurm_node(injected: NodeFaults, name: str, now: float, slurm: SlurmState) -> SlurmNode:

@@ -29,6 +29,7 @@ from typing import Any
 
 from fleetfix.errors import LabError
 from fleetfix.lab.info import INFO_FILE, LabInfo, read_info
+from fleetfix.lab.ipmitool import tool_path
 from fleetfix.lab.scenario_file import resolve_scenario
 
 START_TIMEOUT = 60.0
@@ -113,6 +114,11 @@ class LabHandle:
     @property
     def sandbox(self) -> str:
         return self.info.sandbox
+
+    @property
+    def ipmitool(self) -> Path:
+        """The lab's ipmitool, run on the controller to reach its emulated BMCs."""
+        return tool_path(self.state_dir)
 
     def alive(self) -> bool:
         return pid_alive(self.pid)

@@ -16,7 +16,10 @@ The forms follow real captures (shared/samples/ and public nvidia-smi logs):
 
 From 570 the driver also logs Xid 154 when a GPU's recovery action changes, worded as in
 real 580 logs (`0x1 (GPU Reset Required)`, `0x2 (Node Reboot Required)`) or, from 610, as in
-610.43.02 logs (`0x1 (PF FLR)`, `0x2 (OS Reboot)`).
+610.43.02 logs (`0x1 (PF FLR)`, `0x2 (OS Reboot)`). The actions Bus Reset (NVML value 6) and
+System Reboot (7) come from NVML's enum (the cuda-python bindings' DeviceGpuRecoveryAction); no
+capture of nvidia-smi or an Xid 154 line naming them was available, so the lab prints NVML's
+names in both places (`0x7 (System Reboot)`), and from 570 like the other actions.
 """
 
 from __future__ import annotations
@@ -30,6 +33,8 @@ REBOOT = "Reboot"
 DRAIN_P2P = "Drain P2P"
 DRAIN_AND_RESET = "Drain and Reset"
 RECOVER_IMEX = "Recover IMEX Domain"
+BUS_RESET = "Bus Reset"
+SYSTEM_REBOOT = "System Reboot"
 
 ACTIONS = MappingProxyType(
     {
@@ -39,13 +44,37 @@ ACTIONS = MappingProxyType(
         "drain-p2p": DRAIN_P2P,
         "drain-and-reset": DRAIN_AND_RESET,
         "recover-imex": RECOVER_IMEX,
+        "bus-reset": BUS_RESET,
+        "system-reboot": SYSTEM_REBOOT,
     }
 )
 """Scenario spelling -> what `nvidia-smi -q` prints as `GPU Recovery Action`."""
 
-_STRENGTH = (NONE, DRAIN_P2P, RESET, DRAIN_AND_RESET, RECOVER_IMEX, REBOOT)
+COLD_ACTIONS = frozenset({BUS_RESET, SYSTEM_REBOOT})
+"""Actions a warm reboot does not give (NVML BUS_RESET "Reset the GPU's PCIe bus" and
+SYSTEM_REBOOT "Reboot the system"): an Xid naming one needs a cold power cycle by default."""
+
+_STRENGTH = (
+    NONE,
+    DRAIN_P2P,
+    RESET,
+    DRAIN_AND_RESET,
+    RECOVER_IMEX,
+    REBOOT,
+    BUS_RESET,
+    SYSTEM_REBOOT,
+)
 _NVML_VALUE = MappingProxyType(
-    {NONE: 0, RESET: 1, REBOOT: 2, DRAIN_P2P: 3, DRAIN_AND_RESET: 4, RECOVER_IMEX: 5}
+    {
+        NONE: 0,
+        RESET: 1,
+        REBOOT: 2,
+        DRAIN_P2P: 3,
+        DRAIN_AND_RESET: 4,
+        RECOVER_IMEX: 5,
+        BUS_RESET: 6,
+        SYSTEM_REBOOT: 7,
+    }
 )
 _XID154_WORDS = MappingProxyType(
     {
@@ -55,6 +84,8 @@ _XID154_WORDS = MappingProxyType(
         DRAIN_P2P: "Drain P2P",
         DRAIN_AND_RESET: "Drain and Reset",
         RECOVER_IMEX: "Recover IMEX Domain",
+        BUS_RESET: "Bus Reset",
+        SYSTEM_REBOOT: "System Reboot",
     }
 )
 _XID154_WORDS_610 = MappingProxyType({**_XID154_WORDS, RESET: "PF FLR", REBOOT: "OS Reboot"})
@@ -177,9 +208,11 @@ def strongest(actions: list[str]) -> str:
 def default_action(code: int, recovery: str) -> str:
     """What the driver reports for an Xid when the scenario names no action.
 
-    A GPU off the bus (79) and faults only a driver reload or reboot clears call for a reboot;
-    the rest for a GPU reset, `never` ones too: the driver cannot know a fault is permanent.
+    A GPU off the bus (79) and faults only a driver reload, a reboot or a cold power cycle
+    clears call for a reboot; the rest for a GPU reset, `never` ones too: the driver cannot
+    know a fault is permanent, nor that a warm reboot will not do (a scenario names `action:
+    system-reboot` or `bus-reset` for that).
     """
-    if code == 79 or recovery in ("reload", "reboot"):
+    if code == 79 or recovery in ("reload", "reboot", "power_cycle"):
         return REBOOT
     return RESET

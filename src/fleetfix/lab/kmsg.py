@@ -276,8 +276,14 @@ def sxid_lines(sxid: SxidFault, bus: int, uptime: float) -> list[LogLine]:
     ]
 
 
+INIT_FAILED_UPTIME = 11.2
+"""When a boot's `RmInitAdapter failed!` is logged: just after the driver loaded (9.4 s)."""
+
+
 def init_failed_lines(gpu: GpuState, uptime: float) -> list[LogLine]:
-    """A GPU that fell off the bus for good fails to initialise on the next boot."""
+    """A GPU the driver could not initialise (one that fell off the bus and did not come back
+    at a warm reboot, or a `gpu_init_failed` fault): the open driver's two lines, as in
+    open-gpu-kernel-modules#876's log (tests/fixtures/samples/dmesg-xid/), and no Xid."""
     return [
         LogLine(
             uptime, LOG_ERR, f"NVRM: GPU {gpu.pci_short}.0: RmInitAdapter failed! (0x23:0x65:1426)"

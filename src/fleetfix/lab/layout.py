@@ -1,7 +1,9 @@
 """Where every lab node sits: its name, loopback address, rack, leaf switch and spine.
 
 Addresses are deterministic from the scenario so inventories can be generated and committed:
-rack r (0-based), node k in that rack -> 127.(10 + r // 250).(r % 250 + 1).(k + 1).
+rack r (0-based), node k in that rack -> 127.(10 + r // 250).(r % 250 + 1).(k + 1). Each
+node's BMC has an address of its own in a range no node uses: the node's with 100 added to the
+second octet (127.10.1.3 -> 127.110.1.3).
 """
 
 from __future__ import annotations
@@ -37,6 +39,15 @@ class NodeSpec:
     driver: str = "550.90.07"
     environment: str = "bare-metal"
     without: tuple[str, ...] = ()
+
+
+BMC_OCTET_OFFSET = 100
+
+
+def bmc_address(node_address: str) -> str:
+    """The address of a node's BMC: 127.10.1.3 -> 127.110.1.3."""
+    first, second, rest = node_address.split(".", 2)
+    return f"{first}.{int(second) + BMC_OCTET_OFFSET}.{rest}"
 
 
 def fleet_layout(

@@ -16,8 +16,11 @@ from fleetfix.errors import LabError
 from fleetfix.lab.boards import board
 from fleetfix.lab.environments import environment
 
-RECOVERY_LEVELS = ("reset", "reload", "reboot", "never")
-"""How much it takes to clear a fault, weakest first: a GPU reset, a driver reload, a reboot."""
+RECOVERY_LEVELS = ("reset", "reload", "reboot", "power_cycle", "never")
+"""How much it takes to clear a fault, weakest first: a GPU reset, a driver reload, a (warm)
+reboot, a cold power cycle through the node's BMC (power removed: what a warm reboot cannot do)."""
+INIT_FAILED_RECOVERY = ("reboot", "power_cycle", "never")
+"""What can bring back a GPU that failed to initialise: the next boot, a cold one, or nothing."""
 
 NVIDIA_MODULES = ("nvidia_uvm", "nvidia_drm", "nvidia_modeset", "nvidia_peermem", "nvidia")
 VM_NVIDIA_MODULES = ("nvidia_uvm", "nvidia")
@@ -227,6 +230,39 @@ class NvlinkDown:
 
 
 @dataclass(frozen=True, slots=True)
+class InitFailed:
+    """A GPU on the PCI bus that the driver fails to initialise in every boot until `recovery`
+    (`RmInitAdapter failed!` in each such boot's log, no Xid): nvidia-smi lists one fewer."""
+
+    gpu: int
+    recovery: str = "reboot"
+
+
+@dataclass(frozen=True, slots=True)
+class BmcCredentials:
+    """The user and password of the lab's emulated BMCs (a lab-only secret)."""
+
+    user: str = "admin"
+    password: str = "fleetfix-lab"
+
+
+@dataclass(frozen=True, slots=True)
+class NodeBmc:
+    """One node's BMC: none at all, or a user or password of its own (differing from the
+    fleet's, which the inventory carries: the inventory is wrong for it)."""
+
+    present: bool = True
+    user: str | None = None
+    password: str | None = None
+
+    def credentials(self, fleet: BmcCredentials) -> BmcCredentials:
+        """What this BMC accepts: its own user and password where it has them."""
+        return BmcCredentials(
+            self.user or fleet.user, fleet.password if self.password is None else self.password
+        )
+
+
+@dataclass(frozen=True, slots=True)
 class NodeFaults:
     """Everything injected into one node; the defaults are a healthy node."""
 
@@ -268,6 +304,8 @@ class NodeFaults:
     """The node's own environment (None: the fleet's)."""
     without: tuple[str, ...] = ()
     """Tool groups the node lacks beyond its environment's (environments.TOOL_GROUPS)."""
+    init_failed: tuple[InitFailed, ...] = ()
+    bmc: NodeBmc = field(default_factory=NodeBmc)
 
 
 @dataclass(frozen=True, slots=True)
@@ -297,9 +335,16 @@ class Scenario:
     source: str
     inventory_gpus: bool = True
     """Whether generated inventories carry each host's `gpus=` var."""
+    bmc: BmcCredentials = field(default_factory=BmcCredentials)
+    """The fleet's BMC credentials (the inventory's `bmc_user` / `bmc_password`)."""
 
     def faults_of(self, node: str) -> NodeFaults:
         return self.faults.get(node, NodeFaults())
+
+    def bmc_of(self, node: str) -> BmcCredentials | None:
+        """The credentials `node`'s BMC accepts; None when the node has no BMC."""
+        own = self.faults_of(node).bmc
+        return own.credentials(self.bmc) if own.present else None
 
     def hardware_of(self, node: str) -> NodeHardware:
         return node_hardware(self.fleet, self.faults_of(node))

@@ -6,7 +6,6 @@ import difflib
 from collections.abc import Iterable, Sequence
 from importlib import resources
 from pathlib import Path
-from types import MappingProxyType
 from typing import Any
 
 import yaml
@@ -17,7 +16,6 @@ from fleetfix.lab.boards import BOARDS, board
 from fleetfix.lab.environments import environment
 from fleetfix.lab.scenario import (
     NVIDIA_MODULES,
-    RECOVERY_LEVELS,
     EccFault,
     FleetShape,
     GpuProcessSpec,
@@ -29,15 +27,12 @@ from fleetfix.lab.scenario import (
     SlurmSpec,
     StaleShm,
     Timing,
-    XidFault,
     expand_selector,
     leaf_name,
     node_names,
     parse_duration,
 )
 from fleetfix.lab.scenario_changes import parse_change, parse_events
-
-_DEFAULT_XID_RECOVERY = MappingProxyType({79: "reboot", 74: "never", 64: "never"})
 
 
 def scenario_dir() -> Path:
@@ -132,10 +127,7 @@ class _Builder:
         return value
 
     def recovery(self, value: object, where: str) -> str:
-        if value not in RECOVERY_LEVELS:
-            hint = _suggest(str(value), RECOVERY_LEVELS, "recovery levels")
-            raise self.error(f"{where}: unknown recovery {value!r}", "recovery", hint)
-        return str(value)
+        return scenario_hw.recovery(self, value, where)
 
     def scenario(self, raw: object, nodes: int | None) -> Scenario:
         top = self.mapping(
@@ -151,6 +143,7 @@ class _Builder:
                 "timing",
                 "leaves",
                 "nodes",
+                "bmc",
             ),
         )
         fleet = self.fleet(top.get("fleet"), nodes)
@@ -168,6 +161,7 @@ class _Builder:
             faults=self.node_faults(top.get("nodes"), names, fleet),
             source=str(self.path),
             inventory_gpus=self.flag(inventory.get("gpus", True), "inventory.gpus"),
+            bmc=scenario_hw.fleet_bmc(self, top.get("bmc")),
         )
 
     def fleet(self, value: object, nodes: int | None) -> FleetShape:
@@ -265,10 +259,13 @@ _FAULT_KEYS = (
     "extra_units",
     "environment",
     "without",
+    "gpu_init_failed",
+    "bmc",
 )
 _LIST_KEYS = frozenset(
     {
         "xid",
+        "gpu_init_failed",
         "sram",
         "sxid",
         "ecc",
@@ -336,7 +333,10 @@ class _FaultParser:
         slow_nccl, slow_nccl_recovery = self.slow_nccl(raw.get("slow_nccl"), where)
         persistence_off, at_boot = self.persistence(raw.get("persistence_off"), where)
         return NodeFaults(
-            xids=tuple(self.xid(v, f"{where}.xid") for v in _items(raw.get("xid"))),
+            xids=tuple(
+                scenario_hw.xid(self.b, v, f"{where}.xid", self.layout, self.gpu)
+                for v in _items(raw.get("xid"))
+            ),
             ecc=tuple(self.ecc(v, f"{where}.ecc") for v in _items(raw.get("ecc"))),
             row_remap=tuple(
                 self.remap(v, f"{where}.row_remap") for v in _items(raw.get("row_remap"))
@@ -395,26 +395,17 @@ class _FaultParser:
             "extra_units": scenario_hw.extra_units(b, raw.get("extra_units"), where),
             "environment": None if raw.get("environment") is None else self.place.name,
             "without": scenario_hw.parse_without(b, raw.get("without"), where),
+            "init_failed": tuple(
+                scenario_hw.init_failed(b, v, f"{where}.gpu_init_failed", self.gpu)
+                for v in _items(raw.get("gpu_init_failed"))
+            ),
+            "bmc": scenario_hw.node_bmc(b, raw.get("bmc"), where),
         }
 
     def missing_after_reboot(self, value: object, where: str) -> int:
         if isinstance(value, dict):
             value = self.b.mapping(value, where, ("gpu",)).get("gpu", 0)
         return self.gpu(value, where)
-
-    def xid(self, value: object, where: str) -> XidFault:
-        keys = ("code", "gpu", "recovery", "ago", "form", "action")
-        raw = self.b.mapping(value, where, keys)
-        code = self.b.integer(raw.get("code"), f"{where}.code", minimum=1)
-        default = _DEFAULT_XID_RECOVERY.get(code, "reset")
-        return XidFault(
-            code=code,
-            gpu=self.gpu(raw.get("gpu", 0), f"{where}.gpu"),
-            recovery=self.b.recovery(raw.get("recovery", default), where),
-            ago=parse_duration(raw.get("ago", 600), f"{where}.ago"),
-            form=scenario_hw.xid_form(self.b, raw.get("form", "xid"), code, where),
-            action=scenario_hw.xid_action(self.b, raw.get("action"), self.layout, where),
-        )
 
     def ecc(self, value: object, where: str) -> EccFault:
         raw = self.b.mapping(value, where, ("gpu", "volatile", "aggregate"))

@@ -1,6 +1,7 @@
-"""Read the board-level scenario keys of a node: SRAM and NVSwitch faults, nccl wrong results,
-the Fabric Manager's state, the node's own board, driver, GPU model and environment (and the
-tool groups it lacks), and the third-party modules and monitoring units installed on it.
+"""Read the hardware scenario keys of a node: Xids, GPUs that fail to initialise, SRAM and
+NVSwitch faults, nccl wrong results, the Fabric Manager's state, the node's own board, driver,
+GPU model and environment (and the tool groups it lacks), the third-party modules and
+monitoring units installed on it, and its BMC (and the fleet's BMC credentials).
 
 Each reader checks the value against the node's board (an SXid needs NVSwitches that report
 them, `fabric_manager` a board that runs one) through the scenario reader's checker, so mistakes
@@ -9,28 +10,39 @@ carry file, line and a hint like every other scenario error.
 
 from __future__ import annotations
 
+import difflib
 from collections.abc import Callable, Sequence
+from types import MappingProxyType
 
 from fleetfix.lab import kmsg
 from fleetfix.lab.boards import BOARDS, Board
-from fleetfix.lab.drivers import ACTIONS
+from fleetfix.lab.drivers import ACTIONS, COLD_ACTIONS
 from fleetfix.lab.environments import ENVIRONMENTS, TOOL_GROUPS
 from fleetfix.lab.scenario import (
     EXTRA_UNITS,
     FABRIC_MANAGER_STATES,
+    INIT_FAILED_RECOVERY,
     RECOVERY_LEVELS,
     SRAM_SOURCES,
     THIRD_PARTY_MODULES,
     XID_FORMS,
+    BmcCredentials,
+    InitFailed,
     NcclWrong,
+    NodeBmc,
     SramFault,
     SxidFault,
+    XidFault,
     parse_duration,
 )
 from fleetfix.lab.scenario_changes import Checker
 
 GpuReader = Callable[[object, str], int]
 SXID_LINKS = 64
+_DEFAULT_XID_RECOVERY = MappingProxyType({79: "reboot", 74: "never", 64: "never"})
+IPMI_USER_MAX = 16
+IPMI_PASSWORD_MAX = 20
+"""ipmitool refuses a longer user name, and a longer password over lanplus."""
 
 
 def choose(checker: Checker, value: object, where: str, key: str, choices: Sequence[str]) -> str:
@@ -40,6 +52,84 @@ def choose(checker: Checker, value: object, where: str, key: str, choices: Seque
             f"{where}: unknown {key} {value!r}", key, f"{key}s: {', '.join(choices)}"
         )
     return str(value)
+
+
+def recovery(
+    checker: Checker, value: object, where: str, levels: Sequence[str] = RECOVERY_LEVELS
+) -> str:
+    """A recovery level from `levels`, else an error with the closest one as a hint."""
+    if value not in levels:
+        close = difflib.get_close_matches(str(value), levels, n=1)
+        hint = f"did you mean {close[0]!r}?" if close else f"recovery levels: {', '.join(levels)}"
+        raise checker.error(f"{where}: unknown recovery {value!r}", "recovery", hint)
+    return str(value)
+
+
+def xid(checker: Checker, value: object, where: str, layout: Board, gpu: GpuReader) -> XidFault:
+    """One `xid:` entry; recovery defaults from the action a warm reboot cannot give (System
+    Reboot, Bus Reset: power_cycle), else from the code (79: reboot, 74/64: never, others:
+    reset)."""
+    keys = ("code", "gpu", "recovery", "ago", "form", "action")
+    raw = checker.mapping(value, where, keys)
+    code = checker.integer(raw.get("code"), f"{where}.code", minimum=1)
+    action = xid_action(checker, raw.get("action"), layout, where)
+    default = "power_cycle" if action in COLD_ACTIONS else _DEFAULT_XID_RECOVERY.get(code, "reset")
+    return XidFault(
+        code=code,
+        gpu=gpu(raw.get("gpu", 0), f"{where}.gpu"),
+        recovery=recovery(checker, raw.get("recovery", default), where),
+        ago=parse_duration(raw.get("ago", 600), f"{where}.ago"),
+        form=xid_form(checker, raw.get("form", "xid"), code, where),
+        action=action,
+    )
+
+
+def init_failed(checker: Checker, value: object, where: str, gpu: GpuReader) -> InitFailed:
+    """One `gpu_init_failed:` entry: a GPU index, or {gpu, recovery} (reboot, power_cycle or
+    never; default reboot)."""
+    if not isinstance(value, dict):
+        return InitFailed(gpu=gpu(value, where))
+    raw = checker.mapping(value, where, ("gpu", "recovery"))
+    return InitFailed(
+        gpu=gpu(raw.get("gpu", 0), f"{where}.gpu"),
+        recovery=recovery(
+            checker, raw.get("recovery", "reboot"), where, levels=INIT_FAILED_RECOVERY
+        ),
+    )
+
+
+def fleet_bmc(checker: Checker, value: object) -> BmcCredentials:
+    """The top-level `bmc: {user, password}`: what every BMC accepts and the inventory says."""
+    user, password = _credentials(checker, value, "bmc")
+    default = BmcCredentials()
+    return BmcCredentials(
+        default.user if user is None else user, default.password if password is None else password
+    )
+
+
+def node_bmc(checker: Checker, value: object, where: str) -> NodeBmc:
+    """A node's `bmc:`: true (the default: the fleet's credentials), false (no BMC), or a
+    `user` and/or `password` of its own (the inventory, which has the fleet's, is wrong for it)."""
+    if value is None or value is True:
+        return NodeBmc()
+    if value is False:
+        return NodeBmc(present=False)
+    user, password = _credentials(checker, value, f"{where}.bmc")
+    return NodeBmc(user=user, password=password)
+
+
+def _credentials(checker: Checker, value: object, where: str) -> tuple[str | None, str | None]:
+    raw = checker.mapping(value, where, ("user", "password"))
+    user = None if raw.get("user") is None else str(raw["user"])
+    password = None if raw.get("password") is None else str(raw["password"])
+    if user is not None and not 0 < len(user.encode()) <= IPMI_USER_MAX:
+        raise checker.error(f"{where}.user: 1 to {IPMI_USER_MAX} bytes, as ipmitool allows", "user")
+    if password is not None and len(password.encode()) > IPMI_PASSWORD_MAX:
+        raise checker.error(
+            f"{where}.password: at most {IPMI_PASSWORD_MAX} bytes, as ipmitool allows over lanplus",
+            "password",
+        )
+    return user, password
 
 
 def parse_board(checker: Checker, value: object, where: str) -> str:

@@ -29,11 +29,13 @@ import asyncssh
 from fleetfix.errors import LabError
 from fleetfix.lab import transitions
 from fleetfix.lab.audit import is_disruptive
+from fleetfix.lab.bmc import BmcAnswer, BmcRequest, answer
 from fleetfix.lab.build import build_fleet
 from fleetfix.lab.changes import ChangeResult, apply_change
 from fleetfix.lab.hosting import NodeHosting
 from fleetfix.lab.info import LabInfo, remove_info, write_info
 from fleetfix.lab.inventory import Connection, render_inventory
+from fleetfix.lab.ipmitool import write_tool
 from fleetfix.lab.keys import LabKeys, ensure_keys, write_known_hosts
 from fleetfix.lab.sandbox import Launch, SandboxMode, detect_sandbox, launch
 from fleetfix.lab.scenario import NodeChange, Scenario
@@ -115,6 +117,7 @@ class LabRuntime:
         names = [t for t in self._tools if fallback or t not in FALLBACK_ONLY_TOOLS]
         nodes = [(node.spec, node.env.absent) for node in self.fleet.nodes.values()]
         write_tool_dirs(self.state_dir, self.control_port, self.token, names, nodes)
+        write_tool(self.state_dir)
         (self.state_dir / BASH_ENV_FILE).write_text("enable -n kill\n", encoding="ascii")
         (self.state_dir / EMPTY_DIR).mkdir(exist_ok=True)
         for node in self.fleet.nodes.values():
@@ -327,7 +330,38 @@ class LabRuntime:
             return {"ok": True, "audit": {n.name: [e.to_data() for e in n.audit] for n in nodes}}
         if op == "inject":
             return await self._inject(request)
+        if op == "bmc":
+            return self._bmc(request)
         return {"ok": False, "error": f"unknown op {op!r}"}
+
+    def _bmc(self, request: dict[str, Any]) -> dict[str, Any]:
+        """An ipmitool call from the controller (lab/ipmitool.py) to a node's BMC."""
+        assert self.fleet is not None
+        try:
+            asked = BmcRequest(
+                address=str(request["address"]),
+                interface=str(request["interface"]),
+                user=str(request["user"]),
+                password=str(request["password"]),
+                command=tuple(str(word) for word in request["command"]),
+                argv=tuple(str(word) for word in request["argv"]),
+            )
+        except (KeyError, TypeError) as exc:
+            return {"ok": False, "error": f"malformed bmc request: {exc}"}
+        said = answer(self.fleet, asked)
+        self._record_bmc(asked, said)
+        if said.node is not None and said.power is not None:
+            LOG.info("%s: BMC power %s", said.node.name, said.power)
+            asyncio.get_running_loop().call_soon(self._power, said.node, said.power)
+        return {"ok": True, "stdout": said.stdout, "stderr": said.stderr, "rc": said.rc}
+
+    def _record_bmc(self, asked: BmcRequest, said: BmcAnswer) -> None:
+        node = said.node
+        if node is not None and said.audited:
+            entry = AuditEntry(
+                "ipmitool", asked.argv, asked.user, time.time(), node.boot_number, said.rc
+            )
+            node.audit.append(entry)
 
     async def _inject(self, request: dict[str, Any]) -> dict[str, Any]:
         assert self.fleet is not None
@@ -449,21 +483,49 @@ class LabRuntime:
 
     # -- reboots ---------------------------------------------------------------------------
 
-    def _begin_reboot(self, node: NodeState) -> None:
+    def _begin_reboot(self, node: NodeState, level: str = "reboot") -> None:
+        """Take an up node down and bring it back after its reboot time; `level` is what the
+        boot clears (`power_cycle` when the power was removed)."""
         if node.status != "up" or self.fleet is None:
             return
-        reboot_time = node.injected.reboot_time or self.scenario.reboot_time
+        self._go_down(node)
+        self._boot(node, level)
+
+    def _go_down(self, node: NodeState) -> None:
+        """The node stops: its processes die, its jobs end, its connections and listener go."""
+        assert self.fleet is not None
         for process in node.processes:
             self._signal_holder(process.pid, signal.SIGKILL)
         transitions.slurm_node_rebooted(self.fleet.slurm, node.name)
-        transitions.begin_reboot(node, time.time(), reboot_time)
         self._drop(node)
-        LOG.info("%s rebooting for %.1fs", node.name, reboot_time)
+
+    def _boot(self, node: NodeState, level: str) -> None:
+        reboot_time = node.injected.reboot_time or self.scenario.reboot_time
+        transitions.begin_reboot(node, time.time(), reboot_time, level)
+        due = node.reboot_due
+        LOG.info("%s rebooting for %.1fs (%s)", node.name, reboot_time, level)
         asyncio.get_running_loop().call_later(
-            reboot_time, lambda: self._background(self._finish_reboot(node))
+            reboot_time, lambda: self._background(self._finish_reboot(node, due))
         )
 
-    async def _finish_reboot(self, node: NodeState) -> None:
+    def _power(self, node: NodeState, change: str) -> None:
+        """What the node's BMC was told (lab/bmc.py): `cycle` (off, then on: a cold boot),
+        `reset` (a warm restart), `off`, or `on` (a cold boot)."""
+        if change in ("cycle", "reset") and node.status == "up":
+            self._begin_reboot(node, "power_cycle" if change == "cycle" else "reboot")
+        elif change == "cycle" and node.status == "rebooting":
+            node.boot_level = "power_cycle"  # the power went during the boot under way
+        elif change == "off" and node.status in ("up", "rebooting"):
+            if node.status == "up":
+                self._go_down(node)
+            transitions.power_off(node)
+            LOG.info("%s powered off", node.name)
+        elif change == "on" and node.status == "off":
+            self._boot(node, "power_cycle")
+
+    async def _finish_reboot(self, node: NodeState, due: float | None) -> None:
+        if node.status != "rebooting" or node.reboot_due != due:
+            return  # powered off (and maybe on again) meanwhile: that boot is another's
         transitions.finish_reboot(node, time.time())
         if self.fleet is not None:
             slurmd_registered(self.fleet.slurm.nodes[node.name])

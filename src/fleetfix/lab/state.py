@@ -17,7 +17,7 @@ from typing import Any
 from fleetfix.lab import drivers
 from fleetfix.lab.boards import Board, seen_board
 from fleetfix.lab.environments import Environment, environment
-from fleetfix.lab.layout import NodeSpec
+from fleetfix.lab.layout import NodeSpec, bmc_address
 from fleetfix.lab.scenario import (
     NVIDIA_MODULES,
     RECOVERY_LEVELS,
@@ -254,6 +254,11 @@ class NodeState:
     persistence_at_boot: bool = True
     """Persistence mode at boot: nvidia-persistenced enabled, or (no systemd) the boot
     scripts' `nvidia-smi -pm 1`."""
+    boot_level: str = "reboot"
+    """What the boot under way clears: `reboot` (a warm reboot, a BMC hard reset) or
+    `power_cycle` (the power was removed: a BMC power cycle, or off and on)."""
+    power_cycles: int = 0
+    """Boots that followed a loss of power (BMC `chassis power cycle`, or off then on)."""
 
     @property
     def name(self) -> str:
@@ -267,6 +272,11 @@ class NodeState:
     @property
     def env(self) -> Environment:
         return environment(self.spec.environment, self.spec.without)
+
+    @property
+    def bmc(self) -> str | None:
+        """The address of the node's BMC; None when the scenario gave it none."""
+        return bmc_address(self.spec.address) if self.injected.bmc.present else None
 
     @property
     def open_module(self) -> bool:
@@ -325,10 +335,16 @@ class NodeState:
         )
 
     def gpu_visible(self, gpu: int) -> bool:
-        """Enumerated by the driver: on the bus and not failed at init after a reboot."""
-        if not self.gpu_on_bus(gpu):
-            return False
-        return not any(f.boot != self.boot_number for f in self._xid79(gpu))
+        """Enumerated by the driver: on the bus and initialised (see init_failed)."""
+        return self.gpu_on_bus(gpu) and not self.init_failed(gpu)
+
+    def init_failed(self, gpu: int) -> bool:
+        """On the bus, but the driver failed to initialise it in this boot (RmInitAdapter):
+        a `gpu_init_failed` fault, or an Xid 79 from an earlier boot that a reboot did not
+        clear."""
+        if self.has_fault("gpu_init_failed", gpu):
+            return True
+        return any(f.boot != self.boot_number for f in self._xid79(gpu))
 
     def _xid79(self, gpu: int) -> list[Fault]:
         return [f for f in self.faults if f.kind == "xid" and f.code == 79 and f.gpu == gpu]
@@ -376,6 +392,8 @@ class NodeState:
             "status": self.status,
             "boot_id": self.boot.boot_id,
             "boots": self.boot_number,
+            "bmc": self.bmc,
+            "power_cycles": self.power_cycles,
             "faults": _node_faults(self, degraded_factor),
             "gpu_processes": [
                 {"pid": p.pid, "name": p.name, "gpu": p.gpu, "job_id": p.job_id}
@@ -455,9 +473,12 @@ class FleetState:
     slurm: SlurmState
     started: float
     by_address: dict[str, NodeState] = field(default_factory=dict)
+    by_bmc: dict[str, NodeState] = field(default_factory=dict)
+    """Nodes by their BMC's address (lab/bmc.py)."""
 
     def __post_init__(self) -> None:
         self.by_address = {node.spec.address: node for node in self.nodes.values()}
+        self.by_bmc = {node.bmc: node for node in self.nodes.values() if node.bmc is not None}
 
     def node(self, name_or_address: str) -> NodeState | None:
         return self.nodes.get(name_or_address) or self.by_address.get(name_or_address)

@@ -1,8 +1,10 @@
-"""How remediation changes a node: GPU reset, driver unload/load, reboot.
+"""How remediation changes a node: GPU reset, driver unload/load, reboot, cold power cycle.
 
-Each fault carries the weakest remediation that clears it (reset < reload < reboot; never).
-A reset clears `reset` faults of the GPUs it reset; loading the driver after it was unloaded
-clears `reset` and `reload` faults; a reboot clears all but `never` and every volatile thing.
+Each fault carries the weakest remediation that clears it (reset < reload < reboot <
+power_cycle; never). A reset clears `reset` faults of the GPUs it reset; loading the driver
+after it was unloaded clears `reset` and `reload` faults; a warm reboot clears all up to
+`reboot` and every volatile thing; a boot after the power was removed (a BMC power cycle, or
+off and on) clears `power_cycle` faults too.
 """
 
 from __future__ import annotations
@@ -13,6 +15,7 @@ from fleetfix.lab import drivers, fabric, kmsg
 from fleetfix.lab.build import (
     boot_services,
     driver_build,
+    init_failures,
     wipe_shm,
     write_boot_id,
     write_driver_files,
@@ -85,7 +88,9 @@ def load_module(node: NodeState, name: str, now: float, driver: str) -> None:
         recover(node, "reload")
         for gpu in node.gpus:
             _reinitialise(gpu)
-        log(node, kmsg.driver_load_lines(driver, uptime(node, now), driver_build(node))[:2])
+        since_boot = uptime(node, now)
+        log(node, kmsg.driver_load_lines(driver, since_boot, driver_build(node))[:2])
+        log(node, init_failures(node, since_boot + 1.8))
         write_driver_files(node, driver)
         fabric.driver_loaded(node)
 
@@ -94,16 +99,29 @@ def finish_unload(node: NodeState, driver: str) -> None:
     write_driver_files(node, driver)
 
 
-def begin_reboot(node: NodeState, now: float, reboot_time: float) -> None:
+def begin_reboot(node: NodeState, now: float, reboot_time: float, level: str = "reboot") -> None:
+    """The node goes down for `reboot_time`; `level` says what its next boot clears."""
     node.status = "rebooting"
     node.reboot_due = now + reboot_time
+    node.boot_level = level
+    node.processes = []
+
+
+def power_off(node: NodeState) -> None:
+    """The BMC cut the power: the node is down until it is powered on again."""
+    node.status = "off"
+    node.reboot_due = None
     node.processes = []
 
 
 def finish_reboot(node: NodeState, now: float) -> None:
-    """The node comes back: new boot id, fresh volatile state, hardware faults unchanged."""
+    """The node comes back: new boot id, fresh volatile state, hardware faults unchanged
+    (those a cold power cycle clears go too when the power was removed)."""
     driver = node.driver
-    recover(node, "reboot")
+    recover(node, node.boot_level)
+    if node.boot_level == "power_cycle":
+        node.power_cycles += 1
+    node.boot_level = "reboot"
     node.boots.append(Boot(boot_id=str(uuid.uuid4()), started=now))
     node.modules = dict.fromkeys(node.module_names, True)  # written by write_driver_files
     boot_services(node)
@@ -114,13 +132,15 @@ def finish_reboot(node: NodeState, now: float) -> None:
     write_boot_id(node)
     write_driver_files(node, driver)
     node.boot.lines = kmsg.boot_lines(driver, node.gpus, driver_build(node))
+    node.boot.lines += init_failures(node, kmsg.INIT_FAILED_UPTIME)
     node.boot.lines += _recurring_lines(node)
     node.status = "up"
     node.reboot_due = None
 
 
 def _recurring_lines(node: NodeState) -> list[LogLine]:
-    """Faults a reboot cannot fix show up again in the new boot's log (with Xid 154 from 570)."""
+    """Faults a reboot cannot fix show up again in the new boot's log (with Xid 154 from 570);
+    a GPU that fell off the bus does not: it fails to initialise instead (init_failures)."""
     lines: list[LogLine] = []
     forms = drivers.forms(node.driver)
     reported: dict[int, str] = {}
@@ -129,7 +149,6 @@ def _recurring_lines(node: NodeState) -> list[LogLine]:
             continue
         gpu = node.gpus[fault.gpu]
         if fault.code in _NEVER_RELOG_CODES:
-            lines.extend(kmsg.init_failed_lines(gpu, 11.2))
             continue
         fault.boot = node.boot_number
         lines.extend(kmsg.xid_lines(fault.code, gpu, 95.5, 0, "python3"))
