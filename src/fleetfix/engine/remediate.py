@@ -47,7 +47,9 @@ async def run_action(hs: HostStep, handlers: Handlers) -> Outcome:
                 "action": action.name,
                 "failed": outcome.failed,
                 "msg": outcome.message,
-                "ran": bool(outcome.commands),
+                # Took effect: a command that failed (a BMC that refused, a reboot that did
+                # not come back) did not happen as far as what comes next is concerned.
+                "ran": any(c.ok for c in outcome.commands),
             }
         )
         if not outcome.failed or hs.dry or outcome.left is not None:

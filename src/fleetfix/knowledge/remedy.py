@@ -322,7 +322,9 @@ def not_fixed(fault: str, ladder: Iterable[Mapping[str, Any]]) -> str:
     if cycle is not None and cycle.get("ran"):
         return f"{fault}; persists after a cold power cycle; {RMA_CANDIDATE}"
     if reboot is not None and reboot.get("ran"):
-        return f"{fault}; persists after a warm reboot; {COLD_CYCLE}"
+        failed = cycle is not None and COLD_CYCLE not in str(cycle.get("msg") or "")
+        why = " (the power cycle through the BMC failed: see the journal)" if failed else ""
+        return f"{fault}; persists after a warm reboot; {COLD_CYCLE}{why}"
     last = next(reversed(list(rungs.values())), None)
     if last is not None and last.get("msg"):
         return f"{fault}; not fixed ({last['msg']}); needs a human"

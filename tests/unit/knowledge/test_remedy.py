@@ -291,13 +291,23 @@ def test_for_xid_without_an_action() -> None:
 def test_not_fixed_says_what_comes_next_in_nvidias_order() -> None:
     fault = "GPU 3: 7 of 8 GPUs visible"
     warm = {"action": "reboot", "failed": True, "ran": True, "msg": "verification failed"}
-    refused = {"action": "power_cycle", "failed": True, "ran": False, "msg": "refused: no BMC"}
+    refused = {
+        "action": "power_cycle",
+        "failed": True,
+        "ran": False,
+        "msg": "power_cycle refused: no BMC (bmc_host): needs a human: cold power cycle",
+    }
     cycled = {"action": "power_cycle", "failed": True, "ran": True, "msg": "verification failed"}
     assert not_fixed(fault, [warm, refused]) == (
         f"{fault}; persists after a warm reboot; needs a human: cold power cycle"
     )
     assert not_fixed(fault, [warm, cycled]) == (
         f"{fault}; persists after a cold power cycle; RMA candidate: run the field diagnostic"
+    )
+    bmc = {"action": "power_cycle", "failed": True, "ran": False, "msg": "power_cycle: ... rc=1"}
+    assert not_fixed(fault, [warm, bmc]) == (
+        f"{fault}; persists after a warm reboot; needs a human: cold power cycle"
+        " (the power cycle through the BMC failed: see the journal)"
     )
     held = {"action": "reboot", "failed": True, "ran": False, "msg": "reboot held: rack cap"}
     assert not_fixed(fault, [held]) == f"{fault}; not fixed (reboot held: rack cap); needs a human"
