@@ -13,8 +13,9 @@ $(VENV)/.installed: pyproject.toml
 
 venv: $(VENV)/.installed
 
-# The demo scenario leaves one node for RMA on purpose, and two nodes with Xid 79 that fleetfix
-# must not touch (gpu005 runs alice's job, gpu014 was drained by bob), so fleetfix exits 2 ("some
+# The demo scenario leaves one node an RMA candidate on purpose (its GPU stays gone after a warm
+# reboot and a cold power cycle through the lab's emulated BMC: power_cycle=true allows it), and
+# two nodes with Xid 79 that fleetfix must not touch (gpu005 runs alice's job, gpu014 was drained by bob), so fleetfix exits 2 ("some
 # host failed or was left"); that is the expected ending, not a failed demo. drain_wait=15s:
 # the busy node is deferred after 15 s instead of the playbook's 5 minutes, so the demo shows it
 # without sitting through a real job's wait. Each demo is a fresh simulated cluster, so it gets
@@ -23,10 +24,10 @@ venv: $(VENV)/.installed
 DEMO_DRAIN_WAIT := 15s
 demo: venv
 	@rm -f demo-journal.sqlite demo-journal.sqlite-wal demo-journal.sqlite-shm
-	@$(BIN)/fleetfix run playbooks/xid79.yml -i inventories/lab.ini --yes -e drain_wait=$(DEMO_DRAIN_WAIT) \
+	@$(BIN)/fleetfix run playbooks/xid79.yml -i inventories/lab.ini --yes -e drain_wait=$(DEMO_DRAIN_WAIT) -e power_cycle=true \
 		--journal demo-journal.sqlite --report demo-report.html --report demo-report.json; \
 	code=$$?; echo "fleetfix exited $$code"; \
-	if [ $$code -eq 2 ]; then echo "(2 = hosts left unhealthy or untouched, as the scenario intends: gpu007 needs an RMA, gpu005 was deferred because alice's job kept running, gpu014 is bob's)"; fi; \
+	if [ $$code -eq 2 ]; then echo "(2 = hosts left unhealthy or untouched, as the scenario intends: gpu007 is an RMA candidate, gpu005 was deferred because alice's job kept running, gpu014 is bob's)"; fi; \
 	echo "report: demo-report.html (open it in a browser); journal: demo-journal.sqlite"; \
 	test $$code -eq 0 -o $$code -eq 2
 

@@ -35,7 +35,10 @@ class Demo:
 def demo_target() -> Demo:
     makefile = (REPO / "Makefile").read_text()
     recipe = makefile.partition("\ndemo:")[2].partition("\n\n")[0]
-    run = re.search(r"fleetfix run playbooks/(\S+) -i (\S+) .*-e drain_wait=\$\((\w+)\)", recipe)
+    run = re.search(
+        r"fleetfix run playbooks/(\S+) -i (\S+) .*-e drain_wait=\$\((\w+)\) -e power_cycle=true",
+        recipe,
+    )
     assert run, recipe
     wait = re.search(rf"^{run[3]} := (\S+)$", makefile, re.M)
     inventory = (REPO / run[2]).read_text()
@@ -58,7 +61,12 @@ def played(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Played]:
     with running_lab(demo.scenario, work / "lab", reboot_time=0.5) as lab:
         before = nodes(lab.truth())
         inventory = write_inventory(lab, work / "lab.ini")
-        done = fleetfix_run(demo.playbook, inventory, work, "-e", f"drain_wait={demo.drain_wait}")
+        done = fleetfix_run(
+            demo.playbook,
+            inventory,
+            work,
+            *("-e", f"drain_wait={demo.drain_wait}", "-e", "power_cycle=true"),
+        )
         yield Played(done, before, nodes(lab.truth()))
 
 
@@ -98,8 +106,10 @@ def test_the_rest_of_the_demo_still_happens(played: Played) -> None:
         node = played.after[fixed]
         assert "xid" not in fault_kinds(node) and node["boots"] == 2
         assert not node["slurm"]["drain"]
-    rma = played.after[RMA]
-    assert rma["slurm"]["drain"] and "needs RMA" in rma["slurm"]["reason"]
+    rma = played.after[RMA]  # a warm reboot, then a cold cycle through its BMC, then left
+    assert rma["boots"] == 3 and rma["power_cycles"] == 1, rma
+    assert rma["slurm"]["drain"]
+    assert "RMA candidate: run the field diagnostic" in rma["slurm"]["reason"], rma["slurm"]
     assert played.run.left[RMA].startswith("failed: ")
 
 

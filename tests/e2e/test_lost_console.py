@@ -44,12 +44,12 @@ READ_TIMEOUT = 0.05
 
 def _documented(view: dict[str, dict[str, Any]]) -> None:
     """The xid79 run tests/e2e/test_playbooks_lab.py shows: gpu003 and gpu011 fixed by one
-    reboot each, gpu007 rebooted once and drained for RMA, bob's gpu014 and the busy gpu005
-    never rebooted."""
+    reboot each, gpu007 rebooted once and drained needing a cold power cycle (none allowed
+    here), bob's gpu014 and the busy gpu005 never rebooted."""
     assert {n for n, v in view.items() if v["boots"] == 2} == {"gpu003", "gpu007", "gpu011"}
     assert {n for n, v in view.items() if v["boots"] > 2} == set()
     assert not view["gpu003"]["slurm"]["drain"] and not view["gpu011"]["slurm"]["drain"]
-    assert "needs RMA" in str(view["gpu007"]["slurm"]["reason"])
+    assert "needs a human: cold power cycle" in str(view["gpu007"]["slurm"]["reason"])
     assert view["gpu014"]["slurm"]["reason"] == "reseat GPU 4, ticket OPS-1187"
     assert view["gpu005"]["slurm"]["job_id"] is not None
 

@@ -62,13 +62,15 @@ def test_the_rma_node_and_the_run_end_reach_the_webhooks(
         "json:" + receiver.url(f"/gone/{SECRET}"),
         "-e",
         "drain_wait=3s",  # gpu005's job outlives the drain: deferred, as in make demo
+        "-e",
+        "power_cycle=true",  # gpu007 gets its cold cycle through the lab's BMC, as in make demo
     )
-    assert done.returncode == 2, done.output  # gpu007 left drained for RMA, as in make demo
+    assert done.returncode == 2, done.output  # gpu007 left an RMA candidate, as in make demo
     bodies = receiver.bodies("/json/")
     assert [b["kind"] for b in bodies] == ["rma", "run_finished"], done.output
     rma, end = bodies
     assert end["exit_code"] == done.returncode and end["outcome"] == "host_failed"
-    assert rma["node"] == "gpu007" and "needs RMA" in rma["reason"]
+    assert rma["node"] == "gpu007" and "RMA candidate: run the field diagnostic" in rma["reason"]
     truth = nodes(xid79_lab.handle.truth())["gpu007"]
     assert truth["slurm"]["reason"].startswith(rma["reason"])
 
@@ -82,13 +84,14 @@ def test_the_rma_node_and_the_run_end_reach_the_webhooks(
         "slurm_drain",
         "collect_evidence",
         "reboot",
+        "power_cycle",
         "slurm_drain",
     ]
     assert len(rma["evidence"]) <= 2000 and "Xid 79" in rma["evidence"]
 
     slack = receiver.bodies("/slack/")
     assert [b["text"] for b in slack] == [
-        "fleetfix: gpu007 needs RMA",
+        "fleetfix: gpu007 is an RMA candidate",
         "fleetfix: run finished: host_failed (exit 2)",
     ]
     warnings = [line for line in done.stderr.splitlines() if line.startswith("WARNING: webhook")]

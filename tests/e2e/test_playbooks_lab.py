@@ -120,7 +120,10 @@ def test_xid79_fixes_what_a_reboot_fixes_and_leaves_the_rest_drained(xid79_lab: 
     rma = nodes["gpu007"]
     assert "xid" in kinds(rma)
     assert rma["slurm"]["drain"]
-    assert rma["slurm"]["reason"].startswith("fleetfix:") and "needs RMA" in rma["slurm"]["reason"]
+    # No cold power cycle allowed in this run: left for a person with the BMC, not an RMA.
+    reason = rma["slurm"]["reason"]
+    assert reason.startswith("fleetfix:") and "needs a human: cold power cycle" in reason, reason
+    assert rma["power_cycles"] == 0
     busy, human = nodes["gpu005"], nodes["gpu014"]
     assert busy["boots"] == 1 and busy["slurm"]["job_id"] is not None and busy["gpu_processes"]
     assert human["boots"] == 1 and human["slurm"]["reason"] == "reseat GPU 4, ticket OPS-1187"

@@ -607,11 +607,12 @@ def test_reference_run(cases: Cases, lab: Lab) -> None:
 
 
 def test_the_xid79_reference_is_the_documented_run(cases: Cases) -> None:
-    """What tests/e2e/test_playbooks_lab.py shows: three reboots, gpu007 left for RMA,
-    the human-drained gpu014 untouched."""
+    """What tests/e2e/test_playbooks_lab.py shows: three reboots, gpu007 left needing a cold
+    power cycle (none allowed here), the human-drained gpu014 untouched."""
     view = cases.reference["xid79"].result().view
     assert {n for n, v in view.items() if v["boots"] == 2} == {"gpu003", "gpu007", "gpu011"}
-    assert view["gpu007"]["drain"] and "needs RMA" in str(view["gpu007"]["reason"])
+    assert view["gpu007"]["drain"]
+    assert "needs a human: cold power cycle" in str(view["gpu007"]["reason"])
     assert not view["gpu003"]["drain"] and not view["gpu011"]["drain"]
     assert view["gpu014"]["reason"] == "reseat GPU 4, ticket OPS-1187"
 

@@ -103,7 +103,8 @@ def test_overlapping_controllers_act_on_each_node_once(
         slurm = truth["nodes"][name]["slurm"]
         assert (slurm["state"], slurm["drain"]) == ("IDLE", False), slurm
     # gpu007 never recovers: whichever controller held it rebooted it once and left it drained
-    # "needs RMA"; the other, run again, leaves it for the RMA instead of rebooting it again.
+    # "needs a human: cold power cycle"; the other, run again, leaves it for that person instead
+    # of rebooting it again.
     assert rebooted.get("gpu007") == 1, rebooted
     for name in ("gpu005", "gpu014"):  # busy, human-drained: never touched by either
         assert rebooted.get(name, 0) == 0
