@@ -98,8 +98,8 @@ async def run_playbook(engine: Engine, playbook: Playbook, select: HostSelector)
             task.uncancel()
     finally:
         await asyncio.shield(ctx.connections.close_all())
-    if not ctx.options.check and not ctx.result.interrupted:
-        for host, reason in left_unhealthy(ctx).items():
+    if not ctx.result.interrupted:
+        for host, reason in left_unhealthy(ctx, planned=ctx.options.check).items():
             ctx.result.left[host] = reason
             ctx.bus.emit(HostLeft(host=host, kind="unhealthy", reason=reason))
     ctx.bus.emit(RunFinished(result=ctx.result))

@@ -29,10 +29,13 @@ HEALTH_PROBES = frozenset(
 shm: a busy node or a full /dev/shm is not a broken one."""
 
 
-def left_unhealthy(ctx: RunContext) -> dict[str, str]:
+def left_unhealthy(ctx: RunContext, *, planned: bool = False) -> dict[str, str]:
     """host -> why, for each host this run leaves failed or with a fault still showing, that
     is not already out of service (drained or down in Slurm, its reason saying why) and that
-    the run has not already named (owned, deferred, refused)."""
+    the run has not already named (owned, deferred, refused).
+
+    `planned` (--check): only what no plan can change, a health probe that could not be read;
+    a fault still showing may be one the real run would fix."""
     left: dict[str, str] = {}
     for host, state in ctx.hosts.items():
         if host in ctx.result.left:
@@ -41,8 +44,8 @@ def left_unhealthy(ctx: RunContext) -> dict[str, str]:
         if stats is not None and (stats.failed or stats.unreachable):
             left[host] = f"failed: {_last_failure(ctx, host)}"
             continue
-        problems = _problems(state)
-        short = gpus_short(ctx, state)
+        problems = _unreadable(state) if planned else _problems(state)
+        short = None if planned else gpus_short(ctx, state)
         if short is not None:
             problems.append(f"nvidia_smi: {short}")
         if problems and not _out_of_service(state.probe_data.get("slurm_node")):
@@ -50,11 +53,16 @@ def left_unhealthy(ctx: RunContext) -> dict[str, str]:
     return left
 
 
-def _problems(state: HostState) -> list[str]:
-    problems = [
+def _unreadable(state: HostState) -> list[str]:
+    """The health probes whose tool answered nothing fleetfix could read."""
+    return [
         f"{name}: {state.probe_failures[name]}"
         for name in sorted(HEALTH_PROBES & state.probe_failures.keys())
     ]
+
+
+def _problems(state: HostState) -> list[str]:
+    problems = _unreadable(state)
     data = state.probe_data
     for name in sorted(HEALTH_PROBES & data.keys()):
         if name == "xid":

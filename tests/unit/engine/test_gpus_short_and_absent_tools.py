@@ -137,3 +137,37 @@ async def test_a_gate_fed_by_a_missing_tool_refuses(
     assert "cannot evaluate its safety gates" in run.result.left["gpu001"]
     assert "not installed" in run.result.left["gpu001"]
     assert not any("scontrol update" in c for c in fake.commands_on("gpu001"))
+
+
+async def test_check_mode_names_a_health_probe_it_could_not_read(
+    run_playbook: Runner, fake: FakeTransport
+) -> None:
+    """The nightly sweep in --check on the real H200 printed 'ok' and exited 0 over a topo -m it
+    could not read (ignore_errors): a probe nobody can read is no plan's to fix."""
+    _one_h200(fake)
+    fake.host("gpu001").on(r"topo -m", Reply(stdout="NVIDIA-SMI has failed\n", rc=9))
+    run = await run_playbook(
+        """
+        - hosts: gpu
+          tasks:
+            - probe: nvidia_smi
+              ignore_errors: true
+            - probe: topology
+              ignore_errors: true
+        """,
+        hosts=["gpu001"],
+        check=True,
+    )
+    assert "topology:" in run.result.left["gpu001"]
+    assert int(run.result.outcome()) == 2
+
+
+async def test_check_mode_leaves_a_readable_fault_to_the_plan(
+    run_playbook: Runner, fake: FakeTransport
+) -> None:
+    """A fault still showing in --check may be one the real run fixes: not named."""
+    _one_h200(fake)
+    fake.host("gpu001").on(r"scontrol show node", Reply(stdout=SCONTROL_IDLE_2GPU))
+    fake.host("gpu001").on(r"lspci", Reply(stdout="### fleetfix sysfs\n"))
+    run = await run_playbook(SWEEP, hosts=["gpu001"], check=True)
+    assert run.result.left == {}
