@@ -118,7 +118,8 @@ def test_shm_removes_stale_nccl_segments_and_nothing_else(lab: MixedLab) -> None
 
 # --- persistence.yml -----------------------------------------------------------------------
 
-OTHER_FAULTS = {"gpu004", "gpu006", "gpu008", "gpu013", "gpu024"}
+OTHER_FAULTS = {"gpu004", "gpu006", "gpu008", "gpu013", "gpu018", "gpu024"}
+"""Faults persistence.yml does not fix and names at the end (gpu018: 7 of its 8 GPUs)."""
 """Answering nodes with faults nvidia-smi shows that persistence.yml does not fix (DBE, pending
 remap, remap failure, driver not loaded, reset required)."""
 
@@ -306,7 +307,7 @@ def test_health_sweep_check_changes_nothing_and_shows_the_plan(lab: MixedLab) ->
         "[gpu010] would run: rm -f -- /dev/shm/nccl-",
         "[gpu010] would run: systemctl enable --now nvidia-persistenced\n",
         "[gpu012] would run: systemctl enable --now nvidia-persistenced\n",
-        "[gpu001] would run: g=$(nvidia-smi -L",
+        "[gpu001] would run: for t in all_reduce_perf; do command -v",  # nccl-tests, if there
     ):
         assert planned in done.stdout, done.output
 

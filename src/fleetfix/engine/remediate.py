@@ -55,6 +55,10 @@ async def run_action(hs: HostStep, handlers: Handlers) -> Outcome:
         if not outcome.failed or hs.dry or outcome.left is not None:
             break
     outcome.data["ladder"] = ladder
+    if outcome.failed and len(ladder) > 1:
+        # Every rung's failure, in order: the warm reboot that did not bring the GPU back is
+        # the news; the cold cycle that was then refused is what to do about it.
+        outcome.message = "; then ".join(str(r["msg"]) for r in ladder if r["msg"])
     return outcome
 
 
