@@ -29,7 +29,8 @@ from fleetfix.probes import probe_registry
 from fleetfix.results import Outcome, RunResult, Status, StepResult
 from fleetfix.runtime import open_runtime
 
-DEFAULT_PROBES = ("nvidia_smi", "xid", "gpu_processes", "shm", "services")
+DEFAULT_PROBES = ("pci_gpus", "nvidia_smi", "xid", "gpu_processes", "shm", "services")
+"""pci_gpus first: the engine holds nvidia-smi to the GPUs on the bus (knowledge/gpu_count.py)."""
 STYLE = {Level.OK: "green", Level.WARN: "yellow", Level.BAD: "bold red"}
 WIDE = 1000
 """Columns the table may use when stdout is not a terminal and COLUMNS is not set: a file or a

@@ -147,8 +147,17 @@ def _generic(f: Facts) -> Health:
     return Health(Level.OK, "ok" if f.get("complete", True) else "partial output")
 
 
+def _pci_gpus(f: Facts) -> Health:
+    """The GPUs on the bus (nvidia-smi is held to this count); one answering all ones (`rev
+    ff`) fell off the bus."""
+    lost = [g for g in f.get("gpus", ()) if g.get("lost")]
+    text = f"{f.get('count', 0)} on the bus" + (f", {len(lost)} fallen off" if lost else "")
+    return Health(Level.BAD if lost else Level.OK, text)
+
+
 SUMMARIES: Mapping[str, Callable[[Facts], Health]] = {
     "nvidia_smi": gpu_health,
+    "pci_gpus": _pci_gpus,
     "xid": _xid,
     "gpu_processes": _gpu_processes,
     "shm": _shm,

@@ -29,3 +29,10 @@ def test_the_real_h200_boot_log_is_clean() -> None:
 def test_a_missing_tool_is_ok_not_installed() -> None:
     health = summarize("ib", None, "", absent="ibstat")
     assert health.level is Level.OK and health.absent
+
+
+def test_the_pci_bus_cell_counts_and_flags_a_gpu_that_fell_off() -> None:
+    facts = {"count": 2, "gpus": [{"slot": "0000:1b:00.0", "lost": False}, {"lost": True}]}
+    health = summarize("pci_gpus", facts)
+    assert health.level is Level.BAD and health.text == "2 on the bus, 1 fallen off"
+    assert summarize("pci_gpus", {"count": 8, "gpus": [{"lost": False}] * 8}).level is Level.OK
