@@ -149,7 +149,7 @@ RECOVER = Lab(
     # Manager included); then bd05 is drained for field diagnostics and rack-01's cap holds
     # bd06's drain for RMA (exit 6)
     reference_rc=6,
-    unreached=frozenset({"leave drained, saying why", "mark the node failed"}),
+    unreached=frozenset({"leave drained, saying what it needs next", "mark the node failed"}),
 )
 SCENARIOS = Path(__file__).parent / "scenarios"
 # hp01 runs dave's job (drained, its job keeps running: no wait), bob drained hp02 (left alone),
