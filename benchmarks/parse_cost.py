@@ -35,6 +35,8 @@ class Sample:
 
     probe: str
     path: Path
+    params: tuple[tuple[str, Any], ...] = ()
+    """The case's step parameters (a time window for the kernel log, an expected count)."""
 
     @property
     def name(self) -> str:
@@ -70,13 +72,13 @@ def probe_samples(
     """The samples of `probes` their parsing cases name (sorted; `per_probe` first ones)."""
     found: list[Sample] = []
     for probe in probes:
-        paths: list[Path] = []
+        read: dict[Path, tuple[tuple[str, Any], ...]] = {}
         for case in sorted((cases / probe).glob("*.json")):
             spec = json.loads(case.read_text(encoding="utf-8"))
             if "error" not in spec:
-                paths.append((SAMPLES / spec["sample"]).resolve())
-        unique = sorted(set(paths))
-        found.extend(Sample(probe, path) for path in unique[:per_probe])
+                path = (SAMPLES / spec["sample"]).resolve()
+                read.setdefault(path, tuple(sorted((spec.get("params") or {}).items())))
+        found.extend(Sample(probe, path, read[path]) for path in sorted(read)[:per_probe])
     return found
 
 
@@ -97,12 +99,14 @@ def _text(path: Path) -> str:
 
 
 def parse_costs(samples: Sequence[Sample] | None = None, *, repeats: int = 20) -> list[ParseCost]:
-    """Each sample's best parse time with its probe's registered `parse` (default: all)."""
+    """Each sample's best parse time through its probe's `read`, the one way output becomes
+    facts (terminal escapes stripped first; default: all samples)."""
     registry = probe_registry()
     costs: list[ParseCost] = []
     for sample in probe_samples() if samples is None else samples:
         text = _text(sample.path)
-        elapsed = best_ns(registry.get(sample.probe).parse, text, repeats)
+        probe = registry.get(sample.probe).bind(dict(sample.params))
+        elapsed = best_ns(probe.read, text, repeats)
         size = len(text.encode("utf-8", "surrogateescape"))
         costs.append(ParseCost(sample.probe, sample.name, size, elapsed, repeats))
     return costs
