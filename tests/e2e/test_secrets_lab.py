@@ -168,5 +168,5 @@ def test_nccl_tests_args_cannot_run_a_command_on_the_node(
     done = fleetfix_run(book, inventory, tmp_path, "-vv", "-e", "fleetfix_slurm=false")
     assert node_shell(handle, "s01", f"test -e {control} && echo yes").strip() == "yes"
     assert node_shell(handle, "s01", f"test -e {injected} || echo absent").strip() == "absent"
-    assert "ran: g=$(nvidia-smi" in done.stdout, done.output  # the action did run
+    assert "g=$(nvidia-smi -L" in done.stdout, done.output  # the action did run
     assert f"all_reduce_perf -b 8 -e '1G;' touch {injected} '#' -g" in done.stdout, done.output

@@ -14,6 +14,7 @@ from typing import Any
 
 import pytest
 
+from fleetfix.cli.probe_cmd import DEFAULT_PROBES
 from fleetfix.lab.control import LabHandle
 from tests.e2e.labrun import fleetfix_run, nodes, run_env, write_inventory
 from tests.lab.support import running_lab
@@ -64,7 +65,7 @@ def test_sharded_probes_read_the_same_facts(
     assert _differences(_stable(sharded), _stable(alone)) == []
     assert len(sharded["hosts"]) == 40
     steps = [step for host in sharded["hosts"].values() for step in host.values()]
-    assert len(steps) == 40 * 5
+    assert len(steps) == 40 * len(DEFAULT_PROBES)
     assert all(step["status"] == "ok" and step["facts"] for step in steps), "a probe failed"
 
 
