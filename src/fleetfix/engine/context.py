@@ -136,6 +136,9 @@ class HostState:
     probe_data: dict[str, Any] = field(default_factory=dict)  # latest facts per probe, as data
     probe_failures: dict[str, str] = field(default_factory=dict)  # probe -> why it last failed
     gpus_seen: int | None = None  # the most GPUs any probe showed in this run
+    journal_gpus_seen: int | None = None
+    """The most GPUs any earlier run saw (the journal), read once: engine/gpus.py `most_seen`."""
+    journal_gpus_read: bool = False
     last_failure: tuple[Step, StepResult] | None = None  # for a rescue's ansible_failed_*
     templated_vars: frozenset[str] | None = None
     """Names of `base_vars` whose values are templates (found once, reset when they change)."""

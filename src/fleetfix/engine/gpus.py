@@ -12,14 +12,22 @@ from fleetfix.engine.context import HostState, RunContext
 from fleetfix.knowledge.gpu_count import Expected, expected_gpus, shortfall
 
 
+def most_seen(ctx: RunContext, state: HostState) -> int | None:
+    """The most GPUs the host ever showed: this run's probes, and the journal's history (read
+    once per host and run, not at every probe: on PostgreSQL each read is a round trip)."""
+    if not state.journal_gpus_read:
+        memory = ctx.options.memory
+        state.journal_gpus_seen = memory.gpus_seen(state.name) if memory is not None else None
+        state.journal_gpus_read = True
+    return max(state.gpus_seen or 0, state.journal_gpus_seen or 0) or None
+
+
 def expected_gpus_of(ctx: RunContext, state: HostState) -> Expected | None:
-    memory = ctx.options.memory
-    remembered = memory.gpus_seen(state.name) if memory is not None else None
     return expected_gpus(
         inventory=state.base_vars.get("gpus"),
         gres=(state.probe_data.get("slurm_node") or {}).get("gpus_total"),
         pci=(state.probe_data.get("pci_gpus") or {}).get("count"),
-        seen=max(state.gpus_seen or 0, remembered or 0),
+        seen=most_seen(ctx, state),
     )
 
 

@@ -7,6 +7,7 @@ from dataclasses import replace
 from typing import Any
 
 from fleetfix.actions.base import Action, ActionContext, ActionPlan
+from fleetfix.engine.gpus import most_seen
 from fleetfix.engine.hoststep import HostStep, Outcome, registered, with_lines
 from fleetfix.playbook.model import StepKind
 
@@ -28,10 +29,7 @@ def action_context(
 ) -> ActionContext:
     """What an action sees; `fleetfix_gpus_seen` is the most GPUs the node ever showed
     (this run or any run in the journal): the count it must come back with."""
-    memory = hs.ctx.options.memory
-    remembered = memory.gpus_seen(hs.state.name) if memory is not None else None
-    seen = max(hs.state.gpus_seen or 0, remembered or 0) or None
-    variables = {**hs.variables, "fleetfix_gpus_seen": seen}
+    variables = {**hs.variables, "fleetfix_gpus_seen": most_seen(hs.ctx, hs.state)}
     return ActionContext(hs.state.name, params, facts, variables, plan, interrupted or {})
 
 

@@ -171,3 +171,47 @@ async def test_check_mode_leaves_a_readable_fault_to_the_plan(
     fake.host("gpu001").on(r"lspci", Reply(stdout="### fleetfix sysfs\n"))
     run = await run_playbook(SWEEP, hosts=["gpu001"], check=True)
     assert run.result.left == {}
+
+
+class _Journal:
+    """A journal that remembers 2 GPUs for every host and counts how often it is asked."""
+
+    def __init__(self) -> None:
+        self.asked = 0
+
+    def gpus_seen(self, host: str) -> int | None:
+        self.asked += 1
+        return 2
+
+    def action_times(self, host: str, action: str, since: float) -> list[float]:
+        return []
+
+    def take_out(self, host: str, action: str, limit: int | None) -> str | None:
+        return None
+
+    def mark_undelivered(self, record: int) -> None:
+        return None
+
+
+async def test_the_journal_s_most_seen_is_read_once_per_host_and_holds_nvidia_smi(
+    run_playbook: Runner, fake: FakeTransport
+) -> None:
+    _one_h200(fake)
+    journal = _Journal()
+    run = await run_playbook(
+        """
+        - hosts: gpu
+          tasks:
+            - probe: nvidia_smi
+              register: smi
+              loop: [1, 2, 3]
+              ignore_errors: true
+            - assert:
+                that: smi.results | map(attribute='facts.count_ok') | list == [false, false, false]
+        """,
+        hosts=["gpu001"],
+        memory=journal,
+    )
+    assert run.recap("gpu001")["failed"] == 0, run.statuses("gpu001")
+    assert journal.asked == 1
+    assert "1 of 2 GPUs visible" in run.result.left["gpu001"]
