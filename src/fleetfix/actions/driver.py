@@ -23,13 +23,7 @@ from fleetfix.actions.base import (
     union,
 )
 from fleetfix.actions.fabric import FABRIC_MANAGER, IMEX, fabric_problems, fabric_wait, unit_state
-from fleetfix.actions.gates import (
-    busy_reason,
-    device_holders,
-    duration,
-    params_checker,
-    quote_all,
-)
+from fleetfix.actions.gates import busy_reason, duration, params_checker, quote_all
 from fleetfix.actions.gpu import (
     GPU_CLIENTS,
     PERSISTENCED,
@@ -39,6 +33,7 @@ from fleetfix.actions.gpu import (
     start_command,
     stop_command,
 )
+from fleetfix.actions.holders import device_holders
 from fleetfix.probes.gpu_facts import NvidiaSmiFacts
 from fleetfix.probes.kernel_modules import NVIDIA_MODULES, KernelModulesFacts
 from fleetfix.probes.services import ServicesFacts
@@ -46,7 +41,7 @@ from fleetfix.probes.services import ServicesFacts
 DRIVER_HOLDERS = (*GPU_CLIENTS, IMEX, FABRIC_MANAGER, PERSISTENCED)
 """The known services holding /dev/nvidia* that make `rmmod nvidia` fail with "Module nvidia
 is in use", in the order they stop (clients before what they use); they start in the reverse
-order. Units found holding the devices (gates.device_holders) stop before them and start
+order. Units found holding the devices (holders.device_holders) stop before them and start
 after them."""
 RELOAD_NEEDS = (
     'a driver reload needs no process holding /dev/nvidia* (rmmod: "Module nvidia is in use")'

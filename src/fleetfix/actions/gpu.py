@@ -27,15 +27,14 @@ from fleetfix.actions.fabric import (
     unit_state,
 )
 from fleetfix.actions.gates import (
-    Holders,
     busy_reason,
     choice,
-    device_holders,
     duration,
     params_checker,
     quote_all,
     seconds,
 )
+from fleetfix.actions.holders import Holders, device_holders
 from fleetfix.knowledge import remedy
 from fleetfix.probes.base import to_data
 from fleetfix.probes.gpu_facts import GpuKey, NvidiaSmiFacts
@@ -46,7 +45,7 @@ GPU_CLIENTS = ("dcgm-exporter", "nvsm", "nvidia-dcgm", "dcgm", MPS_CONTROL)
 """The known clients that keep the GPUs open without being a job: monitoring (dcgm-exporter
 and nvsm before the DCGM they talk to) and the CUDA MPS control daemon. A reset is "In use by
 another client" and `rmmod nvidia` "in use" while they run, so both stop them and start them
-again afterwards, with every other unit found holding /dev/nvidia* (gates.device_holders;
+again afterwards, with every other unit found holding /dev/nvidia* (holders.device_holders;
 found units stop first: a site's exporter is a client of what it watches).
 nvidia-persistenced and nvidia-fabricmanager are not here: a reset leaves them running
 (Fabric Manager guide), a driver reload stops them separately."""
