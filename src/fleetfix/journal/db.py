@@ -7,15 +7,18 @@ id`). What differs lives here:
 
 - serialising the fleet-wide decisions (leases, the repair budget): SQLite's `BEGIN IMMEDIATE`
   takes the file's write lock; PostgreSQL takes a transaction-level advisory lock;
-- knowing a run's controller is alive: on one machine, its pid; on PostgreSQL, the run's
-  session-level advisory lock, which the server drops the moment the controller's connection
-  ends (killed, crashed, cut off), so a lease is taken over only when its holder is known dead;
+- knowing a run's controller is alive: on SQLite, an exclusive `flock` the run holds on a file
+  beside the journal (`JOURNAL.runs/RUN_ID.lock`), which the kernel releases the moment the
+  process dies, so a reused pid never looks alive; on PostgreSQL, the run's session-level
+  advisory lock, which the server drops the moment the controller's connection ends (killed,
+  crashed, cut off). Either way a lease is taken over only when its holder is known dead;
 - text: PostgreSQL text cannot hold NUL, so a NUL in command output is stored as `\\x00`.
 """
 
 from __future__ import annotations
 
 import contextlib
+import fcntl
 import os
 import re
 import sqlite3
@@ -153,6 +156,7 @@ class SqliteDatabase(Database):
 
     def __init__(self, path: Path) -> None:
         self.path = path
+        self._held: dict[str, int] = {}  # run id -> the descriptor holding its lock file
         try:
             path.parent.mkdir(parents=True, exist_ok=True)
             with contextlib.suppress(FileExistsError):
@@ -218,7 +222,65 @@ class SqliteDatabase(Database):
         return self._db.in_transaction
 
     def close(self) -> None:
+        for run_id in list(self._held):
+            self.release_run(run_id)
         self._db.close()
+
+    # --- run liveness: a lock the kernel drops with the process ------------------------------
+
+    def _run_lock(self, run_id: str) -> Path:
+        return self.path.with_name(self.path.name + ".runs") / f"{_safe_name(run_id)}.lock"
+
+    def hold_run(self, run_id: str) -> bool:
+        """Take the run's lock file; False when another live process holds it."""
+        if run_id in self._held:
+            return True
+        path = self._run_lock(run_id)
+        try:
+            path.parent.mkdir(mode=0o700, exist_ok=True)
+            fd = os.open(path, os.O_CREAT | os.O_RDWR, 0o600)
+        except OSError as exc:
+            raise DatabaseError(f"cannot create the run's lock file {path}: {exc}") from exc
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            os.close(fd)
+            return False
+        self._held[run_id] = fd
+        return True
+
+    def release_run(self, run_id: str) -> None:
+        fd = self._held.pop(run_id, None)
+        if fd is None:
+            return
+        with contextlib.suppress(OSError):
+            self._run_lock(run_id).unlink()
+        os.close(fd)
+
+    def run_alive(self, run_id: str) -> bool | None:
+        """True while a process holds the run's lock file; False once none does (the kernel
+        released it when the controller died, whatever became of its pid). None for a run
+        with no lock file: finished, or recorded by an older fleetfix (pids tell then)."""
+        if run_id in self._held:
+            return True
+        try:
+            fd = os.open(self._run_lock(run_id), os.O_RDWR)
+        except FileNotFoundError:
+            return None
+        except OSError:
+            return None
+        try:
+            fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+        except BlockingIOError:
+            return True
+        finally:
+            os.close(fd)  # closing drops the probe's own shared lock
+        return False
+
+
+def _safe_name(run_id: str) -> str:
+    """A run id as a file name: fleetfix's ids already are; anything else is made one."""
+    return re.sub(r"[^A-Za-z0-9._-]", "_", run_id)[:120] or "_"
 
 
 def narrow_mode(path: Path) -> str | None:

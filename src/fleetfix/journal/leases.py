@@ -1,10 +1,12 @@
 """Leases: which run works on which host, shared by every controller using the journal.
 
-A run leases all its hosts or none, in one fleet transaction (`Database.begin(fleet=True)`),
-renews them while it lives and releases them when it ends. A lease's holder is alive while
-the database says so (PostgreSQL: the run's session lock, dropped when its connection ends),
-or, where it cannot tell (SQLite), until the lease expires or its process is gone on this same
-machine. docs/team.md tells the whole story; docs/safety.md invariant 14.
+A run leases every host no other live run holds, in one fleet transaction
+(`Database.begin(fleet=True)`), leaves the others out, renews its leases while it lives and
+releases them when it ends. A lease's holder is alive while the database says so (PostgreSQL:
+the run's session lock, dropped when its connection ends; SQLite: the run's lock file beside
+the journal, which the kernel unlocks when the process dies), or, for a run recorded by an
+older fleetfix, until the lease expires or its process is gone on this same machine.
+docs/team.md tells the whole story; docs/safety.md invariant 14.
 """
 
 from __future__ import annotations
@@ -25,8 +27,10 @@ RELEASE = "DELETE FROM leases WHERE run_id=?"
 
 
 def take(db: Database, run_id: str | None, hosts: Sequence[str]) -> dict[str, str]:
-    """Lease every host to `run_id`, or none: returns host -> holder for the hosts another live
-    run holds. Of two controllers asking for overlapping hosts at once, one gets them all."""
+    """Lease to `run_id` every host of `hosts` no other live run holds, in one fleet
+    transaction: returns host -> holder for the hosts left out. Of two controllers asking for
+    the same host at once, one gets it; each gets every host nobody else holds, so one leased
+    host never stops a whole fleet's run (issue 19)."""
     now = time.time()
     controller = socket.gethostname()
     wanted = set(hosts)
@@ -34,21 +38,23 @@ def take(db: Database, run_id: str | None, hosts: Sequence[str]) -> dict[str, st
     alive: dict[str, bool | None] = {}
     db.begin(fleet=True)
     try:
-        for host, other, holder, pid, expires in db.execute(
-            "SELECT host, run_id, controller, pid, expires FROM leases"
+        for host, other, holder, pid, expires, started in db.execute(
+            "SELECT l.host, l.run_id, l.controller, l.pid, l.expires, r.started"
+            " FROM leases l LEFT JOIN runs r ON r.run_id = l.run_id"
         ).fetchall():
             if host not in wanted or other == run_id:
                 continue
             if other not in alive:
                 alive[other] = db.run_alive(other)
             if holder_alive(holder, pid, expires, now, alive[other]):
-                busy[host] = f"run {other} (pid {pid} on {holder})"
-        if not busy:
+                busy[host] = holder_text(other, holder, pid, started)
+        free = [h for h in hosts if h not in busy]
+        if free:
             db.executemany(
                 "INSERT INTO leases VALUES (?,?,?,?,?) ON CONFLICT(host) DO UPDATE SET"
                 " run_id=excluded.run_id, controller=excluded.controller,"
                 " pid=excluded.pid, expires=excluded.expires",
-                [(h, run_id, controller, os.getpid(), now + LEASE_SECONDS) for h in hosts],
+                [(h, run_id, controller, os.getpid(), now + LEASE_SECONDS) for h in free],
             )
         db.commit()
     except BaseException:
@@ -56,6 +62,15 @@ def take(db: Database, run_id: str | None, hosts: Sequence[str]) -> dict[str, st
             db.rollback()
         raise
     return busy
+
+
+def holder_text(run_id: str, controller: str, pid: int, started: float | None) -> str:
+    """'run X from controller Y (pid P) since T': who holds a host, for the one line a run
+    prints for each host it leaves out."""
+    since = ""
+    if started is not None:
+        since = " since " + time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(float(started)))
+    return f"run {run_id} from controller {controller} (pid {pid}){since}"
 
 
 def live_holder(db: Database, run_id: str) -> str | None:
@@ -69,7 +84,7 @@ def live_holder(db: Database, run_id: str) -> str | None:
         if holder_alive(controller, pid, expires, now, held):
             return f"pid {pid} on {controller}"
     if held:
-        return "a controller connected to the journal's database"
+        return "a live controller (it holds the run's lock)"
     return None
 
 

@@ -6,10 +6,11 @@ a controller's death as the database learns of it."""
 
 from __future__ import annotations
 
+import os
 import sqlite3
 import subprocess
 import sys
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import closing
 from pathlib import Path
 from typing import Any
@@ -66,9 +67,14 @@ class Backend:
 
     def kill_controller(self, run_id: str) -> None:
         """Make `run_id`'s controller dead as the database knows it after a kill -9: on
-        SQLite its leases name a process that is gone; on PostgreSQL the session holding the
+        SQLite the kernel drops the run's lock file (its descriptor closes, the file stays)
+        and its leases name a process that is gone; on PostgreSQL the session holding the
         run ends (returning once it has)."""
         if self._server is None:
+            for journal in self._opened:
+                held = getattr(journal._db, "_held", {})
+                if run_id in held:
+                    os.close(held.pop(run_id))  # as the process's death would: no unlink
             gone = subprocess.run(
                 [sys.executable, "-c", "import os; print(os.getpid())"],
                 capture_output=True,
@@ -102,3 +108,11 @@ def backend(journal_target: Path | str, request: pytest.FixtureRequest) -> Itera
     made = Backend(journal_target, server)
     yield made
     made.close()
+
+
+@pytest.fixture
+def open_journal(backend: Backend) -> Callable[[], Journal]:
+    """`open_journal()`: a Journal on this test's backend (a new connection each call, as a new
+    process would open), known to `backend` so `kill_controller` reaches the run it holds;
+    every one opened is closed after the test."""
+    return backend.open

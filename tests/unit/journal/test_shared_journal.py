@@ -215,5 +215,44 @@ def test_the_sqlite_journal_is_created_private(tmp_path: Path) -> None:
     journal.start_run("a.yml", ["fleetfix", "run"], check=False, hosts=1)
     journal.close()
     for name in os.listdir(tmp_path / "new"):
-        mode = (tmp_path / "new" / name).stat().st_mode & 0o777
-        assert mode == 0o600, (name, oct(mode))
+        path = tmp_path / "new" / name
+        mode = path.stat().st_mode & 0o777
+        assert mode == (0o700 if path.is_dir() else 0o600), (name, oct(mode))  # runs' locks
+
+
+def test_leases_leave_out_only_the_hosts_a_live_run_holds(
+    journal_target: str | Path, open_journal: Callable[[], Journal]
+) -> None:
+    """One engineer holding gpu001 does not stop a whole-fleet run: the other hosts are leased
+    to it, and the one left out names its holder."""
+    mine = open_journal()
+    mine.start_run("fleet.yml", [], check=False, hosts=3)
+    with controller(journal_target, "gpu001") as other:
+        busy = mine.acquire_leases(["gpu001", "gpu002", "gpu003"])
+        assert list(busy) == ["gpu001"]
+        assert f"pid {other.pid}" in busy["gpu001"] and "from controller" in busy["gpu001"]
+        held = open_journal()
+        held.start_run("third.yml", [], check=False, hosts=2)
+        assert sorted(held.acquire_leases(["gpu002", "gpu003"])) == ["gpu002", "gpu003"]
+    mine.release_leases()
+
+
+@pytest.mark.parametrize("journal_target", ["sqlite"], indirect=True)
+def test_a_killed_run_is_dead_even_when_its_pid_is_reused(
+    journal_target: Path, open_journal: Callable[[], Journal], backend: Backend
+) -> None:
+    """SQLite: a run is alive while it holds its lock file, which the kernel releases when the
+    process dies. A pid taken by another process seconds later (pid_max wraps on a busy
+    machine) does not make it look alive: its leases are free and it may be resumed."""
+    with controller(journal_target, "gpu001") as other:
+        other.send_signal(signal.SIGKILL)
+        other.wait(timeout=30)
+    run_id = backend.committed("SELECT run_id FROM leases WHERE host='gpu001'")[0]
+    # The dead run's pid now belongs to a live process (this one), its lease not yet expired.
+    backend.change("UPDATE leases SET pid=?, expires=? WHERE run_id=?",
+                   (os.getpid(), time.time() + 3600, run_id))  # fmt: skip
+    taker = open_journal()
+    assert taker.resume_state(run_id).run_id == run_id  # not "still running (pid ...)"
+    taker.start_run("mine.yml", [], check=False, hosts=1)
+    assert taker.acquire_leases(["gpu001"]) == {}
+    taker.release_leases()
