@@ -3,7 +3,9 @@ return.
 
 A host's phases, contiguous on its timeline:
 
-- detect: from its first step in the run to fleetfix's first action on it;
+- detect: the time fleetfix spent working on the host before its first action: its steps'
+  own durations, each from the moment it got its fork (so never the time it queued behind
+  other hosts' steps: forks, the linear strategy's step-by-step pace), up to that action;
 - drain: from `slurm_drain` starting to its step finishing (waiting for jobs included);
 - fix: from the drain's end (or the first fixing action) to the end of the last step that ran
   a fixing action (reboot, gpu_reset, reload_driver, ...; an escalation ladder is one step);
@@ -11,9 +13,11 @@ A host's phases, contiguous on its timeline:
   starting: active tests and the resume's own validation reads;
 - return: from `slurm_resume` starting to its step finishing without failing.
 
-A phase is observed once per host, when it ends; a host left drained (RMA) has no validate or
-return phase. Actions that come after a later phase began (the drain that leaves a node for an
-RMA after its reboot failed) do not reopen an earlier one.
+The other phases are spans of wall time (the node is out of service, or on its way, all
+along, whoever fleetfix is busy with). A phase is observed once per host, when it ends; a host
+left drained (RMA) has no validate or return phase. Actions that come after a later phase
+began (the drain that leaves a node for an RMA after its reboot failed) do not reopen an
+earlier one.
 """
 
 from __future__ import annotations
@@ -69,16 +73,21 @@ class PhaseClock:
         self._observe = observe
         self._repaired = repaired
         self._first_step: dict[str, float] = {}
+        self._step_open: dict[str, float] = {}
+        """host -> when its running step started (it holds its fork from then on)."""
+        self._busy: dict[str, float] = {}
+        """host -> seconds its finished steps took, until its first action."""
         self._repairs: dict[str, _Repair] = {}
 
     def step_started(self, host: str, at: float) -> None:
         self._first_step.setdefault(host, at)
+        self._step_open[host] = at
 
     def action_started(self, host: str, key: str, action: str, at: float) -> None:
         repair = self._repairs.get(host)
         if repair is None:
             repair = self._repairs[host] = _Repair(seen=self._first_step.get(host, at))
-            self._emit("detect", repair.seen, at)
+            self._observe("detect", self._worked(host, at))
         phase = phase_of(action)
         if phase == "drain" and repair.drain_start is None and repair.fix_start is None:
             repair.drain_start, repair.drain_key = at, key
@@ -95,6 +104,8 @@ class PhaseClock:
     def step_finished(self, host: str, key: str, succeeded: bool, at: float) -> None:
         repair = self._repairs.get(host)
         if repair is None:
+            self._busy[host] = self._worked(host, at)
+            self._step_open.pop(host, None)
             return
         if key == repair.drain_key and repair.drain_end is None:
             repair.drain_end = at
@@ -110,6 +121,11 @@ class PhaseClock:
         """The run ended: a fix phase still open ends with its last finished step."""
         for repair in self._repairs.values():
             self._close_fix(repair)
+
+    def _worked(self, host: str, at: float) -> float:
+        """The host's finished steps' time, plus its running step's until `at`."""
+        running = self._step_open.get(host)
+        return self._busy.get(host, 0.0) + (max(0.0, at - running) if running is not None else 0.0)
 
     def _close_fix(self, repair: _Repair) -> None:
         if repair.fix_start is None or repair.fix_closed:
