@@ -1,10 +1,12 @@
 """Secrets: which values a run must never store or show, and the one place they are masked.
 
 A value is secret when it is (under) an extra var whose name is declared with `--secret NAME`
-or matches SECRET_NAME, or when a `no_log` step produced it. `Redactor` holds those strings and
-masks every occurrence (longest first) in every event before any consumer sees it: the
-EventBus redacts each event once, so the console, the journal, the report files and any team
-observer all get the same redacted event. With nothing secret it returns each event untouched.
+or matches SECRET_NAME, when a `no_log` step produced it, or when a template that read a secret
+made it (a filter, a slice, a concatenation: playbook/taint.py tells the run's Redactor). The
+`Redactor` holds those strings and masks every occurrence (longest first) in every event before
+any consumer sees it: the EventBus redacts each event once, so the console, the journal, the
+report files and any team observer all get the same redacted event. With nothing secret it
+returns each event untouched.
 """
 
 from __future__ import annotations
@@ -31,8 +33,10 @@ SECRET_NAME = re.compile(
 """Variable names secret without `--secret`: a name containing password, passwd, secret,
 token, api_key/apikey, credential or private_key, in any case (`db_password`, `VAULT_TOKEN`)."""
 LEARNED_MIN = 4
-"""Values a `no_log` step produced that are shorter than this are not masked elsewhere in the
-run (masking every `ok` or `1` would destroy the output); the step's own record hides them."""
+"""Values a `no_log` step produced, or a template made from a secret, that are shorter than
+this are not masked elsewhere in the run (masking every `ok` or `1` would destroy the output);
+a `no_log` step's own record hides them. A text holds a secret when it is one, or contains one
+of at least this many characters (`Redactor.holds`)."""
 IDENTITY_FIELDS = frozenset({"host", "hosts", "run_id", "key", "domains", "at"})
 """Event fields that name things the journal indexes by (a host, a step's source position):
 never rewritten, so a secret that happens to be part of a host name cannot break a resume."""
@@ -81,6 +85,7 @@ class Redactor:
     def __init__(self, secrets: Iterable[str] = ()) -> None:
         self._secrets: set[str] = set()
         self._pattern: re.Pattern[str] | None = None
+        self._inside: re.Pattern[str] | None = None
         self.add(secrets)
 
     def __bool__(self) -> bool:
@@ -97,6 +102,17 @@ class Redactor:
         # secret that contains another is masked whole.
         ordered = sorted(self._secrets, key=lambda s: (-len(s), s))
         self._pattern = re.compile("|".join(map(re.escape, ordered)))
+        long = [secret for secret in ordered if len(secret) >= LEARNED_MIN]
+        self._inside = re.compile("|".join(map(re.escape, long))) if long else None
+
+    def holds(self, value: Any) -> bool:
+        """Does `value` hold a secret: a text (or number) that is one, or that contains one of at
+        least LEARNED_MIN characters, itself or anywhere in a dict, list, tuple, set or
+        dataclass. Other objects (a lazy mapping such as `hostvars`, a function) hold none:
+        what a template reads through them is checked as it is read."""
+        if self._pattern is None:
+            return False
+        return _holds(value, self._secrets, self._inside)
 
     def text(self, text: str) -> str:
         """`text` with every secret masked (the same object when none occurs in it)."""
@@ -111,6 +127,22 @@ class Redactor:
         if self._pattern is None:
             return value
         return typing.cast(T, _walk(value, self._pattern))
+
+
+def _holds(value: Any, secrets: set[str], inside: re.Pattern[str] | None) -> bool:
+    if isinstance(value, int | float) and not isinstance(value, bool):
+        value = str(value)
+    if isinstance(value, str):
+        return value in secrets or (inside is not None and inside.search(value) is not None)
+    if isinstance(value, dict):
+        return any(
+            _holds(key, secrets, inside) or _holds(item, secrets, inside)
+            for key, item in value.items()
+        )
+    if isinstance(value, list | tuple | set | frozenset):
+        return any(_holds(item, secrets, inside) for item in value)
+    kind: type = type(value)
+    return any(_holds(getattr(value, name), secrets, inside) for name in _dataclass_fields(kind))
 
 
 def _walk(value: Any, pattern: re.Pattern[str]) -> Any:
