@@ -459,7 +459,7 @@ async def _execute(
     engine = Engine(
         inventory=plan.inventory,
         transport=runtime.transport,
-        templar=Templar(),
+        templar=Templar(bus.redactor),  # what a template makes from a secret is masked too
         spec_factory=runtime.spec_factory,
         probes=probe_registry(),
         actions=action_registry(),
