@@ -73,3 +73,13 @@ def add_journal_option(parser: argparse.ArgumentParser) -> None:
         " (default: $FLEETFIX_JOURNAL, the config file's `journal`, /var/lib/fleetfix as"
         " root, else the user's state dir; every controller of a fleet should share one)",
     )
+
+
+def run_id(text: str) -> str:
+    """A run id as `--resume` takes it: not empty (`--resume ""` from an unset variable in a
+    script must not start a fresh full run instead)."""
+    if not text.strip():
+        raise argparse.ArgumentTypeError(
+            "expected the id of the run to resume (fleetfix history lists them), not an empty value"
+        )
+    return text.strip()

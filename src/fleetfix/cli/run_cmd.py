@@ -17,7 +17,12 @@ from fleetfix.actions import action_registry
 from fleetfix.cli.ansible_options import resolve_ansible_options
 from fleetfix.cli.loading import builtin_task_loader
 from fleetfix.cli.loading import load_builtin_playbook as _load_playbook
-from fleetfix.cli.options import add_connection_options, add_inventory_option, add_journal_option
+from fleetfix.cli.options import (
+    add_connection_options,
+    add_inventory_option,
+    add_journal_option,
+    run_id,
+)
 from fleetfix.cli.questions import CONFIRM_ABOVE, ask_each_step, confirm, leaf_steps
 from fleetfix.cli.resume_scope import (
     refuse_another_scope,
@@ -142,6 +147,7 @@ def add_parsers(sub: Any) -> None:
     run.add_argument(
         "--resume",
         metavar="RUN_ID",
+        type=run_id,
         help="resume an interrupted run: replay finished host-steps, re-verify interrupted"
         " actions (never repeat them), go on",
     )

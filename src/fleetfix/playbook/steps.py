@@ -31,6 +31,23 @@ from fleetfix.playbook.yamlpos import Entry, Node, NodeKind
 
 __all__ = ["Role", "StepReader", "ValueReader"]
 
+MAX_RETRIES = 1000
+"""The most `retries` a step may ask for. A step still failing after a thousand tries is not
+going to pass on the next (a reboot is awaited with `expect_unreachable` or `wait_for`'s
+timeout, not a retry count), and with `delay: 0` a bigger count is a busy loop against the
+node that only Ctrl-C ends; the value is refused when the playbook loads."""
+
+
+def _retries(node: Node) -> int:
+    count = kw.to_int(node, "retries", minimum=0)
+    if count > MAX_RETRIES:
+        raise node.error(
+            f"retries must be at most {MAX_RETRIES}, not {count}: for a longer wait use a"
+            " larger delay (or wait_for with a timeout)"
+        )
+    return count
+
+
 _UNKNOWN_JINJA_NAME = re.compile(r"unknown Jinja2 (filter|test) '([^']+)'")
 
 
@@ -311,7 +328,7 @@ class StepReader:
             "changed_when": lambda n: self._values.conditions(n, "changed_when", allow_empty=False),
             "failed_when": lambda n: self._values.conditions(n, "failed_when", allow_empty=False),
             "register": kw.to_register,
-            "retries": lambda n: kw.to_int(n, "retries", minimum=0),
+            "retries": _retries,
             "delay": lambda n: kw.to_seconds(n, "delay", allow_zero=True),
             "timeout": lambda n: kw.to_seconds(n, "timeout"),
             "tags": lambda n: frozenset(kw.to_names(n, "tags", split_commas=True)),
