@@ -186,6 +186,17 @@ class StepRetry(Event):
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
+class Reconnecting(Event):
+    """A read-only command's connection dropped; it runs again on a fresh one in `delay` s."""
+
+    host: str
+    step: str
+    tries: int
+    delay: float
+    why: str
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
 class SafetyStop(Event):
     """A safety gate stopped the play (max_fail_percentage, topology hold, ...)."""
 

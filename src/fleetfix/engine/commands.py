@@ -14,6 +14,7 @@ from fleetfix.probes.base import Probe
 from fleetfix.results import CommandResult
 from fleetfix.secrets import NO_LOG_TEXT
 from fleetfix.transport.base import ProbeRunner
+from fleetfix.transport.pool import Retry
 
 
 def become_wrap(command: str, user: str) -> str:
@@ -56,8 +57,11 @@ async def run_command(
     become_user: str,
     probe: Probe[Any] | None = None,
     shown: str | None = None,
+    retry: Retry | None = None,
 ) -> CommandResult:
     """Run one command on the step's target; raises UnreachableError if it cannot be reached.
+    With `retry` (read-only commands), a connection that drops under it is replaced and the
+    command run again (transport/pool.py).
     `shown` is what the journal and console are told ran, when the command carries a payload
     that must not be kept (a file's content on its way to the node).
 
@@ -69,9 +73,11 @@ async def run_command(
     connection = await ctx.connections.get(spec)
     remote = become_wrap(command, become_user) if become else command
     if probe is not None and isinstance(connection, ProbeRunner):
-        result = await connection.run_probe(remote, probe, timeout=timeout, env=dict(env) or None)
+        result = await connection.run_probe(
+            remote, probe, timeout=timeout, env=dict(env) or None, retry=retry
+        )
     else:
-        result = await connection.run(remote, timeout=timeout, env=dict(env) or None)
+        result = await connection.run(remote, timeout=timeout, env=dict(env) or None, retry=retry)
     result = CommandResult(
         command,
         result.rc,

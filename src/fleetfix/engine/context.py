@@ -15,8 +15,8 @@ from fleetfix.playbook.model import Step
 from fleetfix.plugins import Registry
 from fleetfix.probes.base import Probe
 from fleetfix.results import HostStats, ResumeState, RunResult, StepResult
-from fleetfix.transport.base import DEFAULT_COMMAND_TIMEOUT, Connection, ConnectionSpec, Transport
-from fleetfix.transport.pool import ConnectionPool
+from fleetfix.transport.base import DEFAULT_COMMAND_TIMEOUT, ConnectionSpec, Transport
+from fleetfix.transport.pool import DEFAULT_RETRY_DELAYS, ConnectionPool, PooledConnection
 
 SpecFactory = Callable[[str, Mapping[str, Any]], ConnectionSpec]
 """(host name, merged host vars) -> how to reach it."""
@@ -97,6 +97,9 @@ class RunOptions:
     become: bool = False
     become_user: str = "root"
     reconnect_poll: float = 2.0
+    reconnect_delays: tuple[float, ...] = DEFAULT_RETRY_DELAYS
+    """Seconds before each further try of a read-only command whose connection dropped, on a
+    fresh connection; when the last drops too, the host is unreachable (transport/pool.py)."""
     resume: ResumeState = field(default_factory=ResumeState)
     """What the interrupted run did: finished host-steps are replayed, open intents verified."""
     memory: FleetMemory | None = None
@@ -155,7 +158,7 @@ class Connections:
     def __init__(self, transport: Transport) -> None:
         self._pool = ConnectionPool(transport)
 
-    async def get(self, spec: ConnectionSpec) -> Connection:
+    async def get(self, spec: ConnectionSpec) -> PooledConnection:
         return await self._pool.get(spec)
 
     async def drop(self, name: str) -> None:

@@ -42,7 +42,8 @@ def left_unhealthy(ctx: RunContext, *, planned: bool = False) -> dict[str, str]:
             continue
         stats = ctx.result.stats.get(host)
         if stats is not None and (stats.failed or stats.unreachable):
-            left[host] = f"failed: {_last_failure(ctx, host)}"
+            verdict = "unreachable" if stats.unreachable else "failed"
+            left[host] = f"{verdict}: {_last_failure(ctx, host)}"
             continue
         problems = _unreadable(state) if planned else _problems(state)
         short = None if planned else gpus_short(ctx, state)

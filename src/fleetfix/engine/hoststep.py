@@ -11,11 +11,12 @@ from fleetfix.engine.commands import run_command, step_timeout
 from fleetfix.engine.context import HostState, RunContext
 from fleetfix.engine.gpus import expected_gpus_of
 from fleetfix.engine.variables import PlayScope
-from fleetfix.events import ActionStarted, ActionTaken, HostObserved
+from fleetfix.events import ActionStarted, ActionTaken, HostObserved, Reconnecting
 from fleetfix.playbook.model import Play, Step
 from fleetfix.probes.base import Probe, verdict
 from fleetfix.results import CommandResult, registered_output
 from fleetfix.secrets import NO_LOG_TEXT
+from fleetfix.transport.pool import GAVE_UP, ConnectionLostError, Retry, StaleConnectionError
 
 
 @dataclass(frozen=True, slots=True)
@@ -103,25 +104,51 @@ class HostStep:
         timeout: float | None = None,
         probe: Probe[Any] | None = None,
         shown: str | None = None,
+        read_only: bool | None = None,
     ) -> CommandResult:
-        """Run a command for this step: delegation, become, environment and timeout applied."""
+        """Run a command for this step: delegation, become, environment and timeout applied.
+
+        A read-only command (a probe's, by default) whose connection drops is run again on a
+        fresh connection after each of the run's `reconnect_delays`. Any other command that was
+        sent when its connection dropped may have run: it is not repeated, and raises
+        ConnectionLostError saying so (an action's is settled by evidence: engine/remediate.py).
+        """
         play, step, ctx = self.env.play, self.step, self.ctx
         become = step.become if step.become is not None else (play.become or ctx.options.become)
         user = step.become_user or play.become_user or ctx.options.become_user
         environment = {**play.environment, **step.environment}
-        return await run_command(
-            ctx,
-            self.state,
-            step,
-            command,
-            self.variables,
-            timeout=timeout or step_timeout(ctx, step, play.timeout),
-            env={str(k): str(self.render(v)) for k, v in environment.items()},
-            become=bool(become),
-            become_user=user,
-            probe=probe,
-            shown=shown,
-        )
+        repeatable = probe is not None if read_only is None else read_only
+        try:
+            return await run_command(
+                ctx,
+                self.state,
+                step,
+                command,
+                self.variables,
+                timeout=timeout or step_timeout(ctx, step, play.timeout),
+                env={str(k): str(self.render(v)) for k, v in environment.items()},
+                become=bool(become),
+                become_user=user,
+                probe=probe,
+                shown=shown,
+                retry=self._retry() if repeatable else None,
+            )
+        except StaleConnectionError:
+            raise  # nothing of it was sent
+        except ConnectionLostError as exc:
+            if repeatable:
+                raise
+            message = f"{exc.message}; it may have run, so it is not repeated: {GAVE_UP}"
+            raise ConnectionLostError(exc.host, message) from exc
+
+    def _retry(self) -> Retry:
+        """The run's retry policy for a read-only command, each retry told at -v."""
+        bus, step = self.ctx.bus, self.step.name
+
+        def notice(host: str, tries: int, delay: float, exc: ConnectionLostError) -> None:
+            bus.emit(Reconnecting(host=host, step=step, tries=tries, delay=delay, why=exc.message))
+
+        return Retry(self.ctx.options.reconnect_delays, notice)
 
     async def probe(self, name: str, params: Mapping[str, Any]) -> Outcome:
         """Run a probe and parse its output with the step's `params` (where it arrives, on a

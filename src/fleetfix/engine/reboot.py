@@ -20,7 +20,7 @@ DEFAULT_REBOOT_WAIT = 900.0
 async def boot_id(hs: HostStep) -> str | None:
     """The host's boot id now; None when it cannot be reached (it may be rebooting)."""
     try:
-        result = await hs.command(BOOT_ID_COMMAND, timeout=30)
+        result = await hs.command(BOOT_ID_COMMAND, timeout=30, read_only=True)
     except UnreachableError:
         await hs.ctx.connections.drop(hs.state.name)
         return None
@@ -34,7 +34,11 @@ def reboot_wait(hs: HostStep) -> float:
 
 
 async def send_reboot_like(hs: HostStep, planned: PlannedCommand, before: str) -> CommandResult:
-    """Run a command that takes the host away, then wait for it to return with a new boot id."""
+    """Run a command that takes the host away, then wait for it to return with a new boot id.
+
+    The connection dropping under the command is what a reboot looks like, but also what a
+    flaky link does before the command ran: then the boot id decides, as for an interrupted
+    run's reboot (`was_delivered`), and one that never happened is not sent again."""
     started = time.monotonic()
     sent: CommandResult | None = None
     if planned.on_controller:
@@ -42,12 +46,29 @@ async def send_reboot_like(hs: HostStep, planned: PlannedCommand, before: str) -
         if not sent.ok:
             return sent  # the BMC said no (or was not reached): nothing is going away
     else:
-        with contextlib.suppress(UnreachableError):  # expected: the host goes away under us
+        sent_at = time.time()
+        try:
             sent = await hs.command(planned.command, timeout=planned.timeout or 30)
+        except UnreachableError as exc:  # expected: the host goes away under us
+            if before and not await was_delivered(hs, before, sent_at):
+                return _not_delivered(hs, planned, exc, started)
     if sent is not None and sent.rc not in (0, None) and await boot_id(hs) == before:
         return sent  # refused (e.g. scontrol reboot said no): nothing is going away
     await hs.ctx.connections.drop(hs.state.name)
     return await back_with_new_boot(hs, planned.command, before, started)
+
+
+def _not_delivered(
+    hs: HostStep, planned: PlannedCommand, exc: UnreachableError, started: float
+) -> CommandResult:
+    """The connection dropped under the command and the boot id never changed: it did not
+    happen, and it is not sent again on a link that drops."""
+    grace = hs.ctx.options.resume_grace
+    message = (
+        f"connection lost during {planned.why} ({exc.message}) and the boot id did not change "
+        f"in {grace:g}s: it did not happen; not repeated: needs a human"
+    )
+    return CommandResult(planned.command, None, "", message, time.monotonic() - started)
 
 
 async def on_controller(planned: PlannedCommand) -> CommandResult:

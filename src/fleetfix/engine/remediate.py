@@ -4,13 +4,14 @@ from __future__ import annotations
 
 import time
 from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import Any
 
 from fleetfix.actions.base import Action, ActionPlan, PlannedCommand
 from fleetfix.engine.commands import announce_planned
 from fleetfix.engine.gates import Refusal, gate_facts, ownership
 from fleetfix.engine.hoststep import HostStep, Outcome
-from fleetfix.engine.interrupted import settle
+from fleetfix.engine.interrupted import lost_during, settle
 from fleetfix.engine.reboot import boot_id, send_reboot_like
 from fleetfix.engine.runhosts import unlisted
 from fleetfix.engine.verification import (
@@ -23,6 +24,7 @@ from fleetfix.engine.verification import (
 from fleetfix.events import ActionStarted, ActionTaken
 from fleetfix.playbook.model import Step
 from fleetfix.results import CommandResult, OpenIntent
+from fleetfix.transport.pool import ConnectionLostError
 
 HOLD_KEY = "fleetfix_hold"
 """In a held action's registered result: the hold as the run reports it (a resume replays it:
@@ -105,9 +107,9 @@ async def _one_rung(
             return Outcome(
                 failed=True, message=f"{action.name} {held}", data={"held": True, HOLD_KEY: hold}
             )
-    outcome = await _carry_out(hs, action, plan)
-    if outcome.failed or hs.dry or outcome.left is not None:
-        return outcome
+    outcome = await _carry_out(hs, action, plan, _Settling(params, handlers))
+    if outcome.failed or hs.dry or outcome.left is not None or VERIFIED_KEY in outcome.data:
+        return outcome  # VERIFIED_KEY: a dropped connection's outcome, settled by evidence
     context = action_context(hs, params, {}, plan, before)
     problem = await verify(hs, action, handlers, context)
     outcome.data[VERIFIED_KEY] = verified(hs, action)
@@ -153,7 +155,17 @@ def _span(seconds: float) -> str:
     return f"{seconds:.0f}s"
 
 
-async def _carry_out(hs: HostStep, action: Action, plan: ActionPlan) -> Outcome:
+@dataclass(frozen=True, slots=True)
+class _Settling:
+    """What settling an action whose connection dropped needs: its params and handlers."""
+
+    params: Mapping[str, Any]
+    handlers: Handlers
+
+
+async def _carry_out(
+    hs: HostStep, action: Action, plan: ActionPlan, settling: _Settling
+) -> Outcome:
     notes = "; ".join(plan.notes)
     if plan.refused is not None:
         return Outcome(failed=True, message=f"{action.name} refused: {plan.refused}")
@@ -168,8 +180,14 @@ async def _carry_out(hs: HostStep, action: Action, plan: ActionPlan) -> Outcome:
             return Outcome(failed=True, message=f"check mode: {action.name}: {plan.failure}")
         return Outcome(changed=action.changes_state, message=planned_text)
     evidence = await _evidence(hs, plan)
+    started = time.time()
     hs.action_event(ActionStarted, action.name, disruptive=action.disruptive, evidence=evidence)
-    outcome = await _run_plan(hs, action, plan, evidence)
+    try:
+        outcome = await _run_plan(hs, action, plan, evidence)
+    except ConnectionLostError:
+        # Sent, maybe run: settled by evidence, never sent again (engine/interrupted.py).
+        params, handlers = settling.params, settling.handlers
+        outcome = await lost_during(hs, action, params, handlers, evidence=evidence, at=started)
     hs.action_event(ActionTaken, action.name, failed=outcome.failed)
     return outcome
 

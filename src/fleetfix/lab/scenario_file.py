@@ -546,7 +546,8 @@ class _FaultParser:
             return None
         if isinstance(value, dict):
             value = self.b.mapping(value, f"{where}.flaky_ssh", ("drop_after",)).get("drop_after")
-        return self.b.integer(value, f"{where}.flaky_ssh", minimum=1)
+        # 0: every connection drops at its first command (the link never carries one).
+        return self.b.integer(value, f"{where}.flaky_ssh", minimum=0)
 
     def slow_ssh(self, value: object, where: str) -> int:
         if value is None:

@@ -22,6 +22,7 @@ from fleetfix.events import (
     LoopItemFinished,
     OwnershipOverridden,
     PlayStarted,
+    Reconnecting,
     RunFinished,
     RunStarted,
     SafetyStop,
@@ -190,6 +191,7 @@ class ConsoleView:
             LoopItemFinished: self._item,
             CommandRan: self._command,
             StepRetry: self._retry,
+            Reconnecting: self._reconnecting,
             SafetyStop: lambda e: self._say(f"\nSAFETY STOP: {e.reason}", "bold red"),
             FindingRaised: self._finding,
             HostOutOfService: self._out_of_service,
@@ -237,6 +239,14 @@ class ConsoleView:
         self._say(
             f"FAILED - RETRYING: [{event.host}]: {event.step} ({left} retries left).", "yellow"
         )
+
+    def _reconnecting(self, event: Reconnecting) -> None:
+        if self.verbosity > 0:
+            self._say(
+                f"  [{event.host}] {event.why}; reconnecting in {event.delay:g}s"
+                f" (try {event.tries + 1}) for a read-only command",
+                "yellow",
+            )
 
     def _say(self, text: str, style: str | None = None) -> None:
         if self.live:

@@ -7,6 +7,13 @@ derived from that limit, and past it closes the least recently used idle one; a 
 connection was released reconnects transparently at its next command. A connection found
 closed when it is next used (the host dropped it while it was idle) is reopened the same way;
 if that fails, the host is unreachable, as it would have been.
+
+A connection that drops under a command that was sent (ConnectionLostError) is another matter:
+the command may have run. Only a read-only one is run again, when its caller passes a `Retry`:
+on a fresh connection after each of its delays, and a host whose connections keep dropping is
+then "unreachable: needs a human". Failing to connect or authenticate is never retried here
+(the transport retries handshakes that were dropped); neither is a command that changes the node:
+the engine settles that by evidence (docs/safety.md, "Connections that drop").
 """
 
 from __future__ import annotations
@@ -15,7 +22,7 @@ import asyncio
 import contextlib
 import resource
 from collections import OrderedDict
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, Protocol, runtime_checkable
 
@@ -50,9 +57,32 @@ def fd_budget(limit: int) -> int:
     return max(1, limit - max(RESERVED_FDS, limit // 10))
 
 
-class StaleConnectionError(UnreachableError):
+class ConnectionLostError(UnreachableError):
+    """A held connection dropped under a command: the host was reached (this is not a failure
+    to connect or to authenticate), but the command was sent and may have run."""
+
+
+class StaleConnectionError(ConnectionLostError):
     """A held connection was found closed before a command sent anything on it: the command
     never started, so a new connection may carry it (the pool reconnects once)."""
+
+
+DEFAULT_RETRY_DELAYS = (0.5, 1.0, 2.0)
+"""Seconds before each further try of a read-only command whose connection dropped."""
+GAVE_UP = "unreachable: needs a human"
+"""How a host whose connections kept dropping under read-only commands is left."""
+
+RetryNotice = Callable[[str, int, float, ConnectionLostError], None]
+"""(host, try that failed, seconds before the next, why): told before each retry."""
+
+
+@dataclass(frozen=True, slots=True)
+class Retry:
+    """How a read-only command survives connections that drop: one more try on a fresh
+    connection after each delay; `notice` hears of each retry (the run shows them at -v)."""
+
+    delays: tuple[float, ...] = DEFAULT_RETRY_DELAYS
+    notice: RetryNotice | None = None
 
 
 @runtime_checkable
@@ -154,9 +184,46 @@ class ConnectionPool:
         env: Mapping[str, str] | None,
         stdin: str | None = None,
         probe: Any = None,
+        retry: Retry | None = None,
     ) -> CommandResult:
         """Run `command` on `spec`'s held connection, reconnecting once if it was stale; with
-        `probe`, parsed where it ran when the connection can (`parsed` is None otherwise)."""
+        `probe`, parsed where it ran when the connection can (`parsed` is None otherwise).
+        With `retry` (read-only commands only), a connection that drops under the command is
+        replaced and the command run again after each delay; when the last try drops too,
+        ConnectionLostError says how often and that the host needs a human."""
+        delays = retry.delays if retry is not None else ()
+        for tries, delay in enumerate(delays, start=1):
+            try:
+                return await self._run_held(
+                    spec, command, timeout=timeout, env=env, stdin=stdin, probe=probe
+                )
+            except ConnectionLostError as exc:
+                assert retry is not None
+                if retry.notice is not None:
+                    retry.notice(spec.name, tries, delay, exc)
+            await asyncio.sleep(delay)
+        try:
+            return await self._run_held(
+                spec, command, timeout=timeout, env=env, stdin=stdin, probe=probe
+            )
+        except ConnectionLostError as exc:
+            if not delays:
+                raise
+            message = f"{exc.message} (on {len(delays) + 1} connections in a row); {GAVE_UP}"
+            raise ConnectionLostError(spec.name, message) from exc
+
+    async def _run_held(
+        self,
+        spec: ConnectionSpec,
+        command: str,
+        *,
+        timeout: float | None,
+        env: Mapping[str, str] | None,
+        stdin: str | None,
+        probe: Any,
+    ) -> CommandResult:
+        """One try of `run`: on the held connection, and once more on a new one if it was
+        found stale. A connection that dropped under the command is forgotten."""
         held, fresh = await self._checkout(spec)
         try:
             connection = held.connection
@@ -167,9 +234,14 @@ class ConnectionPool:
             await self._forget(spec.name, held)
             if fresh:
                 raise
+        except ConnectionLostError:
+            await self._forget(spec.name, held)
+            raise
         finally:
             await self._checkin(held)
-        return await self.run(spec, command, timeout=timeout, env=env, stdin=stdin, probe=probe)
+        return await self._run_held(
+            spec, command, timeout=timeout, env=env, stdin=stdin, probe=probe
+        )
 
     async def _checkout(self, spec: ConnectionSpec) -> tuple[_Held, bool]:
         """The held connection marked busy, and whether it was opened for this checkout."""
@@ -261,9 +333,12 @@ class PooledConnection:
         timeout: float | None = DEFAULT_COMMAND_TIMEOUT,
         env: Mapping[str, str] | None = None,
         stdin: str | None = None,
+        retry: Retry | None = None,
     ) -> CommandResult:
-        """See Connection.run."""
-        return await self._pool.run(self.spec, command, timeout=timeout, env=env, stdin=stdin)
+        """See Connection.run; `retry` for a read-only command (ConnectionPool.run)."""
+        return await self._pool.run(
+            self.spec, command, timeout=timeout, env=env, stdin=stdin, retry=retry
+        )
 
     async def run_probe(
         self,
@@ -272,9 +347,12 @@ class PooledConnection:
         *,
         timeout: float | None = DEFAULT_COMMAND_TIMEOUT,
         env: Mapping[str, str] | None = None,
+        retry: Retry | None = None,
     ) -> CommandResult:
         """Like `run`; the probe is parsed where the command ran if the connection can."""
-        return await self._pool.run(self.spec, command, timeout=timeout, env=env, probe=probe)
+        return await self._pool.run(
+            self.spec, command, timeout=timeout, env=env, probe=probe, retry=retry
+        )
 
     async def close(self) -> None:
         await self._pool.release(self.spec.name)

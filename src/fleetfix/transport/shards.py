@@ -40,7 +40,7 @@ from fleetfix.errors import HostKeyError, TransportError, UnreachableError
 from fleetfix.probes.base import Probe
 from fleetfix.results import CommandResult
 from fleetfix.transport.base import DEFAULT_COMMAND_TIMEOUT, Connection, ConnectionSpec, Transport
-from fleetfix.transport.pool import StaleConnectionError
+from fleetfix.transport.pool import ConnectionLostError, StaleConnectionError
 
 LOG = logging.getLogger(__name__)
 
@@ -59,6 +59,7 @@ _HEADER = struct.Struct(">I")
 _ERRORS: dict[str, type[TransportError]] = {  # the most specific first
     "hostkey": HostKeyError,
     "stale": StaleConnectionError,
+    "lost": ConnectionLostError,
     "unreachable": UnreachableError,
     "transport": TransportError,
 }

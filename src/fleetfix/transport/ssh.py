@@ -28,7 +28,7 @@ from asyncssh.public_key import get_default_public_key_algs
 from fleetfix.errors import HostKeyError, UnreachableError
 from fleetfix.results import CommandResult
 from fleetfix.transport.base import DEFAULT_COMMAND_TIMEOUT, ConnectionSpec
-from fleetfix.transport.pool import StaleConnectionError
+from fleetfix.transport.pool import ConnectionLostError, StaleConnectionError
 from fleetfix.transport.remote import (
     CHANNEL_RETRY_DELAYS,
     CLIENT_GRACE,
@@ -281,9 +281,10 @@ class SSHConnection:
 
     async def _open(self, wire: str) -> asyncssh.SSHClientProcess[str]:
         """A session running `wire`. Raises StaleConnectionError when the link was already gone
-        (nothing of this command was sent), UnreachableError when it fails under the command
+        (nothing of this command was sent), ConnectionLostError when it drops under the command
         or the session request gets no answer within connect_timeout (a silently dead link:
-        without keepalives this is how one shows)."""
+        without keepalives this is how one shows), UnreachableError when the host refuses a
+        session on a link that stays up."""
         for delay in (*CHANNEL_RETRY_DELAYS, None):
             if self._conn.is_closed():
                 raise self._stale()
@@ -293,7 +294,7 @@ class SSHConnection:
             except TimeoutError as exc:
                 self._conn.abort()
                 silence = f"no answer to a session request in {self.spec.connect_timeout:g}s"
-                raise UnreachableError(self.spec.name, f"connection lost: {silence}") from exc
+                raise ConnectionLostError(self.spec.name, f"connection lost: {silence}") from exc
             except asyncssh.ChannelOpenError as exc:
                 # sshd frees a MaxSessions slot a moment after the channel closes, and
                 # servers may allow fewer sessions than we do: wait for a slot, briefly.
@@ -342,10 +343,12 @@ class SSHConnection:
                 await self._conn.run(kill_command(remote.pid), check=False)
 
     def _lost(self, exc: BaseException | None) -> UnreachableError:
-        """The error for a command the connection could not carry (lost, or no channel)."""
+        """The error for a command the connection could not carry: ConnectionLostError when the
+        link (or the command's channel) went away under it, UnreachableError when the host
+        refused a session on a link that stays up."""
         if self._conn.is_closed() or exc is None or self._link.lost_reason:
             reason = self._link.lost_reason or (_reason(exc) if exc else "channel closed")
-            return UnreachableError(self.spec.name, f"connection lost: {reason}")
+            return ConnectionLostError(self.spec.name, f"connection lost: {reason}")
         return UnreachableError(self.spec.name, f"cannot open a session: {_reason(exc)}")
 
     def _stale(self) -> StaleConnectionError:
