@@ -9,6 +9,7 @@ from fleetfix.actions.base import Action
 from fleetfix.events import EventBus, FindingRaised, HostBackInService, HostOutOfService
 from fleetfix.results import RunResult, failed_and_considered
 from fleetfix.topology import AvailabilityLedger, Topology
+from fleetfix.topology.caps import DomainCap
 from fleetfix.topology.findings import Finding, correlated_failures, held_hosts
 
 
@@ -23,9 +24,10 @@ class Safety:
     topology: Topology | None
     bus: EventBus
     override_holds: bool = False
-    reserve: Callable[[str], str | None] | None = None
-    """Counts a host against the fleet-wide repair budget (shared by every run through the
-    journal): None if admitted, else why not."""
+    reserve: Callable[[str, Sequence[DomainCap]], str | None] | None = None
+    """Counts a host against the fleet-wide repair budget and its domains' caps, shared by
+    every run and controller through the journal, in one transaction: None if admitted, else
+    why not."""
     budget: int | None = None
     """The repair budget when no journal keeps it (fleetfix as a library): this run's hosts."""
     out: set[str] = field(default_factory=set)
@@ -48,25 +50,59 @@ class Safety:
             return None
         return self._ledger.plan_order(list(hosts), canaries=1, max_batch=size)
 
-    def admit(self, host: str, *, dry: bool) -> str | None:
-        """May `host` take a disruptive action now? None = yes (and it is now out of service)."""
+    def capped_members(self, host: str) -> list[str]:
+        """Every host sharing a capped domain with `host` (whose Slurm state the caps need);
+        empty when the play has no caps or the host no capped domain."""
+        if self._ledger is None or self.topology is None:
+            return []
+        found: set[str] = set()
+        for kind, name in self._ledger.capped_domains(host):
+            found.update(self.topology.members(kind, name))
+        found.discard(host)
+        return sorted(found)
+
+    def admit(
+        self, host: str, *, dry: bool, scheduler_out: frozenset[str] = frozenset()
+    ) -> str | None:
+        """May `host` take a disruptive action now? None = yes (and it is now out of service).
+
+        `scheduler_out`: nodes of its capped domains the scheduler has out for any reason (a
+        human's drain, another controller's, a node down), read just before: they count
+        against the caps though this run never touches them."""
         if host in self.out:
             return None
         if host in self.held and not self.override_holds:
             return f"held: {self._why_held(host)} (override with --override-holds)"
-        if self._ledger is not None and not self._ledger.can_take(host):
-            full = ", ".join(f"{kind} {name}" for kind, name in self._ledger.full_domains(host))
-            return f"held: max_unavailable_per reached in {full}"
-        over = self._over_budget(host)
+        domains = self._domain_caps(host, scheduler_out)
+        for domain in domains:
+            out = (self.out | scheduler_out) & domain.members - {host}
+            if len(out) >= domain.cap:
+                shown = ", ".join(sorted(out)[:5])
+                return f"held: max_unavailable_per reached in {domain.label} ({shown} out)"
+        over = self._over_budget(host, domains)
         if over is not None:
             return f"held: {over}"
         if not dry:
             self._take(host)
         return None
 
-    def _over_budget(self, host: str) -> str | None:
+    def _domain_caps(self, host: str, scheduler_out: frozenset[str]) -> list[DomainCap]:
+        if self._ledger is None or self.topology is None:
+            return []
+        caps = self._ledger.caps
+        return [
+            DomainCap(
+                f"{kind} {name}",
+                frozenset(self.topology.members(kind, name)),
+                caps[kind],
+                scheduler_out,
+            )
+            for kind, name in self._ledger.capped_domains(host)
+        ]
+
+    def _over_budget(self, host: str, domains: Sequence[DomainCap]) -> str | None:
         if self.reserve is not None:
-            return self.reserve(host)
+            return self.reserve(host, domains)
         if self.budget is not None and len(self.out) >= self.budget:
             return (
                 f"repair budget reached: {len(self.out)} hosts out of service (limit {self.budget})"

@@ -9,29 +9,38 @@ from __future__ import annotations
 
 import contextlib
 import time
+from collections.abc import Sequence
 
+from fleetfix.journal import leases
 from fleetfix.journal.db import Database, DatabaseError
+from fleetfix.topology.caps import DomainCap
 
 
-def take_out(db: Database, run_id: str, host: str, action: str, limit: int | None) -> str | None:
+def take_out(
+    db: Database,
+    run_id: str,
+    host: str,
+    action: str,
+    *,
+    limit: int | None,
+    domains: Sequence[DomainCap] = (),
+) -> str | None:
     """Count `host` as taken out of service by fleetfix, unless that would exceed the fleet-wide
-    repair budget `limit` (hosts). Atomic across processes and controllers (one fleet
-    transaction, `db.begin(fleet=True)`): two controllers cannot both take the last slot.
-    Returns why not, or None when admitted."""
+    repair budget `limit` (hosts) or a domain's cap. Atomic across processes and controllers
+    (one fleet transaction, `db.begin(fleet=True)`): two controllers cannot both take the last
+    slot of the budget or of a rack. Returns why not, or None when admitted."""
     db.begin(fleet=True)
     try:
         if db.execute("SELECT 1 FROM out_of_service WHERE host=?", (host,)).fetchone():
             db.commit()
             return None
-        if limit is not None:
-            out = [row[0] for row in db.execute("SELECT host FROM out_of_service ORDER BY since")]
-            if len(out) >= limit:
-                db.rollback()
-                shown = ", ".join(out[:5]) + (" ..." if len(out) > 5 else "")
-                return (
-                    f"repair budget reached: {len(out)} hosts already out of service by "
-                    f"fleetfix (limit {limit}: {shown})"
-                )
+        rows = db.execute("SELECT host, run_id FROM out_of_service ORDER BY since").fetchall()
+        why = _over_cap(host, {h: r for h, r in rows}, domains) or _over_budget(
+            [h for h, _ in rows], limit
+        )
+        if why is not None:
+            db.rollback()
+            return why
         db.execute(
             "INSERT INTO out_of_service VALUES (?,?,?,?)", (host, run_id, time.time(), action)
         )
@@ -41,6 +50,48 @@ def take_out(db: Database, run_id: str, host: str, action: str, limit: int | Non
             db.rollback()
         raise
     return None
+
+
+def _over_budget(out: list[str], limit: int | None) -> str | None:
+    if limit is None or len(out) < limit:
+        return None
+    shown = ", ".join(out[:5]) + (" ..." if len(out) > 5 else "")
+    return (
+        f"repair budget reached: {len(out)} hosts already out of service by "
+        f"fleetfix (limit {limit}: {shown})"
+    )
+
+
+def _over_cap(host: str, journal_out: dict[str, str], domains: Sequence[DomainCap]) -> str | None:
+    """The first domain `host` would push past its cap, said with who is out there."""
+    for domain in domains:
+        out = {h: f"run {r}" for h, r in journal_out.items() if h in domain.members}
+        for other in domain.scheduler_out & domain.members:
+            out.setdefault(other, "Slurm")
+        out.pop(host, None)
+        if len(out) >= domain.cap:
+            shown = ", ".join(f"{h} ({who})" for h, who in sorted(out.items())[:5])
+            return (
+                f"max_unavailable_per reached in {domain.label} across controllers: "
+                f"{len(out)} out (cap {domain.cap}: {shown})"
+            )
+    return None
+
+
+def stranded(db: Database, run_id: str, hosts: Sequence[str]) -> dict[str, str]:
+    """Hosts of `hosts` that a run other than `run_id`, whose controller is dead, took out of
+    service and never returned: host -> that run. The next run covering them adopts them."""
+    wanted = set(hosts)
+    found: dict[str, str] = {}
+    alive: dict[str, bool] = {}
+    for host, other in db.execute("SELECT host, run_id FROM out_of_service").fetchall():
+        if host not in wanted or other == run_id:
+            continue
+        if other not in alive:
+            alive[other] = leases.live_holder(db, other) is not None
+        if not alive[other]:
+            found[host] = other
+    return found
 
 
 def back_in_service(db: Database, host: str) -> None:

@@ -61,6 +61,7 @@ from fleetfix.journal.codec import decode, encode
 from fleetfix.journal.db import Database, DatabaseError, is_postgres, open_database, shown
 from fleetfix.journal.resume import resume_state, why_not_resumable
 from fleetfix.results import ResumeState
+from fleetfix.topology.caps import DomainCap
 
 SYSTEM_JOURNAL = Path("/var/lib/fleetfix/journal.sqlite")
 DURABLE_EVENTS: tuple[type[Event], ...] = (
@@ -360,14 +361,38 @@ class Journal:
 
     # --- the fleet across runs -----------------------------------------------------------
 
-    def take_out(self, host: str, action: str, limit: int | None) -> str | None:
-        """Count `host` against the fleet-wide repair budget; why not, or None if admitted."""
+    def take_out(
+        self,
+        host: str,
+        action: str,
+        limit: int | None,
+        domains: Sequence[DomainCap] = (),
+    ) -> str | None:
+        """Count `host` against the fleet-wide repair budget and its domains' caps, across
+        every controller sharing this journal; why not, or None if admitted."""
         self.flush()
         run_id = self.run_id or ""
         result: str | None = self._guarded(
-            lambda db: fleet.take_out(db, run_id, host, action, limit)
+            lambda db: fleet.take_out(db, run_id, host, action, limit=limit, domains=domains)
         )
         return result
+
+    def stranded(self, hosts: Sequence[str]) -> dict[str, str]:
+        """Hosts of `hosts` a dead run took out of service and left: host -> that run."""
+        self.flush()
+        run_id = self.run_id or ""
+        found: dict[str, str] = self._guarded(lambda db: fleet.stranded(db, run_id, hosts))
+        return found
+
+    def run_live(self, run_id: str) -> bool:
+        """Is a live controller running `run_id` (a run this journal knows)?"""
+        self.flush()
+        return self._guarded(lambda db: leases.live_holder(db, run_id)) is not None
+
+    def settled(self, host: str) -> None:
+        """`host`'s state is settled (returned to service, or left drained with the reason a
+        human acts on): it no longer counts against the repair budget."""
+        self._durable("DELETE FROM out_of_service WHERE host=?", (host,))
 
     def gpus_seen(self, host: str) -> int | None:
         self.flush()

@@ -19,6 +19,18 @@ from fleetfix.topology.graph import DOMAIN_KINDS, Topology
 Domain = tuple[str, str]  # (kind, name)
 
 
+@dataclass(frozen=True, slots=True)
+class DomainCap:
+    """A `max_unavailable_per` cap as the fleet transaction checks it: at most `cap` of
+    `members` out of service at once, counting every controller's (the journal's rows) and
+    every node the scheduler has out for any reason (`scheduler_out`, read just before)."""
+
+    label: str  # "rack r01"
+    members: frozenset[str]
+    cap: int
+    scheduler_out: frozenset[str] = frozenset()
+
+
 class AvailabilityLedger:
     """Who is out of service now, and whether one more host may go, under per-domain caps."""
 

@@ -256,3 +256,60 @@ def test_a_killed_run_is_dead_even_when_its_pid_is_reused(
     taker.start_run("mine.yml", [], check=False, hosts=1)
     assert taker.acquire_leases(["gpu001"]) == {}
     taker.release_leases()
+
+
+RACK_TAKE_OUT = """
+import sys
+from fleetfix.journal import Journal
+from fleetfix.topology.caps import DomainCap
+journal = Journal(sys.argv[1])
+journal.start_run("rack.yml", [], check=False, hosts=1)
+rack = DomainCap("rack r01", frozenset(f"gpu{n:03d}" for n in range(8)), 1)
+sys.stdin.readline()  # every process starts at once
+print(journal.take_out(sys.argv[2], "reboot", None, [rack]) is None, flush=True)
+journal.close()
+"""
+
+
+def test_two_controllers_cannot_both_take_a_racks_last_slot(
+    journal_target: str | Path, open_journal: Callable[[], Journal]
+) -> None:
+    """max_unavailable_per {rack: 1} across controllers: eight processes, eight hosts of one
+    rack, disjoint --limit sets: exactly one is admitted."""
+    open_journal()
+    racers = [
+        subprocess.Popen(
+            [sys.executable, "-c", RACK_TAKE_OUT, str(journal_target), f"gpu{n:03d}"],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            text=True,
+            cwd=ROOT,
+        )
+        for n in range(8)
+    ]
+    answers = [racer.communicate("go\n", timeout=60)[0].strip() for racer in racers]
+    assert sorted(answers) == ["False"] * 7 + ["True"], answers
+    assert len(open_journal().out_of_service()) == 1
+
+
+def test_a_rack_cap_counts_the_schedulers_out_nodes_and_names_them(
+    open_journal: Callable[[], Journal],
+) -> None:
+    """A node a human drained (Slurm says out) fills rack r01's one slot; the journal names
+    who is out, by run or by Slurm."""
+    from fleetfix.topology.caps import DomainCap  # noqa: PLC0415
+
+    members = frozenset({"gpu001", "gpu002", "gpu003"})
+    journal = open_journal()
+    run_id = journal.start_run("a.yml", [], check=False, hosts=2)
+    human = DomainCap("rack r01", members, 1, frozenset({"gpu003"}))
+    refused = journal.take_out("gpu001", "reboot", None, [human])
+    assert refused is not None and "gpu003 (Slurm)" in refused and "rack r01" in refused
+    clear = DomainCap("rack r01", members, 1)
+    assert journal.take_out("gpu001", "reboot", None, [clear]) is None
+    other = open_journal()
+    other.start_run("b.yml", [], check=False, hosts=1)
+    refused = other.take_out("gpu002", "reboot", None, [clear])
+    assert refused is not None and f"gpu001 (run {run_id})" in refused
+    roomy = DomainCap("rack r01", members, 2)
+    assert other.take_out("gpu002", "reboot", None, [roomy]) is None
