@@ -1,5 +1,10 @@
 """python -m fleetfix"""
 
-from fleetfix.cli import main
+from fleetfix.interrupt import exit_on_ctrl_c
 
-main()
+exit_on_ctrl_c()  # first: a Ctrl-C while the rest is imported exits 99, no traceback
+
+from fleetfix.cli import main  # noqa: E402
+
+if __name__ == "__main__":
+    main()

@@ -18,19 +18,9 @@ from collections.abc import Callable, Sequence
 from typing import NoReturn
 
 from fleetfix import __version__
-from fleetfix.cli import (
-    healthcheck_cmd,
-    history_cmd,
-    inventory_cmd,
-    journal_cmd,
-    lab_cmd,
-    probe_cmd,
-    report_cmd,
-    run_cmd,
-    tools_cmd,
-)
 from fleetfix.cli.streams import tolerant_output
 from fleetfix.errors import FleetfixError, InputError, UsageError
+from fleetfix.interrupt import ctrl_c_raises, exit_on_ctrl_c
 from fleetfix.plugins import UnknownPluginError
 from fleetfix.results import Outcome
 
@@ -53,6 +43,20 @@ def build_parser() -> argparse.ArgumentParser:
         epilog="exit codes" + EXIT_CODES,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
+    # The subcommands' modules (the engine, the journal, asyncssh: most of a second) are
+    # imported here, inside run_cli's guard, so a Ctrl-C while they load is an interruption
+    from fleetfix.cli import (  # noqa: PLC0415
+        healthcheck_cmd,
+        history_cmd,
+        inventory_cmd,
+        journal_cmd,
+        lab_cmd,
+        probe_cmd,
+        report_cmd,
+        run_cmd,
+        tools_cmd,
+    )
+
     parser.add_argument("--version", action="version", version=f"fleetfix {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
     sub.required = True
@@ -69,6 +73,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> NoReturn:
+    exit_on_ctrl_c()  # outside run_cli's guard a Ctrl-C exits 99 at once, no traceback
     with tolerant_output():  # a reader that goes away ends the output, not the run
         code = run_cli(argv)
     sys.exit(code)
@@ -77,9 +82,10 @@ def main(argv: Sequence[str] | None = None) -> NoReturn:
 def run_cli(argv: Sequence[str] | None = None) -> int:
     """Parse, dispatch, and map every failure to its exit code with a one-screen message."""
     try:
-        args = build_parser().parse_args(argv)
-        command: Command = args.handler
-        return command(args)
+        with ctrl_c_raises():  # the messages below are printed with main's handler back
+            args = build_parser().parse_args(argv)
+            command: Command = args.handler
+            return command(args)
     except UsageError as exc:
         _error(str(exc))
         return Outcome.BAD_OPTIONS
