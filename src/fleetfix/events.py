@@ -42,6 +42,8 @@ class BatchStarted(Event):
     index: int
     count: int
     hosts: tuple[str, ...]
+    revisit: bool = False
+    """Parked hosts whose wait is over, the play running again for them (engine/parking.py)."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

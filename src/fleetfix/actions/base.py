@@ -20,6 +20,10 @@ class PlannedCommand:
     defer_rc: int | None = None
     """This exit status means "not now" (e.g. jobs still running after a bounded wait): the
     host is deferred to the next run, its last output line saying why; not a failure."""
+    park_for: float | None = None
+    """With `defer_rc`: how much longer the wait may go on. The engine parks the host (its
+    batch and the next ones go on), looks again with the action's `verify` probes and `check`
+    until then, and runs its play again once the check passes; else it defers the host."""
     on_controller: bool = False
     """Runs on the controller, not on the node (a BMC power cycle: the node's OS is what is in
     doubt); with expect_unreachable the engine still waits for the node's new boot id."""

@@ -53,22 +53,32 @@ def _already_drained(ctx: ActionContext, facts: SlurmNodeFacts, node: str) -> Ac
 
 
 DEFER_RC = 75
-"""EX_TEMPFAIL: the jobs did not leave within the bounded wait; the host is deferred."""
+"""EX_TEMPFAIL: the jobs have not left yet; the engine parks the host, or defers it."""
 DEFAULT_DRAIN_WAIT = 300.0
+FIRST_LOOK = 5.0
+"""How long the drain step itself polls for the jobs to leave (an epilog finishing) before
+the engine parks the node for the rest of the wait and lets its batch go on."""
 
 
 def _wait_drained(ctx: ActionContext, node: str) -> PlannedCommand:
-    """Poll until running jobs have left (DRAINED: no ALLOCATED/MIXED, no COMPLETING epilog),
-    for a bounded time. Still busy then: the node stays drained with a pending reason naming
-    its jobs, and the command exits DEFER_RC so the engine defers the host instead of holding
-    its batch (the next run finishes the work). A Slurm state it cannot read fails the wait:
-    unknown is never read as drained."""
+    """Poll briefly (FIRST_LOOK) until running jobs have left (DRAINED: no ALLOCATED/MIXED, no
+    COMPLETING epilog). Still busy then: the node stays drained with a pending reason naming
+    its jobs, and the command exits DEFER_RC. The engine parks the host for the rest of
+    `wait_timeout` (`park_for`: its batch and the later ones go on, and it looks again with
+    `_check_drained`), then defers it; the next run finishes the work. A Slurm state it
+    cannot read fails the wait: unknown is never read as drained."""
     wait = seconds(ctx.params.get("wait_timeout"), DEFAULT_DRAIN_WAIT)
+    first_look = min(wait, FIRST_LOOK)
+    park_for = wait - first_look
     quoted = shlex.quote(node)
     base = drain_reason(ctx).removeprefix(REASON_PREFIX).strip()
     pending = shlex.quote(f"{REASON_PREFIX} pending {base}; waiting for job(s) ")
+    # Parked, the engine says how long it waited in the end; deferred now, this line does.
+    tail = (
+        "" if park_for > 0 else f" after {int(wait)}s: left drained, the next run finishes the work"
+    )
     script = (
-        f"deadline=$(($(date +%s) + {int(wait)})); "
+        f"deadline=$(($(date +%s) + {math.ceil(first_look)})); "
         "while :; do "
         f"out=$(scontrol show node {quoted}) || "
         f"{{ echo 'cannot read the Slurm state of {node}' >&2; exit 1; }}; "
@@ -77,13 +87,16 @@ def _wait_drained(ctx: ActionContext, node: str) -> PlannedCommand:
         f"jobs=$(squeue -h -w {quoted} -o %i 2>/dev/null | paste -sd, -); "
         "jobs=${jobs:-unknown}; "
         f'scontrol update NodeName={quoted} Reason={pending}"$jobs"; '
-        f'echo "job(s) $jobs still running on {node} after {int(wait)}s: left drained, '
-        'the next run finishes the work"; '
+        f'echo "job(s) $jobs still running on {node}{tail}"; '
         f"exit {DEFER_RC}; fi; "
-        "sleep 2; done"
+        "sleep 1; done"
     )
     return PlannedCommand(
-        script, f"wait until {node} is DRAINED", timeout=wait + 60, defer_rc=DEFER_RC
+        script,
+        f"wait until {node} is DRAINED",
+        timeout=first_look + 60,
+        defer_rc=DEFER_RC,
+        park_for=park_for or None,
     )
 
 

@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from fleetfix.actions.base import Action
+from fleetfix.engine.parking import Parking
 from fleetfix.engine.runhosts import RuntimeHosts
 from fleetfix.engine.safety import Safety
 from fleetfix.events import EventBus
@@ -187,6 +188,8 @@ class RunContext:
     hosts: dict[str, HostState] = field(default_factory=dict)
     runtime_hosts: RuntimeHosts = field(default_factory=RuntimeHosts)
     forks: asyncio.Semaphore = field(default_factory=lambda: asyncio.Semaphore(50))
+    parking: Parking = field(default_factory=Parking)
+    """Busy hosts parked in the current play (engine/parking.py)."""
 
     def stats(self, host: str) -> HostStats:
         return self.result.stats.setdefault(host, HostStats())

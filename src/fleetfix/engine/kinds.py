@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import shlex
+import time
 from collections.abc import Awaitable, Callable, Mapping
 from pathlib import Path
 from typing import Any
@@ -11,6 +12,7 @@ from fleetfix.engine.commands import announce_planned
 from fleetfix.engine.disruptive import command_action, disruptive_command
 from fleetfix.engine.hoststep import HostStep, Outcome, command_line
 from fleetfix.engine.inventory_kinds import add_host_step, group_by_step
+from fleetfix.engine.parking import PARK_KEY, PARKED, parked_from
 from fleetfix.engine.remediate import run_action, run_command_action
 from fleetfix.errors import FleetfixError
 from fleetfix.events import HostLeft
@@ -131,8 +133,8 @@ async def _module(hs: HostStep) -> Outcome:
 
 def _leaving(hs: HostStep, outcome: Outcome) -> Outcome:
     if outcome.left is not None:
-        leave(hs, *outcome.left)
         kind, reason = outcome.left
+        leave(hs, kind, reason, outcome.data.get(PARK_KEY))
         outcome.data[LEFT_KEY] = {"kind": kind, "reason": reason}  # journaled: a resume replays it
     return outcome
 
@@ -170,10 +172,22 @@ LEFT_KEY = "fleetfix_left"
 """In an action step's registered result: the engine left the host there (kind, reason)."""
 
 
-def leave(hs: HostStep, kind: str, reason: str) -> None:
+def leave(hs: HostStep, kind: str, reason: str, parked: Mapping[str, Any] | None = None) -> None:
     """The engine leaves this host for the rest of the play, and the run says why (and exits
-    non-zero for it). A deferred host frees its place under the topology caps."""
+    non-zero for it). A deferred host frees its place under the topology caps. A parked one
+    (PARKED) only leaves its batch: it stays out of service and the play looks at it again
+    (engine/parking.py); a resumed run replaying its park keeps the journaled deadline."""
     ctx, host = hs.ctx, hs.state.name
+    if kind == PARKED:
+        journaled = ctx.options.resume.steps.get((host, hs.step.key))
+        if parked is None and journaled is not None:
+            parked = journaled.data.get(PARK_KEY)
+        park = parked_from(hs, parked)
+        if park is not None and ctx.parking.park(park, time.time()):
+            hs.state.ended = True
+            return
+        kind = "deferred"  # its wait is over already
+        reason = park.deferred() if park is not None else reason.replace(PARKED, kind, 1)
     hs.state.ended = True
     ctx.result.left[host] = reason
     ctx.bus.emit(HostLeft(host=host, kind=kind, reason=reason))

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import time
 from collections.abc import Hashable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -13,6 +14,7 @@ from fleetfix.engine.context import HostState, RunContext
 from fleetfix.engine.hoststep import StepEnv, with_lines
 from fleetfix.engine.includes import inclusions
 from fleetfix.engine.remediate import HOLD_KEY
+from fleetfix.engine.revisit import REVISIT_POLL, defer_all, look_again
 from fleetfix.engine.steps import execute
 from fleetfix.engine.tags import PlayTags, selected
 from fleetfix.engine.variables import PlayScope, compose
@@ -43,9 +45,15 @@ class BatchRun:
     fatal: bool = False
     """any_errors_fatal: a host failed (unrescued); every other host stops before its next
     step, inside blocks too."""
+    judged: list[str] | None = None
+    """The hosts max_fail_percentage counts (None: the batch's): a batch of revisited parked
+    hosts is judged with the batches they were parked in."""
 
     def states(self) -> list[HostState]:
         return [self.ctx.host_state(h) for h in self.hosts]
+
+    def judged_states(self) -> list[HostState]:
+        return [self.ctx.host_state(h) for h in self.judged or self.hosts]
 
     def active(self) -> list[HostState]:
         return [s for s in self.states() if s.active]
@@ -96,25 +104,101 @@ async def run_play(
     play_vars = {h: _play_vars(ctx, play, ctx.host_state(h), scope, file_vars) for h in hosts}
     tags = PlayTags.of_play(ctx.templar, play, ctx.options.extra_vars, playbook_dir, file_vars)
     ctx.safety.start_play(play.max_unavailable_per)
+    ctx.parking.start_play()
     batches = serial_batches(hosts, play.serial)
     capped = ctx.safety.batches(hosts, max(len(b) for b in batches) if batches else 1)
     batches = capped if capped is not None else batches
-    keep_going = True
+    plays = _PlayBatches(
+        ctx, play, tuple(hosts), play_vars, groups, playbook_dir, tags, len(batches)
+    )
+    ended: bool | None = None
     for index, batch in enumerate(batches, start=1):
         ctx.bus.emit(BatchStarted(index=index, count=len(batches), hosts=tuple(batch)))
-        batch_scope = PlayScope(play_vars, tuple(hosts), tuple(batch), groups, playbook_dir)
-        run = BatchRun(ctx, StepEnv(play, batch_scope), list(batch), tags)
+        ended = await plays.run(batch)
+        if ended is None and index < len(batches):
+            ended = await _revisit(plays, until_done=False)
+        if ended is not None:
+            break
+    if ended is None:
+        ended = await _revisit(plays, until_done=True)
+    if ctx.parking.waiting:
+        defer_all(ctx, "the play stopped before their wait ended")
+    ctx.bus.emit(PlayFinished(name=play.name))
+    return ended is not False and ctx.result.aborted_by_safety is None
+
+
+@dataclass(slots=True)
+class _PlayBatches:
+    """What every batch of one play shares: the play, its hosts and their vars, its tags."""
+
+    ctx: RunContext
+    play: Play
+    hosts: tuple[str, ...]
+    play_vars: dict[str, dict[str, Any]]
+    groups: Mapping[str, list[str]]
+    playbook_dir: str
+    tags: PlayTags
+    count: int
+    """How many batches the play has."""
+
+    async def run(self, batch: list[str], judged: list[str] | None = None) -> bool | None:
+        """Run one batch: None when the play goes on, else whether the run goes on after the
+        play. A host parked in it stays out of service under the caps, not in its batch."""
+        ctx = self.ctx
+        scope = PlayScope(self.play_vars, self.hosts, tuple(batch), self.groups, self.playbook_dir)
+        run = BatchRun(ctx, StepEnv(self.play, scope), list(batch), self.tags, judged=judged)
         await _run_batch(run)
         failed = {s.name for s in run.states() if s.failed or s.unreachable}
-        ctx.safety.end_batch(batch, failed)
+        ctx.safety.end_batch(batch, failed | ctx.parking.parked_in(batch))
         ctx.safety.correlate(ctx.result)
         stopped = run.stop_play and run.ended_by != "batch"
-        if stopped or (batch and failed.issuperset(batch)):
+        judged_failed = {s.name for s in run.judged_states() if s.failed or s.unreachable}
+        if stopped or (batch and judged_failed.issuperset(run.judged or batch)):
             # Ansible's rule: a batch in which every host failed ends the play.
-            keep_going = not stopped or run.ended_by == "play"
-            break
-    ctx.bus.emit(PlayFinished(name=play.name))
-    return keep_going and ctx.result.aborted_by_safety is None
+            return not stopped or run.ended_by == "play"
+        return None
+
+    async def again(self, hosts: list[str]) -> bool | None:
+        """The play again for parked hosts whose wait is over, as a batch of their own, judged
+        by max_fail_percentage with the batches they were parked in."""
+        ctx = self.ctx
+        for host in hosts:
+            ctx.host_state(host).ended = False
+        _forget_journaled(ctx, hosts)
+        revisit = BatchStarted(index=self.count, count=self.count, hosts=tuple(hosts), revisit=True)
+        ctx.bus.emit(revisit)
+        return await self.run(hosts, ctx.parking.judged_with(hosts))
+
+
+async def _revisit(plays: _PlayBatches, *, until_done: bool) -> bool | None:
+    """Look again at the parked hosts (engine/revisit.py) and run the play again for those
+    whose wait is over; with until_done, keep looking every REVISIT_POLL seconds until none
+    is parked (each is deferred at its deadline). None when the play goes on, else whether
+    the run goes on (as `_PlayBatches.run`)."""
+    ctx = plays.ctx
+    while ctx.parking.waiting:
+        ready = await look_again(ctx)
+        if ready:
+            ended = await plays.again(ready)
+            if ended is not None:
+                return ended
+        if not until_done:
+            return None
+        await asyncio.sleep(ctx.parking.pause(time.time(), REVISIT_POLL))
+    return None
+
+
+def _forget_journaled(ctx: RunContext, hosts: Sequence[str]) -> None:
+    """A revisit runs the play afresh for its hosts: what a resumed run replays for them is
+    the pass that parked them (a later pass the interrupted run finished is replayed in
+    their first batch, and never parks them)."""
+    resume = ctx.options.resume
+    names = set(hosts)
+    if not any(key[0] in names for key in (*resume.steps, *resume.intents)):
+        return
+    steps = {k: v for k, v in resume.steps.items() if k[0] not in names}
+    intents = {k: v for k, v in resume.intents.items() if k[0] not in names}
+    ctx.options = replace(ctx.options, resume=replace(resume, steps=steps, intents=intents))
 
 
 def _play_vars(
@@ -375,7 +459,7 @@ def _wanted(run: BatchRun, step: Step, inherited: frozenset[str] = frozenset()) 
 def _check_gates(run: BatchRun) -> bool:
     """any_errors_fatal and max_fail_percentage, evaluated after each task; True = stop."""
     play = run.env.play
-    states = run.states()
+    states = run.judged_states()
     failed = sum(1 for s in states if s.failed or s.unreachable)
     if failed and play.any_errors_fatal:
         for state in states:

@@ -12,6 +12,7 @@ from fleetfix.engine.commands import announce_planned
 from fleetfix.engine.gates import Refusal, gate_facts, ownership
 from fleetfix.engine.hoststep import HostStep, Outcome
 from fleetfix.engine.interrupted import lost_during, settle
+from fleetfix.engine.parking import PARK_KEY, PARKED, parked_data
 from fleetfix.engine.reboot import boot_id, send_reboot_like
 from fleetfix.engine.runhosts import unlisted
 from fleetfix.engine.verification import (
@@ -212,9 +213,7 @@ async def _run_plan(
         result = await _run_planned(hs, planned, evidence)
         outcome.commands.append(result)
         if planned.defer_rc is not None and result.rc == planned.defer_rc:
-            why = (result.stdout.strip().splitlines() or [planned.why])[-1]
-            outcome.left = ("deferred", f"deferred: {why}")
-            outcome.message = outcome.left[1]
+            _not_now(hs, action, planned, result, outcome)
         elif not (result.ok or planned.ignore_rc or outcome.failed):
             detail = (result.stderr.strip() or result.stdout.strip())[:300]
             outcome.failed = True
@@ -227,6 +226,25 @@ async def _run_plan(
         if parsed.failed or parsed.skipped:
             outcome.failed, outcome.message = True, parsed.message
     return outcome
+
+
+def _not_now(
+    hs: HostStep, action: Action, planned: PlannedCommand, result: CommandResult, outcome: Outcome
+) -> None:
+    """Not now (e.g. jobs still running): with time left to wait (`park_for`) the host is
+    parked, its batch and the later ones going on (engine/parking.py); else it is deferred.
+    Only the step's own action parks: its params are the ones its check is looked at with."""
+    why = (result.stdout.strip().splitlines() or [planned.why])[-1]
+    own = hs.step.args.get("name") == action.name
+    if planned.park_for is None or planned.park_for <= 0 or not own:
+        outcome.left = ("deferred", f"deferred: {why}")
+    else:
+        until = time.time() + planned.park_for
+        wait = result.duration + planned.park_for
+        outcome.data[PARK_KEY] = parked_data(action.name, why, until, wait)
+        clock = time.strftime("%H:%M:%S", time.localtime(until))
+        outcome.left = (PARKED, f"parked: {why}; looked at again until {clock}")
+    outcome.message = outcome.left[1]
 
 
 async def _run_planned(

@@ -231,7 +231,9 @@ class ConsoleView:
 
     def _batch(self, event: BatchStarted) -> None:
         self._batch_size = len(event.hosts)
-        if event.count > 1:
+        if event.revisit:
+            self._say(f"revisit (their wait is over): {', '.join(event.hosts)}", "dim")
+        elif event.count > 1:
             self._say(f"batch {event.index}/{event.count}: {', '.join(event.hosts)}", "dim")
 
     def _retry(self, event: StepRetry) -> None:
