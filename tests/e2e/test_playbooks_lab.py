@@ -217,7 +217,7 @@ def test_drain_with_wait_defers_a_node_whose_job_outlives_drain_wait(xid79_lab: 
     assert done.returncode == 2, done.stdout[-3000:] + done.stderr
     nodes = xid79_lab.truth()
     idle, busy = nodes["gpu006"]["slurm"], nodes["gpu005"]["slurm"]
-    assert idle["drain"] and idle["reason"] == "fleetfix: drained by operator", idle
+    assert idle["drain"] and idle["reason"].startswith("fleetfix: drained by operator (run "), idle
     assert busy["drain"] and busy["job_id"] is not None, busy
     assert nodes["gpu005"]["gpu_processes"], "the drain's wait must not touch the job"
     assert "deferred: job(s) 48213 still running on gpu005 after 2s" in done.stdout, done.stdout

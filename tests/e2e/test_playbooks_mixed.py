@@ -215,12 +215,12 @@ def test_ecc_check_changes_nothing_and_shows_the_plan(lab: MixedLab) -> None:
     assert done.returncode == 2, done.output  # gpu008 would be left for RMA
     for planned in (
         "[gpu004] would run: scontrol update NodeName=gpu004 State=DRAIN "
-        "Reason='fleetfix: ECC remediation'\n",
+        "Reason='fleetfix: ECC remediation (run ",  # the run id follows
         "[gpu004] would run: nvidia-smi -r -i 1\n",
         "[gpu006] would run: nvidia-smi -r -i 4\n",
         "[gpu008] would run: scontrol update NodeName=gpu008 State=DRAIN "
         "Reason='fleetfix: GPU 6: row remapping failure: RMA candidate: run the field"
-        " diagnostic'\n",
+        " diagnostic (run ",
     ):
         assert planned in done.stdout, done.output
     # The dry run takes the path the real run takes: gpu006 is reset, not sent to RMA, and the

@@ -58,7 +58,7 @@ def test_a_resume_with_another_scope_is_refused_and_the_same_one_finishes(
     assert after_refusals == before, "a refused resume drained nodes"
     assert resumed.returncode == 0, resumed.output[-3000:]
     assert _drained(view) == before | {"gpu001", "gpu002"}
-    assert view["gpu001"]["slurm"]["reason"] == "fleetfix: fan-swap"
+    assert view["gpu001"]["slurm"]["reason"] == f"fleetfix: fan-swap (run {run_id})"
 
 
 def _only(inventory: Path, keep: set[str], path: Path) -> Path:

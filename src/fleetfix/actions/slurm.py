@@ -9,15 +9,30 @@ import shlex
 from fleetfix.actions.base import Action, ActionContext, ActionPlan, PlannedCommand
 from fleetfix.actions.gates import duration, flag, node_name, params_checker, seconds
 from fleetfix.actions.validation import return_to_service_problems
-from fleetfix.probes.slurm_node import FLEETFIX_RESERVATION_PREFIX, SlurmNodeFacts
+from fleetfix.probes.slurm_node import (
+    FLEETFIX_RESERVATION_PREFIX,
+    FLEETFIX_RUN_TAG,
+    SlurmNodeFacts,
+)
 
 REASON_PREFIX = "fleetfix:"
+RUN_ID_VAR = "fleetfix_run_id"
+"""In an action's vars: the id of the run acting (engine/verification.py action_context)."""
+REASON_LIMIT = 250
+"""Longest drain reason fleetfix sets (Slurm keeps longer ones; `sinfo -R` shows far less)."""
 
 
 def drain_reason(ctx: ActionContext) -> str:
-    """Every fleetfix drain reason starts with 'fleetfix:' so resume can tell it from a human's."""
+    """Every fleetfix drain reason starts with 'fleetfix:' so resume can tell it from a human's,
+    and ends naming the run that set it, `(run ID)`, so a node shows whose it is."""
     reason = str(ctx.params.get("reason") or "remediation in progress").strip()
-    return reason if reason.startswith(REASON_PREFIX) else f"{REASON_PREFIX} {reason}"
+    reason = reason if reason.startswith(REASON_PREFIX) else f"{REASON_PREFIX} {reason}"
+    run = str(ctx.vars.get(RUN_ID_VAR) or "")
+    if not run:
+        return reason[:REASON_LIMIT]
+    tag = f" (run {run})"
+    base = FLEETFIX_RUN_TAG.sub("", reason).rstrip()  # an earlier run's, carried in the text
+    return base[: REASON_LIMIT - len(tag)] + tag
 
 
 def _plan_drain(ctx: ActionContext) -> ActionPlan:

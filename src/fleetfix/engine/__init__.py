@@ -19,6 +19,7 @@ from fleetfix.engine.context import (
     Templating,
 )
 from fleetfix.engine.health import left_unhealthy
+from fleetfix.engine.node_lease import node_leases, stop_renewing
 from fleetfix.engine.play import run_play
 from fleetfix.engine.playkeys import rendered_play
 from fleetfix.engine.runhosts import LiveGroups, play_hosts
@@ -60,6 +61,7 @@ class Engine:
 async def run_playbook(engine: Engine, playbook: Playbook, select: HostSelector) -> RunResult:
     """Run every play in order. Ctrl-C (cancellation) stops cleanly with `interrupted` set."""
     playbook_dir = str(Path(playbook.path).resolve().parent)
+    leases = node_leases(engine.options)
     ctx = RunContext(
         inventory=with_playbook_vars(engine.inventory, playbook_dir),
         transport=engine.transport,
@@ -72,6 +74,7 @@ async def run_playbook(engine: Engine, playbook: Playbook, select: HostSelector)
         connections=Connections(engine.transport),
         safety=_safety(engine),
         forks=asyncio.Semaphore(max(1, engine.options.forks)),
+        node_leases=leases,
     )
     groups = _groups(ctx.inventory)
     extra_vars = ctx.options.extra_vars
@@ -84,6 +87,7 @@ async def run_playbook(engine: Engine, playbook: Playbook, select: HostSelector)
         run_id=ctx.options.run_id, playbook=playbook.path, hosts=every_host, check=ctx.options.check
     )
     ctx.bus.emit(started)
+    renewal = asyncio.create_task(leases.renewing(ctx)) if leases is not None else None
     try:
         for play, selected in plays:
             hosts = selected
@@ -97,6 +101,9 @@ async def run_playbook(engine: Engine, playbook: Playbook, select: HostSelector)
         if task is not None:
             task.uncancel()
     finally:
+        await stop_renewing(renewal)
+        if leases is not None:  # also on Ctrl-C: a lease left behind blocks other runs
+            await asyncio.shield(leases.release(ctx))
         await asyncio.shield(ctx.connections.close_all())
     if not ctx.result.interrupted:
         for host, reason in left_unhealthy(ctx, planned=ctx.options.check).items():

@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from fleetfix.actions.base import Action
 from fleetfix.engine.parking import Parking
@@ -18,6 +18,9 @@ from fleetfix.probes.base import Probe
 from fleetfix.results import HostStats, ResumeState, RunResult, StepResult
 from fleetfix.transport.base import DEFAULT_COMMAND_TIMEOUT, ConnectionSpec, Transport
 from fleetfix.transport.pool import DEFAULT_RETRY_DELAYS, ConnectionPool, PooledConnection
+
+if TYPE_CHECKING:
+    from fleetfix.engine.node_lease import NodeLeases
 
 SpecFactory = Callable[[str, Mapping[str, Any]], ConnectionSpec]
 """(host name, merged host vars) -> how to reach it."""
@@ -123,6 +126,16 @@ class RunOptions:
     task_loader: Callable[[str], tuple[Step, ...]] | None = None
     """Reads a task file an include_tasks names with a template (known per host at run time);
     raises PlaybookError. None: such includes fail, saying so."""
+    node_lease_seconds: float | None = 600.0
+    """How long a lease on a node lasts unless renewed (engine/node_lease.py); None: the run
+    takes no node leases."""
+    node_lease_renew: float = 60.0
+    """How often held node leases are renewed (at most a quarter of node_lease_seconds)."""
+    node_lease_root: str = "/var/lib/fleetfix"
+    """Where on each node the lease lives."""
+    run_alive: Callable[[str], bool | None] | None = None
+    """Whether a run is alive, as a shared journal knows (None: unknown): a node lease held by
+    a run known dead may be taken over before it expires."""
 
 
 @dataclass(slots=True)
@@ -188,6 +201,8 @@ class RunContext:
     hosts: dict[str, HostState] = field(default_factory=dict)
     runtime_hosts: RuntimeHosts = field(default_factory=RuntimeHosts)
     forks: asyncio.Semaphore = field(default_factory=lambda: asyncio.Semaphore(50))
+    node_leases: NodeLeases | None = None
+    """The leases this run takes on nodes (None: it takes none, e.g. in --check)."""
     parking: Parking = field(default_factory=Parking)
     """Busy hosts parked in the current play (engine/parking.py)."""
 

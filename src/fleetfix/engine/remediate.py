@@ -86,6 +86,9 @@ async def _one_rung(
 ) -> Outcome:
     interrupted = _open_intent(hs, action)
     if interrupted is not None:
+        leased = await _node_lease(hs, action)  # an interrupted run's lease is this run's
+        if leased is not None:
+            return _left(leased)
         settled = await settle(hs, action, params, handlers, interrupted)
         if settled is not None:
             return settled
@@ -101,6 +104,9 @@ async def _one_rung(
         return _left(refusal)
     plan = action.plan(action_context(hs, params, facts, interrupted=before))
     if action.disruptive and not plan.noop and plan.refused is None:
+        leased = await _node_lease(hs, action)
+        if leased is not None:
+            return _left(leased)
         held = hs.ctx.safety.admit(hs.state.name, dry=hs.dry)
         if held is not None:
             hold = f"{hs.state.name}: {action.name} {held}"
@@ -118,6 +124,14 @@ async def _one_rung(
         outcome.failed = True
         outcome.message = f"{action.name}: verification failed: {problem}"
     return outcome
+
+
+async def _node_lease(hs: HostStep, action: Action) -> Refusal | None:
+    """This run's lease on the node (engine/node_lease.py): taken before it is disrupted."""
+    leases = hs.ctx.node_leases
+    if leases is None or hs.dry:
+        return None
+    return await leases.take(hs, action.name)
 
 
 def _left(refusal: Refusal) -> Outcome:

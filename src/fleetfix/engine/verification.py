@@ -7,6 +7,7 @@ from dataclasses import replace
 from typing import Any
 
 from fleetfix.actions.base import Action, ActionContext, ActionPlan
+from fleetfix.actions.slurm import RUN_ID_VAR
 from fleetfix.engine.gpus import most_seen
 from fleetfix.engine.hoststep import HostStep, Outcome, registered, with_lines
 from fleetfix.playbook.model import StepKind
@@ -28,8 +29,10 @@ def action_context(
     interrupted: Mapping[str, str] | None = None,
 ) -> ActionContext:
     """What an action sees; `fleetfix_gpus_seen` is the most GPUs the node ever showed
-    (this run or any run in the journal): the count it must come back with."""
-    variables = {**hs.variables, "fleetfix_gpus_seen": most_seen(hs.ctx, hs.state)}
+    (this run or any run in the journal): the count it must come back with; `fleetfix_run_id`
+    the run acting (a drain reason names it)."""
+    seen = most_seen(hs.ctx, hs.state)
+    variables = {**hs.variables, "fleetfix_gpus_seen": seen, RUN_ID_VAR: hs.ctx.options.run_id}
     return ActionContext(hs.state.name, params, facts, variables, plan, interrupted or {})
 
 

@@ -267,7 +267,8 @@ def _tag_job_processes(node: NodeState, job_id: int | None) -> None:
 
 def prepare_files(node: NodeState, driver: str) -> None:
     """Create the node's directories and the files the sandbox mounts."""
-    for directory in (node.paths.shm, node.paths.proc_driver, node.paths.home):
+    paths = node.paths
+    for directory in (paths.shm, paths.proc_driver, paths.home, paths.var_lib_fleetfix):
         directory.mkdir(parents=True, exist_ok=True)
     write_boot_id(node)
     write_driver_files(node, driver)

@@ -9,7 +9,9 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+import time
 from collections.abc import Sequence
+from datetime import UTC, datetime
 from pathlib import Path
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Any, TextIO
@@ -180,6 +182,10 @@ def _truth(args: argparse.Namespace, out: TextIO) -> int:
     _table(out, ("NODE", "STATUS", "SLURM", "FABRIC", "FAULTS"), rows)
     broken = sum(1 for node in truth["nodes"].values() if node["faults"])
     print(f"\n{broken} of {len(rows)} nodes still have faults", file=out)
+    for name, node in truth["nodes"].items():
+        lease = node.get("lease")
+        if lease:
+            print(f"lease on {name}: {_lease_text(lease)}", file=out)
     for resv in truth.get("reservations", []):
         print(
             f"reservation {resv['name']}: {','.join(resv['nodes'])}"
@@ -187,6 +193,17 @@ def _truth(args: argparse.Namespace, out: TextIO) -> int:
             file=out,
         )
     return 0
+
+
+def _lease_text(lease: dict[str, Any]) -> str:
+    """`run R from controller C (pid P), until 2026-01-01T12:10:00+00:00` (expired: said)."""
+    expires = lease.get("expires")
+    until = ""
+    if isinstance(expires, int):
+        when = datetime.fromtimestamp(expires, UTC).isoformat(timespec="seconds")
+        until = f", {'expired' if expires <= time.time() else 'until'} {when}"
+    who = f"run {lease.get('run', '?')} from controller {lease.get('controller', '?')}"
+    return f"{who} (pid {lease.get('pid', '?')}){until}"
 
 
 def _inventory(args: argparse.Namespace, out: TextIO) -> int:

@@ -3,14 +3,15 @@
 Namespace mode (needs CAP_SYS_ADMIN, e.g. root): the forked child, before it executes
 `bash -c`, enters new mount and UTS namespaces (mounts private), bind-mounts the node's own
 directory over /dev/shm, its boot-id file over /proc/sys/kernel/random/boot_id, its
-/proc/driver and its /proc/modules, and sets the hostname -- the same system calls `unshare`
+/proc/driver, its /proc/modules and its /var/lib/fleetfix (where a controller's lease on the
+node lives), and sets the hostname -- the same system calls `unshare`
 + `mount` + `hostname` made, without starting those programs (4.9 ms of CPU per command
 instead of 10). A failed mount aborts the command, so a command can never see the machine's
 real /dev/shm or kernel modules. The lab's own processes' /proc/PID/fd are covered with an
 empty directory: they hold a socket per node, which a node's `find /proc/*/fd` would
 otherwise read on every call.
 
-Fallback mode (no namespaces): the command runs in plain bash with those four paths rewritten
+Fallback mode (no namespaces): the command runs in plain bash with those five paths rewritten
 to the node's files in the command text, FLEETFIX_SHM_DIR exported, and any command that still
 mentions `shm` some other way refused -- so it cannot touch the real /dev/shm either.
 """
@@ -37,6 +38,7 @@ BOOT_ID = "/proc/sys/kernel/random/boot_id"
 DEV_SHM = "/dev/shm"
 PROC_DRIVER = "/proc/driver"
 PROC_MODULES = "/proc/modules"
+VAR_LIB_FLEETFIX = "/var/lib/fleetfix"
 SYSTEM_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 
 SETUP_FAILED = "fleetfix lab: cannot set up the node sandbox\n"
@@ -153,7 +155,7 @@ def detect_sandbox() -> SandboxMode:
     with tempfile.TemporaryDirectory(prefix="fleetfix-lab-probe-") as scratch:
         base = Path(scratch)
         paths = NodePaths(base)
-        for directory in (paths.shm, paths.proc_driver):
+        for directory in (paths.shm, paths.proc_driver, paths.var_lib_fleetfix):
             directory.mkdir()
         paths.boot_id.write_text("probe\n", encoding="ascii")
         paths.proc_modules.write_text("", encoding="ascii")  # the probe reads it back empty
@@ -179,6 +181,11 @@ def _machine_has_modules() -> bool:
     return os.path.exists(PROC_MODULES)
 
 
+@cache
+def _machine_has_var_lib_fleetfix() -> bool:
+    return os.path.isdir(VAR_LIB_FLEETFIX)
+
+
 def namespace_launch(
     paths: NodePaths, hostname: str, command: str, hidden: Sequence[str], empty: str = ""
 ) -> Launch:
@@ -186,7 +193,9 @@ def namespace_launch(
 
     /proc/modules is the node's by a bind mount, or, on a kernel built without loadable
     modules (no /proc/modules to mount over), by rewriting the path in the command text as
-    fallback mode does; either way a node never reads the machine's."""
+    fallback mode does; either way a node never reads the machine's. /var/lib/fleetfix is
+    the node's the same way: mounted over the machine's where the machine has one, else
+    rewritten (the lab creates nothing on the machine to mount over)."""
     mounts: tuple[tuple[str, str], ...] = (
         (str(paths.shm), DEV_SHM),
         (str(paths.boot_id), BOOT_ID),
@@ -196,6 +205,10 @@ def namespace_launch(
         mounts += ((str(paths.proc_modules), PROC_MODULES),)
     else:
         command = command.replace(PROC_MODULES, str(paths.proc_modules))
+    if _machine_has_var_lib_fleetfix():
+        mounts += ((str(paths.var_lib_fleetfix), VAR_LIB_FLEETFIX),)
+    else:
+        command = command.replace(VAR_LIB_FLEETFIX, str(paths.var_lib_fleetfix))
     return Launch(
         ("/bin/bash", "-c", command, "bash"),
         {},
@@ -229,5 +242,6 @@ def launch(
         .replace(PROC_DRIVER, str(paths.proc_driver))
         .replace(PROC_MODULES, str(paths.proc_modules))
         .replace(DEV_SHM, str(paths.shm))
+        .replace(VAR_LIB_FLEETFIX, str(paths.var_lib_fleetfix))
     )
     return Launch(("/bin/bash", "-c", rewritten, "bash"), env)  # $0 `bash`, as sshd's

@@ -205,7 +205,7 @@ class EventState:
 
 @dataclass(frozen=True, slots=True)
 class NodePaths:
-    """A node's own files: its /dev/shm, boot id, /proc/driver and home directory."""
+    """A node's own files: its /dev/shm, boot id, /proc/driver, home and /var/lib/fleetfix."""
 
     root: Path
 
@@ -229,6 +229,11 @@ class NodePaths:
     @property
     def home(self) -> Path:
         return self.root / "home"
+
+    @property
+    def var_lib_fleetfix(self) -> Path:
+        """The node's /var/lib/fleetfix, where a controller's lease on it lives."""
+        return self.root / "var_lib_fleetfix"
 
 
 @dataclass(slots=True)
@@ -405,10 +410,25 @@ class NodeState:
             "commands": self.commands,
             "events": [event.to_data() for event in self.events],
             "audit": [entry.to_data() for entry in self.audit],
+            "lease": node_lease(self.paths),
         }
 
 
 _ACTIONS = frozenset({"xid", "sxid"})
+LEASE_NUMBERS = frozenset({"pid", "since", "expires"})
+
+
+def node_lease(paths: NodePaths) -> dict[str, Any] | None:
+    """The controller lease on the node (`/var/lib/fleetfix/lease`: `run=.. controller=..
+    pid=.. since=.. expires=..`, epoch seconds), None when no run holds one."""
+    try:
+        line = (paths.var_lib_fleetfix / "lease").read_text(encoding="utf-8").strip()
+    except FileNotFoundError:
+        return None
+    fields: dict[str, Any] = dict(word.partition("=")[::2] for word in line.split())
+    for key in LEASE_NUMBERS & fields.keys():
+        fields[key] = int(fields[key]) if fields[key].isdigit() else fields[key]
+    return fields
 
 
 def _unit_word(active: bool | None) -> str | None:

@@ -54,6 +54,7 @@ from fleetfix.probes.slurm_node_state import NodeState, decode_state
 __all__ = [
     "FLEETFIX_REASON_PREFIX",
     "FLEETFIX_RESERVATION_PREFIX",
+    "FLEETFIX_RUN_TAG",
     "MAX_HOSTLIST_NAMES",
     "NAME",
     "PROBE",
@@ -72,6 +73,8 @@ __all__ = [
 TOOL = "slurm"
 FLEETFIX_REASON_PREFIX = "fleetfix:"
 FLEETFIX_RESERVATION_PREFIX = "fleetfix-"
+FLEETFIX_RUN_TAG = re.compile(r"\(run ([A-Za-z0-9._:@-]+)\)")
+"""How a fleetfix drain reason names the run that set it: `(run 20260101-120000-3f2a9c)`."""
 """Reservations fleetfix creates are named `fleetfix-<node>` (actions/slurm.py)."""
 SINFO_FORMAT = "%N|%P|%T|%C|%G|%u|%H|%E"
 """The fallback's sinfo format: node, partition, long state, CPUs A/I/O/T, GRES, reason
@@ -103,6 +106,8 @@ class SlurmNodeFacts:
     reason_user: str | None
     reason_time: str | None
     reason_is_fleetfix: bool
+    fleetfix_run: str | None
+    """The run a fleetfix drain reason names (`... (run ID)`), None when it names none."""
     reserved: bool
     """An active reservation holds the node (RESERVED, MAINTENANCE, or a reservation name)."""
     maint: bool
@@ -211,6 +216,7 @@ def _facts(fields: NodeFields, text: str) -> SlurmNodeFacts:
         reason_user=user,
         reason_time=when,
         reason_is_fleetfix=bool(reason and reason.startswith(FLEETFIX_REASON_PREFIX)),
+        fleetfix_run=_fleetfix_run(reason),
         reserved=_reserved(decoded, fields.reservation),
         maint="MAINTENANCE" in decoded.flags,
         reservation=fields.reservation,
@@ -226,6 +232,13 @@ def _facts(fields: NodeFields, text: str) -> SlurmNodeFacts:
         boot_time=fields.boot_time,
         slurm_version=fields.slurm_version,
     )
+
+
+def _fleetfix_run(reason: str | None) -> str | None:
+    if not reason or not reason.startswith(FLEETFIX_REASON_PREFIX):
+        return None
+    named = FLEETFIX_RUN_TAG.findall(reason)
+    return named[-1] if named else None
 
 
 def _reserved(decoded: NodeState, reservation: str | None) -> bool:

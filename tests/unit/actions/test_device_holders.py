@@ -463,7 +463,7 @@ async def run_book(tmp_path: Path, fake: FakeTransport, book: Path, inventory: s
         probes=probes,
         actions=actions,
         bus=EventBus(),
-        options=RunOptions(reconnect_poll=0.0),
+        options=RunOptions(reconnect_poll=0.0, node_lease_seconds=None),  # no node leases
     )
     return await engine.run(loaded, hosts.select)
 

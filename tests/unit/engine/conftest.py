@@ -86,7 +86,8 @@ def run_playbook(tmp_path: Path, fake: FakeTransport) -> Runner:
             probes=probe_reg,
             actions=action_reg,
             bus=bus,
-            options=RunOptions(**{"reconnect_poll": 0.0, **options}),
+            # No node leases over the fake unless a test asks (tests/unit/engine/test_node_lease.py)
+            options=RunOptions(**{"reconnect_poll": 0.0, "node_lease_seconds": None, **options}),
         )
         result = await engine.run(loaded, inventory_obj.select)
         return Run(result, events)
