@@ -157,6 +157,11 @@ class Notification:
     """When it happened (epoch seconds): the event that caused it."""
     run: RunInfo
     body: Body
+    key: str = ""
+    """Its idempotency key, `RUN_ID:SESSION:SEQUENCE`: the same on every retry and to every
+    webhook, so a receiver that already took it can drop a second copy. SESSION (when this
+    controller's run started, in milliseconds) keeps a resumed run's keys apart from those of
+    the run it resumes (same run id)."""
 
 
 LIST_LIMIT = 50

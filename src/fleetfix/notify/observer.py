@@ -3,8 +3,12 @@ about, and delivers them in the background on the run's event loop.
 
 `__call__` runs for every event of a 10,000-host run, so it only looks at an event's type,
 keeps references and queues; bodies are rendered and sent by one task per webhook, in order.
-`finish()` gives what is still queued FINISH_WITHIN seconds in all, then gives up with a
-warning. Nothing here raises into the run or changes its exit code.
+`finish()` gives what is still queued FINISH_WITHIN seconds in all, the last RESERVED of them
+kept for `run_finished`: what came before it stops trying when its share is over, so a slow
+receiver cannot crowd the run's end out. Then it gives up, with a warning that says what is
+known of each notification left: not sent, not delivered, or not confirmed (a request went
+out and no answer came: it may have been received). Nothing here raises into the run or
+changes its exit code.
 
 A run that loses its journal stops without a RunFinished (the engine's result is lost with
 the exception); `journal_lost()` then queues its `run_finished` from what was heard: each
@@ -15,6 +19,7 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import functools
 import time
 from collections import deque
 from collections.abc import Callable, Sequence
@@ -48,11 +53,16 @@ from fleetfix.notify.model import (
     RunInfo,
 )
 from fleetfix.notify.render import render
-from fleetfix.notify.webhook import DeliveryFailed, DeliveryPolicy, Webhook, deliver
+from fleetfix.notify.webhook import DeliveryFailed, DeliveryPolicy, Sending, Webhook, deliver
 from fleetfix.results import HostStats, Outcome, RunResult
 
-FINISH_WITHIN = 10.0
+FINISH_WITHIN = 15.0
 """Seconds `finish()` waits, in all, for what is still queued when the run ends."""
+RESERVED = 5.0
+"""Of FINISH_WITHIN, the seconds kept for `run_finished` (one request's timeout): what is
+queued before it stops trying in time to leave them (at most half of the wait)."""
+GRACE = 0.5
+"""finish() cancels a delivery still running this long after its deadline (a hung TLS close)."""
 HOLD_KEY = "fleetfix_hold"
 """engine/remediate.py's HOLD_KEY: a held action's registered result says why (a test keeps
 them equal; the engine is not imported here, as the report does not import it)."""
@@ -68,6 +78,8 @@ class _Outbox:
         self.webhook = webhook
         self.queue: deque[Notification] = deque()
         self.task: asyncio.Task[None] | None = None
+        self.sending: Sending | None = None
+        """The delivery of the queue's first notification, while it goes on."""
 
 
 class Notifier:
@@ -93,6 +105,9 @@ class Notifier:
         self._finish_within = finish_within
         self._run = RunInfo(run_id="", playbook="", controller=controller, check=False)
         self._started: float | None = None
+        self._sequence = 0
+        self._ends_at: float | None = None
+        """The end of finish()'s wait (the loop's clock), once the run ended."""
         self._evidence = EvidenceTracker()
         self._rma_pending: dict[str, tuple[str, float]] = {}
         self._rma_sent: set[str] = set()
@@ -127,14 +142,16 @@ class Notifier:
             self._inside(exc)
 
     async def finish(self) -> None:
-        """Deliver what is queued, FINISH_WITHIN seconds in all; never raises."""
+        """Deliver what is queued, FINISH_WITHIN seconds in all (the last RESERVED of them for
+        run_finished); never raises."""
         try:
             self._flush(time.time())
+            self._ends_at = asyncio.get_running_loop().time() + self._finish_within
             for outbox in self._outboxes:
                 self._start(outbox)
             running = [o.task for o in self._outboxes if o.task is not None and not o.task.done()]
             if running:
-                await asyncio.wait(running, timeout=self._finish_within)
+                await asyncio.wait(running, timeout=self._finish_within + GRACE)
         except Exception as exc:
             self._inside(exc)
         finally:
@@ -232,7 +249,10 @@ class Notifier:
     def _queue(self, kind: Kind, at: float, body: Body) -> None:
         if kind not in self._kinds:
             return
-        note = Notification(kind, at, self._run, body)
+        self._sequence += 1
+        session = int(self._started * 1000) if self._started else 0
+        key = f"{self._run.run_id}:{session}:{self._sequence}"
+        note = Notification(kind, at, self._run, body, key)
         for outbox in self._outboxes:
             outbox.queue.append(note)
             self._start(outbox)
@@ -249,26 +269,53 @@ class Notifier:
     async def _drain(self, outbox: _Outbox) -> None:
         while outbox.queue:
             note = outbox.queue[0]
+            outbox.sending = Sending(note.key)
+            body = render(note, outbox.webhook.form)
             try:
-                await deliver(outbox.webhook, render(note, outbox.webhook.form), self._policy)
+                await deliver(
+                    outbox.webhook,
+                    body,
+                    self._policy,
+                    outbox.sending,
+                    functools.partial(self._deadline, outbox, note),
+                )
             except DeliveryFailed as exc:
-                self._warn(f"webhook {outbox.webhook.where}: {_what(note)} not delivered: {exc}")
+                self._warn(f"webhook {outbox.webhook.where}: {_what(note)} {exc.verdict}")
             except Exception as exc:
                 self._inside(exc)
+            outbox.sending = None
             outbox.queue.popleft()
+
+    def _deadline(self, outbox: _Outbox, note: Notification) -> float | None:
+        """None while the run goes on; at its end, finish()'s, less RESERVED for a note with
+        a run_finished queued behind it."""
+        if self._ends_at is None:
+            return None
+        behind = note is not outbox.queue[-1] and outbox.queue[-1].kind is Kind.RUN_FINISHED
+        reserved = min(RESERVED, self._policy.timeout, self._finish_within / 2)
+        return self._ends_at - reserved if behind else self._ends_at
 
     async def _abandon_the_rest(self) -> None:
         for outbox in self._outboxes:
+            sending = outbox.sending
             if outbox.task is not None and not outbox.task.done():
                 outbox.task.cancel()
                 await asyncio.wait([outbox.task])
+            if not outbox.queue:
+                continue
+            where = f"webhook {outbox.webhook.where}"
+            if sending is not None and sending.unanswered:
+                self._warn(
+                    f"{where}: {_what(outbox.queue.popleft())} not confirmed (no answer before"
+                    " the run's end; may have been received)"
+                )
             if outbox.queue:
                 kinds = ", ".join(sorted({str(n.kind) for n in outbox.queue}))
                 self._warn(
-                    f"webhook {outbox.webhook.where}: {len(outbox.queue)} notification(s)"
-                    f" ({kinds}) not delivered within {self._finish_within:g}s of the run's end"
+                    f"{where}: {len(outbox.queue)} notification(s) ({kinds}) not sent: no time"
+                    f" left within {self._finish_within:g}s of the run's end"
                 )
-                outbox.queue.clear()
+            outbox.queue.clear()
 
     def _inside(self, exc: Exception) -> None:
         if not self._failed_inside:

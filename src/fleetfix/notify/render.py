@@ -53,6 +53,7 @@ def json_body(note: Notification) -> dict[str, Any]:
         "controller": note.run.controller,
         "check": note.run.check,
         "at": iso_time(note.at),
+        "idempotency_key": note.key,
         **_kind_fields(note.body),
     }
 

@@ -6,6 +6,12 @@ printed, logged or put in an error; messages show `Webhook.where` (scheme://host
 Delivery: a request has `timeout` seconds (connect, send, read the status line); a connection
 error, a timeout or a 5xx is retried `retries` times after `backoff`, then twice that; a 4xx
 (or any other status) is final. No proxy support: the controller must reach the URL.
+
+Every request carries the notification's idempotency key (`Idempotency-Key`), the same on each
+retry: a request that timed out after it was sent may have been received, and its retry lets
+the receiver drop the second copy. A failure says which it was: `not delivered` (nothing
+reached the receiver, or it refused: a 4xx, a connection refused) or `not confirmed` (a request
+went out and no answer came back: it may have been received).
 """
 
 from __future__ import annotations
@@ -14,7 +20,7 @@ import asyncio
 import base64
 import contextlib
 import ssl
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from urllib.parse import unquote, urlsplit
 
@@ -26,6 +32,10 @@ ENV_PREFIX = "env:"
 SCHEMES = {"http": 80, "https": 443}
 DETAIL_BYTES = 200
 """How much of an error response's body a warning quotes."""
+KEY_HEADER = "Idempotency-Key"
+
+Deadline = Callable[[], float | None]
+"""When (the event loop's clock) this delivery must stop trying; None: no limit but its own."""
 
 
 class WebhookError(ValueError):
@@ -33,7 +43,35 @@ class WebhookError(ValueError):
 
 
 class DeliveryFailed(Exception):
-    """A notification that did not arrive; the message never contains the URL."""
+    """A notification that did not arrive, or whose arrival is not known; the message never
+    contains the URL."""
+
+    def __init__(self, reason: str, *, attempts: int = 1, maybe_received: bool = False) -> None:
+        times = f" (after {attempts} attempts)" if attempts > 1 else ""
+        super().__init__(reason + times)
+        self.reason = reason
+        self.attempts = attempts
+        self.maybe_received = maybe_received
+        """A request went out whole and no answer said whether it was taken."""
+
+    @property
+    def verdict(self) -> str:
+        """What a warning says: `not confirmed (timed out, 3 attempts; may have been
+        received)` or `not delivered (HTTP 404: no_service)`."""
+        times = f", {self.attempts} attempts" if self.attempts > 1 else ""
+        if self.maybe_received:
+            return f"not confirmed ({self.reason}{times}; may have been received)"
+        return f"not delivered ({self.reason}{times})"
+
+
+@dataclass(slots=True)
+class Sending:
+    """One notification's delivery as it goes."""
+
+    key: str
+    """Its idempotency key: the same on every request for it, to every webhook."""
+    unanswered: int = 0
+    """Requests that went out whole and got no status line back: each may have been taken."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -96,31 +134,63 @@ def _check_url(url: str) -> None:
         raise WebhookError("the URL's port must not be 0")
 
 
-async def deliver(webhook: Webhook, body: bytes, policy: DeliveryPolicy) -> None:
-    """POST `body` (JSON) to the webhook, retrying what may pass on a second try.
+async def deliver(
+    webhook: Webhook,
+    body: bytes,
+    policy: DeliveryPolicy,
+    sending: Sending | None = None,
+    deadline: Deadline = lambda: None,
+) -> None:
+    """POST `body` (JSON) to the webhook, retrying what may pass on a second try, each request
+    with `sending.key` as its idempotency key; no request starts after `deadline()`, and none
+    runs past it.
 
     Raises:
-        DeliveryFailed: it did not arrive; says why and after how many attempts.
+        DeliveryFailed: it did not arrive, or may have and was not confirmed; says why and
+            after how many attempts.
     """
+    sending = sending or Sending(key="")
     last = ""
-    attempts = policy.retries + 1
-    for attempt in range(attempts):
+    made = 0
+    for attempt in range(policy.retries + 1):
         if attempt:
-            await asyncio.sleep(policy.backoff * 2 ** (attempt - 1))
+            await asyncio.sleep(_pause(policy.backoff * 2 ** (attempt - 1), deadline))
+        allowed = _allowed(policy.timeout, deadline)
+        if allowed <= 0:
+            break
+        made += 1
         try:
-            async with asyncio.timeout(policy.timeout):
-                status, detail = await post_once(webhook.url, body)
+            async with asyncio.timeout(allowed):
+                status, detail = await post_once(webhook.url, body, sending)
         except ssl.SSLCertVerificationError as exc:
-            raise DeliveryFailed(f"TLS certificate not trusted: {exc.verify_message}") from exc
+            last = f"TLS certificate not trusted: {exc.verify_message}"
+            break
         except (OSError, TimeoutError, BadResponse) as exc:
             last = _why(exc)
             continue
         if 200 <= status < 300:
             return
-        if status < 500:
-            raise DeliveryFailed(f"HTTP {status}{detail}")
         last = f"HTTP {status}{detail}"
-    raise DeliveryFailed(f"{last} (after {attempts} attempts)")
+        if status < 500:
+            break
+    if not made:
+        raise DeliveryFailed("not sent: no time was left before the deadline", attempts=0)
+    raise DeliveryFailed(last, attempts=made, maybe_received=sending.unanswered > 0)
+
+
+def _allowed(timeout: float, deadline: Deadline) -> float:
+    """A request's time: its timeout, or less when the deadline comes first."""
+    ends = deadline()
+    if ends is None:
+        return timeout
+    return min(timeout, ends - asyncio.get_running_loop().time())
+
+
+def _pause(seconds: float, deadline: Deadline) -> float:
+    ends = deadline()
+    if ends is None:
+        return seconds
+    return max(0.0, min(seconds, ends - asyncio.get_running_loop().time()))
 
 
 def _why(exc: BaseException) -> str:
@@ -133,8 +203,10 @@ class BadResponse(Exception):
     """The server answered something that is not HTTP (or closed before the status line)."""
 
 
-async def post_once(url: str, body: bytes) -> tuple[int, str]:
-    """One HTTP/1.1 POST; the status and a quoted bit of an error response's body."""
+async def post_once(url: str, body: bytes, sending: Sending) -> tuple[int, str]:
+    """One HTTP/1.1 POST; the status and a quoted bit of an error response's body. Marks
+    it in `sending.unanswered` from when the whole request went out until its status line
+    came back (between the two it may have been received)."""
     parts = urlsplit(url)
     scheme = parts.scheme.lower()
     host = parts.hostname or ""
@@ -143,9 +215,11 @@ async def post_once(url: str, body: bytes) -> tuple[int, str]:
         host, parts.port or SCHEMES[scheme], ssl=tls, server_hostname=host if tls else None
     )
     try:
-        writer.write(_request(url, body))
+        writer.write(_request(url, body, sending.key))
         await writer.drain()
+        sending.unanswered += 1
         status = _status(await reader.readline())
+        sending.unanswered -= 1
         detail = await _detail(reader) if status >= 300 else ""
     finally:
         writer.close()
@@ -154,7 +228,7 @@ async def post_once(url: str, body: bytes) -> tuple[int, str]:
     return status, detail
 
 
-def _request(url: str, body: bytes) -> bytes:
+def _request(url: str, body: bytes, key: str) -> bytes:
     parts = urlsplit(url)
     target = (parts.path or "/") + (f"?{parts.query}" if parts.query else "")
     host = parts.netloc.rpartition("@")[2]
@@ -166,6 +240,8 @@ def _request(url: str, body: bytes) -> bytes:
         f"User-Agent: fleetfix/{__version__}",
         "Connection: close",
     ]
+    if key:
+        headers.append(f"{KEY_HEADER}: {key}")
     if parts.username is not None:
         user = f"{unquote(parts.username)}:{unquote(parts.password or '')}"
         headers.append(f"Authorization: Basic {base64.b64encode(user.encode()).decode()}")

@@ -238,8 +238,8 @@ async def test_a_failed_delivery_is_one_warning_without_the_url(receiver: Receiv
     await observer.finish()
     assert len(receiver.bodies("/ok")) == 1
     assert warnings == [
-        f"webhook http://127.0.0.1:{receiver.port}: run_finished notification not delivered:"
-        " HTTP 404: no_service"
+        f"webhook http://127.0.0.1:{receiver.port}: run_finished notification not delivered"
+        " (HTTP 404: no_service)"
     ]
 
 
@@ -259,10 +259,14 @@ async def test_finish_gives_up_within_its_bound(receiver: Receiver) -> None:
     started = time.monotonic()
     await observer.finish()
     assert time.monotonic() - started < 3.0
+    # The hold had the first half of the wait, run_finished the rest: each went out, and no
+    # answer came (the server hangs), so each may have been received.
+    where = f"webhook http://127.0.0.1:{receiver.port}"
     assert warnings == [
-        f"webhook http://127.0.0.1:{receiver.port}: 2 notification(s) (hold, run_finished)"
-        " not delivered within 0.3s of the run's end"
+        f"{where}: hold notification not confirmed (timed out; may have been received)",
+        f"{where}: run_finished notification not confirmed (timed out; may have been received)",
     ]
+    assert [b["kind"] for b in receiver.bodies()] == ["hold", "run_finished"]
 
 
 def test_events_heard_without_a_loop_are_sent_by_finish(receiver: Receiver) -> None:
