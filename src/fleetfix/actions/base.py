@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import enum
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -64,6 +65,11 @@ class ActionContext:
     """The `before` an interrupted run journaled for this action here (see ActionPlan)."""
 
 
+class Settle(enum.StrEnum):
+    VERIFY = "verify"
+    RERUN = "rerun"
+
+
 @dataclass(frozen=True, slots=True)
 class Action:
     """A mutating GPU-ops action. `requires` (and `optional`) probes run first and feed
@@ -85,6 +91,12 @@ class Action:
     repeatable: bool = False
     """Running it again after an interrupted run started it does no harm (its plan reads the
     node's current state, e.g. a drain). Others are re-verified, never repeated."""
+    settle: Callable[[Mapping[str, Any]], Settle] | None = None
+    """How an attempt an interrupted run started is settled, from the action's params (the
+    engine does it: engine/interrupted.py). None or VERIFY: judged by evidence, the boot id a
+    reboot journaled, else the `verify` probes and `check`; RERUN: every change these params
+    ask for can be made twice with no harm (start, stop, enable, mask), so the attempt simply
+    runs again, as a new one (the interrupted intent no longer counts)."""
     validate: Callable[[Mapping[str, Any]], str | None] | None = None
     """Checks literal params before anything runs; None when fine, else what is wrong."""
     result_probe: str | None = None

@@ -10,9 +10,11 @@ before sending and waits for a new boot id.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from types import MappingProxyType
+from typing import Any
 
-from fleetfix.actions.base import Action, ActionContext, ActionPlan, PlannedCommand
+from fleetfix.actions.base import Action, ActionContext, ActionPlan, PlannedCommand, Settle
 from fleetfix.actions.gates import (
     busy_reason,
     choice,
@@ -126,6 +128,15 @@ def _unit_command(systemctl: str, verb: str, unit: str) -> PlannedCommand:
     return PlannedCommand(f"{systemctl} {verb} {quote_all([unit])}", f"{verb} {unit}")
 
 
+def _settle_service(params: Mapping[str, Any]) -> Settle:
+    """A start, stop, enable or mask (and a daemon reload with them) done twice does no harm:
+    an interrupted one runs again. A restart or reload cannot be told from the unit's state
+    afterwards and is not repeated blindly: it is settled by evidence, as any action."""
+    always_acts = params.get("state") in ("restarted", "reloaded")
+    asks = any(params.get(k) is not None for k in ("state", "enabled", "masked"))
+    return Settle.RERUN if asks and not always_acts else Settle.VERIFY
+
+
 def _plan_kill(ctx: ActionContext) -> ActionPlan:
     facts: GpuProcessesFacts = ctx.facts["gpu_processes"]
     if not flag(ctx.params, "confirm"):
@@ -195,6 +206,7 @@ ACTIONS = (
             "no_block": "systemctl --no-block",
             "force": "systemctl --force",
         },
+        settle=_settle_service,
     ),
     Action(
         name="kill_gpu_processes",

@@ -7,6 +7,8 @@ knows every action that may have run. On `--resume`:
   happened, so wait for the host and verify; the old boot id still there `resume_grace` seconds
   after the intent means it never left the controller: the intent is marked undelivered (it
   does not count against max_attempts) and the action runs as in a clean run;
+- an action that declares its params may simply be applied again (`Action.settle` RERUN: a
+  unit's start, stop, enable or mask) runs again, as a new attempt;
 - any other action is re-verified; if the fault is gone it counts as done. If not, a
   repeatable action (a drain: its plan reads the node's state) runs again; any other one fails
   with the reason, and is not repeated: it may have run, and a human should look.
@@ -23,7 +25,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from fleetfix.actions.base import Action
+from fleetfix.actions.base import Action, Settle
 from fleetfix.engine.hoststep import HostStep, Outcome
 from fleetfix.engine.reboot import back_with_new_boot, was_delivered
 from fleetfix.engine.verification import (
@@ -77,7 +79,12 @@ async def settle(
     handlers: Handlers,
     intent: OpenIntent,
 ) -> Outcome | None:
-    """The outcome of an interrupted action, or None when it provably never ran (run it)."""
+    """The outcome of an interrupted action, or None when it is to run (again): it provably
+    never ran, or the action declares that these params may simply be applied again
+    (`Action.settle`: RERUN)."""
+    if action.settle is not None and action.settle(params) is Settle.RERUN:
+        _forget(hs, intent)  # a new attempt; the interrupted one no longer counts
+        return None
     judged = await judge(
         hs, action, params, handlers, evidence=intent.evidence, at=intent.at, doubt=_INTERRUPTED
     )

@@ -81,12 +81,6 @@ class Changes:
     def any(self) -> bool:
         return self.masked is not None or self.enabled is not None or self.verb is not None
 
-    @property
-    def read_from_the_unit(self) -> bool:
-        """Every change is one the unit's state showed was still needed (start, stop, enable,
-        mask, ...), not one that always acts (restart, reload)."""
-        return self.any and self.verb not in ("restart", "reload")
-
 
 def parse_show(text: str) -> dict[str, str]:
     """`systemctl show`'s `Name=value` lines as a dict (blank lines between units ignored)."""
@@ -183,26 +177,7 @@ async def systemd(call: ModuleCall) -> Outcome:
     values = return_values(params, unit)
     if not found.any and not (params["daemon_reload"] or params["daemon_reexec"]):
         return call.outcome(**values)
-    if found.read_from_the_unit:
-        _not_taken(call)
     return await _through_action(call, action_params(params, found), found.any, values)
-
-
-def _not_taken(call: ModuleCall) -> None:
-    """An interrupted run's intent for this step, when the unit still needs the change: the
-    change did not take (or never left), so it is made now rather than "verified, not
-    repeated" (the service action has no probe to verify with). A restart or reload cannot
-    be told from the unit's state: its intent is settled as any action's."""
-    ctx = call.hs.ctx
-    key = (call.host, call.hs.step.key, SERVICE_ACTION)
-    intent = ctx.options.resume.intents.get(key)
-    if intent is None:
-        return
-    if ctx.options.memory is not None:
-        ctx.options.memory.mark_undelivered(intent.record)
-    intents = {k: v for k, v in ctx.options.resume.intents.items() if k != key}
-    resume = dataclasses.replace(ctx.options.resume, intents=intents)
-    ctx.options = dataclasses.replace(ctx.options, resume=resume)
 
 
 async def service(call: ModuleCall) -> Outcome:

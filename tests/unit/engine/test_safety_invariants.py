@@ -329,6 +329,7 @@ async def test_resume_sends_a_reboot_that_never_left(
     fake.host("gpu001").on(r"boot_id", lambda _c, _h: Reply(stdout=next(boots) + "\n"))
     node(fake, "gpu001")
     journal(ActionStarted(host="gpu001", step="reboot it", key=f"{book}:4:7", action="reboot"))
+    journal.finish_run(99)  # interrupted: its controller no longer holds it, it may be resumed
     record = journal.resume_state(journal.run_id or "").intents
     intent = next(iter(record.values()))
     intent = OpenIntent("reboot", at=0.0, evidence={"boot_id": "boot-before"}, record=intent.record)
