@@ -135,7 +135,8 @@ class HostLeft(Event):
 
     kind: `owned` (someone else has the node, or it is on the hands-off list), `deferred`
     (its jobs did not leave in time: left drained, the next run finishes), `refused` (a safety
-    gate could not be evaluated), `unhealthy` (a fault is still there at the end of the run).
+    gate could not be evaluated), `unhealthy` (a fault is still there at the end of the run),
+    `leased` (another live run holds it: left out of this run, untouched).
     """
 
     host: str

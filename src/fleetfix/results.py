@@ -149,13 +149,15 @@ class RunResult:
     left: dict[str, str] = field(default_factory=dict)
     """Hosts the run leaves unhealthy or untouched on purpose -> why (owned, deferred,
     refused, a fault still present). Any of them makes the run exit non-zero."""
+    leased: dict[str, str] = field(default_factory=dict)
+    """Hosts left out because another live run holds them -> who: exit 6, the rest is run."""
 
     def outcome(self, *, check_changes_exit: bool = False) -> Outcome:
         """Ansible's precedence: safety gate, then unreachable over failed; a host left
         unhealthy counts as failed, so a timer alerting on the exit code sees it."""
         if self.interrupted:
             return Outcome.INTERRUPTED
-        if self.aborted_by_safety or self.holds:
+        if self.aborted_by_safety or self.holds or self.leased:
             return Outcome.SAFETY_ABORT
         if any(s.unreachable for s in self.stats.values()):
             return Outcome.UNREACHABLE

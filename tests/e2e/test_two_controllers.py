@@ -83,10 +83,14 @@ def test_overlapping_controllers_act_on_each_node_once(
     ):
         codes = (one.wait(300), two.wait(300))
         outputs = (one.output(), two.output())
-    # Both asked for gpu005 and gpu007 at once: one got every host it asked for, the other none.
-    refused = [i for i, out in enumerate(outputs) if "is being remediated by run" in out]
+    # Both asked for gpu005 and gpu007 at once: one got both (its leases are one transaction),
+    # the other left just those two out, named each with its holder, worked on the rest of its
+    # hosts and exits 6 for the two it left.
+    refused = [i for i, out in enumerate(outputs) if "left out: leased by run" in out]
     assert len(refused) == 1, f"exit codes {codes}\n{outputs[0]}\n{outputs[1]}"
     assert codes[refused[0]] == 6
+    left = re.findall(r"\[(gpu\d+)\] left out: leased by run", outputs[refused[0]])
+    assert sorted(left) == ["gpu005", "gpu007"], outputs[refused[0]]
     # The refused one, run again now, finds the overlap already done (or left for an RMA).
     again = fleetfix_run(
         "xid79.yml", inventory, tmp_path, "--limit", (RACK_1, RACK_2_AND_MORE)[refused[0]],
@@ -146,6 +150,7 @@ def test_a_killed_controllers_hosts_are_taken_over_only_once_it_is_known_dead(
             blocked = fleetfix_run("xid79.yml", inventory, tmp_path, *limit, "--journal", dsn)
             assert blocked.returncode == 6, blocked.output
             assert f"run {run_id[1]}" in blocked.stderr
+            assert "nothing to do: all 1 host(s) are leased by other runs" in blocked.stdout
             stuck.process.send_signal(signal.SIGKILL)  # no release, no finish: only its death
             stuck.wait(30)
         assert wait_until(lambda: _sessions(dsn) == 0, 30)  # the server saw the session end

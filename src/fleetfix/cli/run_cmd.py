@@ -9,7 +9,7 @@ import signal
 import sys
 from collections.abc import AsyncIterator, Sequence
 from contextlib import asynccontextmanager
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -198,7 +198,11 @@ def run_command(args: argparse.Namespace) -> int:
         raise InputError("no hosts matched the playbook's patterns" + _limit_note(args.limit))
     confirm(args, playbook, selection)
     topology = fleet_topology(inventory, selection, args.topology_file)
-    return asyncio.run(_run(args, RunPlan(inventory, playbook, selection, topology)))
+    whole = None  # caps count every member of a domain, beyond --limit
+    if any(play.max_unavailable_per for play in playbook.plays):
+        whole = fleet_topology(inventory, {0: inventory.host_names()}, args.topology_file)
+    plan = RunPlan(inventory, playbook, selection, topology, fleet_topology=whole)
+    return asyncio.run(_run(args, plan))
 
 
 def _limit_note(limit: str | None) -> str:
@@ -308,6 +312,18 @@ class RunPlan:
     playbook: Playbook
     selection: dict[int, list[str]]
     topology: Topology
+    fleet_topology: Topology | None = None
+    """Every inventory host's domains: caps count domain members beyond --limit."""
+    leased: dict[str, str] = field(default_factory=dict)
+    """Hosts another live run holds -> who: left out of every play's selection."""
+
+
+def _without(plan: RunPlan, leased: dict[str, str]) -> RunPlan:
+    """The plan without the hosts other live runs hold: each is named once, the rest run."""
+    if not leased:
+        return plan
+    selection = {i: [h for h in hs if h not in leased] for i, hs in plan.selection.items()}
+    return replace(plan, selection=selection, leased=dict(leased))
 
 
 async def _run(args: argparse.Namespace, plan: RunPlan) -> int:
@@ -332,11 +348,13 @@ async def _run(args: argparse.Namespace, plan: RunPlan) -> int:
             run_id=args.resume,
         )
         busy = {} if args.check else journal.acquire_leases(hosts)
-        if busy:
+        if busy and set(busy) >= set(hosts):
             for host, holder in sorted(busy.items()):
                 print(f"ERROR: {host} is being remediated by {holder}", file=sys.stderr)
+            print(f"nothing to do: all {len(hosts)} host(s) are leased by other runs")
             journal.finish_run(Outcome.SAFETY_ABORT)
             return Outcome.SAFETY_ABORT
+        plan = _without(plan, busy)
         bus.subscribe(journal)
         collector = ReportCollector(run_id=journal.run_id, detailed_exitcode=args.detailed_exitcode)
         bus.subscribe(collector)
@@ -446,6 +464,7 @@ def _engine_options(
         step_gate=ask_each_step() if args.step else None,
         override_holds=args.override_holds,
         run_id=journal.run_id or "",
+        leased=plan.leased,
         limit=args.limit,
         repair_budget=repair_budget(args.repair_budget, len(plan.inventory.host_names())),
         hands_off=hands_off(args.hands_off),
@@ -472,6 +491,7 @@ async def _execute(
         bus=bus,
         options=options,
         topology=plan.topology,
+        fleet_topology=plan.fleet_topology,
     )
     by_pattern = {play.hosts: plan.selection[i] for i, play in enumerate(plan.playbook.plays)}
     loop = asyncio.get_running_loop()

@@ -4,12 +4,13 @@ from __future__ import annotations
 
 import asyncio
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from fleetfix.actions.base import Action
+from fleetfix.engine import adopt, fleet_state
 from fleetfix.engine.context import (
     Connections,
     HostSource,
@@ -32,6 +33,7 @@ from fleetfix.plugins import Registry
 from fleetfix.probes.base import Probe
 from fleetfix.results import RunResult
 from fleetfix.topology import Topology
+from fleetfix.topology.caps import DomainCap
 from fleetfix.transport.base import Transport
 
 __all__ = ["Engine", "RunOptions", "run_playbook"]
@@ -53,6 +55,8 @@ class Engine:
     bus: EventBus
     options: RunOptions
     topology: Topology | None = None
+    fleet_topology: Topology | None = None
+    """Every inventory host's domains (a cap counts hosts beyond --limit); None: `topology`."""
 
     async def run(self, playbook: Playbook, select: HostSelector) -> RunResult:
         return await run_playbook(self, playbook, select)
@@ -87,14 +91,20 @@ async def run_playbook(engine: Engine, playbook: Playbook, select: HostSelector)
         run_id=ctx.options.run_id, playbook=playbook.path, hosts=every_host, check=ctx.options.check
     )
     ctx.bus.emit(started)
+    for host, holder in sorted(ctx.options.leased.items()):
+        ctx.result.leased[host] = holder
+        ctx.bus.emit(HostLeft(host=host, kind="leased", reason=f"left out: leased by {holder}"))
     renewal = asyncio.create_task(leases.renewing(ctx)) if leases is not None else None
     try:
+        await _adopt(ctx, every_host, playbook_dir, read=False)
         for play, selected in plays:
             hosts = selected
             if ctx.runtime_hosts.changed:  # add_host/group_by ran: select again, as Ansible
                 hosts = play_hosts(ctx, play.hosts, select)
             if not await run_play(ctx, play, hosts, playbook_dir, LiveGroups(ctx)):
                 break
+        else:
+            await _adopt(ctx, every_host, playbook_dir, read=True)
     except asyncio.CancelledError:
         ctx.result.interrupted = True
         task = asyncio.current_task()
@@ -104,6 +114,7 @@ async def run_playbook(engine: Engine, playbook: Playbook, select: HostSelector)
         await stop_renewing(renewal)
         if leases is not None:  # also on Ctrl-C: a lease left behind blocks other runs
             await asyncio.shield(leases.release(ctx))
+        await asyncio.shield(fleet_state.release_slots(ctx))
         await asyncio.shield(ctx.connections.close_all())
     if not ctx.result.interrupted:
         for host, reason in left_unhealthy(ctx, planned=ctx.options.check).items():
@@ -111,6 +122,17 @@ async def run_playbook(engine: Engine, playbook: Playbook, select: HostSelector)
             ctx.bus.emit(HostLeft(host=host, kind="unhealthy", reason=reason))
     ctx.bus.emit(RunFinished(result=ctx.result))
     return ctx.result
+
+
+async def _adopt(
+    ctx: RunContext, hosts: tuple[str, ...], playbook_dir: str, *, read: bool
+) -> None:
+    """Settle what dead runs left drained among this run's hosts (engine/adopt.py)."""
+    left_by = adopt.candidates(ctx, hosts, read=read)
+    if left_by:
+        adopted = sorted(left_by)
+        await run_play(ctx, adopt.adoption_play(left_by), adopted, playbook_dir, LiveGroups(ctx))
+        adopt.settle(ctx, adopted)
 
 
 def _groups(inventory: HostSource) -> dict[str, list[str]]:
@@ -139,8 +161,8 @@ def _safety(engine: Engine) -> Safety:
     reserve = None
     if memory is not None:
 
-        def reserve(host: str) -> str | None:
-            return memory.take_out(host, "disruptive", budget)
+        def reserve(host: str, domains: Sequence[DomainCap]) -> str | None:
+            return memory.take_out(host, "disruptive", budget, domains)
 
     return Safety(
         engine.topology,
@@ -148,4 +170,5 @@ def _safety(engine: Engine) -> Safety:
         override_holds=options.override_holds,
         reserve=reserve,
         budget=budget,
+        fleet=engine.fleet_topology,
     )

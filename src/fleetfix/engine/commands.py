@@ -68,7 +68,7 @@ async def run_command(
     With `probe`, a connection that can parse where the command ran (a host shard) returns
     the verdict in `parsed`; the caller parses itself when it is absent."""
     target = target_of(step, state, variables, ctx)
-    target_vars = variables if target == state.name else _vars_for(ctx, target)
+    target_vars = variables if target == state.name else vars_for(ctx, target)
     spec = ctx.spec_factory(target, target_vars)
     connection = await ctx.connections.get(spec)
     remote = become_wrap(command, become_user) if become else command
@@ -100,7 +100,7 @@ def announce_planned(ctx: RunContext, state: HostState, step: Step, command: str
     ctx.bus.emit(CommandRan(host=state.name, step=step.name, result=planned, planned_only=True))
 
 
-def _vars_for(ctx: RunContext, host: str) -> Mapping[str, Any]:
+def vars_for(ctx: RunContext, host: str) -> Mapping[str, Any]:
     """Connection vars of a delegate: from the inventory when it is there, else just its name."""
     try:
         return ctx.inventory.host_vars(host)

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol
 
@@ -16,10 +16,12 @@ from fleetfix.playbook.model import Step
 from fleetfix.plugins import Registry
 from fleetfix.probes.base import Probe
 from fleetfix.results import HostStats, ResumeState, RunResult, StepResult
+from fleetfix.topology.caps import DomainCap
 from fleetfix.transport.base import DEFAULT_COMMAND_TIMEOUT, ConnectionSpec, Transport
 from fleetfix.transport.pool import DEFAULT_RETRY_DELAYS, ConnectionPool, PooledConnection
 
 if TYPE_CHECKING:
+    from fleetfix.engine.fleet_state import CapSlot
     from fleetfix.engine.node_lease import NodeLeases
 
 SpecFactory = Callable[[str, Mapping[str, Any]], ConnectionSpec]
@@ -33,12 +35,27 @@ class FleetMemory(Protocol):
         """When `action` was started on `host` since `since` (epoch seconds), by any run."""
         ...
 
-    def take_out(self, host: str, action: str, limit: int | None) -> str | None:
-        """Count `host` against the repair budget: None if admitted, else why not."""
+    def take_out(
+        self, host: str, action: str, limit: int | None, domains: Sequence[DomainCap] = ()
+    ) -> str | None:
+        """Count `host` against the repair budget and its domains' caps, across every
+        controller sharing the journal: None if admitted, else why not."""
         ...
 
     def gpus_seen(self, host: str) -> int | None:
         """The most GPUs `host` ever showed fleetfix."""
+        ...
+
+    def stranded(self, hosts: Sequence[str]) -> dict[str, str]:
+        """Hosts a run whose controller is dead took out of service and left: host -> run."""
+        ...
+
+    def run_live(self, run_id: str) -> bool:
+        """Whether a live controller runs `run_id`."""
+        ...
+
+    def settled(self, host: str) -> None:
+        """`host` no longer counts against the repair budget: its state is settled."""
         ...
 
     def mark_undelivered(self, record: int) -> None:
@@ -110,6 +127,8 @@ class RunOptions:
     step_gate: StepGate | None = None
     override_holds: bool = False
     run_id: str = ""
+    leased: Mapping[str, str] = field(default_factory=dict)
+    """Hosts another live run holds -> who: left out of this run, each named (exit 6)."""
     repair_budget: int | None = None
     """At most this many hosts out of service by fleetfix at once, across runs (None: no cap)."""
     hands_off: Mapping[str, str] = field(default_factory=dict)
@@ -201,10 +220,12 @@ class RunContext:
     hosts: dict[str, HostState] = field(default_factory=dict)
     runtime_hosts: RuntimeHosts = field(default_factory=RuntimeHosts)
     forks: asyncio.Semaphore = field(default_factory=lambda: asyncio.Semaphore(50))
-    node_leases: NodeLeases | None = None
-    """The leases this run takes on nodes (None: it takes none, e.g. in --check)."""
     parking: Parking = field(default_factory=Parking)
     """Busy hosts parked in the current play (engine/parking.py)."""
+    node_leases: NodeLeases | None = None
+    """The leases this run takes on nodes (engine/node_lease.py; None: node leases are off)."""
+    cap_slots: list[CapSlot] = field(default_factory=list)
+    """Slots this run holds on its capped domains' cap nodes (engine/fleet_state.py)."""
 
     def stats(self, host: str) -> HostStats:
         return self.result.stats.setdefault(host, HostStats())

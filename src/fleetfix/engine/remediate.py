@@ -9,6 +9,7 @@ from typing import Any
 
 from fleetfix.actions.base import Action, ActionPlan, PlannedCommand
 from fleetfix.engine.commands import announce_planned
+from fleetfix.engine.fleet_state import admit
 from fleetfix.engine.gates import Refusal, gate_facts, ownership
 from fleetfix.engine.hoststep import HostStep, Outcome
 from fleetfix.engine.interrupted import lost_during, settle
@@ -107,7 +108,7 @@ async def _one_rung(
         leased = await _node_lease(hs, action)
         if leased is not None:
             return _left(leased)
-        held = hs.ctx.safety.admit(hs.state.name, dry=hs.dry)
+        held = await admit(hs)  # the caps as the whole fleet stands (engine/fleet_state.py)
         if held is not None:
             hold = f"{hs.state.name}: {action.name} {held}"
             hs.ctx.result.holds.append(hold)

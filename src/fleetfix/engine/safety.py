@@ -30,6 +30,9 @@ class Safety:
     why not."""
     budget: int | None = None
     """The repair budget when no journal keeps it (fleetfix as a library): this run's hosts."""
+    fleet: Topology | None = None
+    """The whole inventory's shape, beyond this run's hosts (--limit): a cap counts every
+    member of a domain. None: the run's own topology."""
     out: set[str] = field(default_factory=set)
     held: set[str] = field(default_factory=set)
     findings: list[Finding] = field(default_factory=list)
@@ -55,16 +58,16 @@ class Safety:
         empty when the play has no caps or the host no capped domain."""
         if self._ledger is None or self.topology is None:
             return []
+        whole = self.fleet or self.topology
         found: set[str] = set()
         for kind, name in self._ledger.capped_domains(host):
-            found.update(self.topology.members(kind, name))
+            found.update(whole.members(kind, name))
         found.discard(host)
         return sorted(found)
 
-    def admit(
-        self, host: str, *, dry: bool, scheduler_out: frozenset[str] = frozenset()
-    ) -> str | None:
-        """May `host` take a disruptive action now? None = yes (and it is now out of service).
+    def blocked(self, host: str, scheduler_out: frozenset[str] = frozenset()) -> str | None:
+        """Why `host` may not be taken out now by what this run knows (a suspect domain, its
+        caps with `scheduler_out` counted); None when only the fleet-wide checks remain.
 
         `scheduler_out`: nodes of its capped domains the scheduler has out for any reason (a
         human's drain, another controller's, a node down), read just before: they count
@@ -73,27 +76,47 @@ class Safety:
             return None
         if host in self.held and not self.override_holds:
             return f"held: {self._why_held(host)} (override with --override-holds)"
-        domains = self._domain_caps(host, scheduler_out)
-        for domain in domains:
-            out = (self.out | scheduler_out) & domain.members - {host}
+        for domain in self.domain_caps(host, scheduler_out):
+            out = self.known_out(domain, host)
             if len(out) >= domain.cap:
                 shown = ", ".join(sorted(out)[:5])
                 return f"held: max_unavailable_per reached in {domain.label} ({shown} out)"
-        over = self._over_budget(host, domains)
+        return None
+
+    def known_out(self, domain: DomainCap, host: str) -> frozenset[str]:
+        """The domain's hosts out by this run or by the scheduler, `host` aside."""
+        return frozenset((self.out | domain.scheduler_out) & domain.members - {host})
+
+    def admit(
+        self, host: str, *, dry: bool, scheduler_out: frozenset[str] = frozenset()
+    ) -> str | None:
+        """May `host` take a disruptive action now? None = yes (and it is now out of service):
+        `blocked`, then the repair budget and the caps as every controller sharing the journal
+        counts them, in one transaction."""
+        if host in self.out:
+            return None
+        held = self.blocked(host, scheduler_out)
+        if held is not None:
+            return held
+        over = self._over_budget(host, self.domain_caps(host, scheduler_out))
         if over is not None:
             return f"held: {over}"
         if not dry:
             self._take(host)
         return None
 
-    def _domain_caps(self, host: str, scheduler_out: frozenset[str]) -> list[DomainCap]:
+    def domain_caps(
+        self, host: str, scheduler_out: frozenset[str] = frozenset()
+    ) -> list[DomainCap]:
+        """The host's capped domains with their members and caps (none without caps)."""
         if self._ledger is None or self.topology is None:
             return []
         caps = self._ledger.caps
+        whole = self.fleet or self.topology
         return [
             DomainCap(
                 f"{kind} {name}",
-                frozenset(self.topology.members(kind, name)),
+                frozenset(whole.members(kind, name)),
                 caps[kind],
                 scheduler_out,
             )

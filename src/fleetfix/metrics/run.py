@@ -34,7 +34,7 @@ from fleetfix.topology.graph import DOMAIN_KINDS
 HOLD_KEY = "fleetfix_hold"
 """engine.remediate.HOLD_KEY: a held action's hold, in its step's registered data (the metrics
 read events and results, never the engine; a test pins the two equal)."""
-LEFT_KINDS: tuple[str, ...] = ("owned", "deferred", "refused", "unhealthy")
+LEFT_KINDS: tuple[str, ...] = ("owned", "deferred", "refused", "unhealthy", "leased")
 HOLD_REASONS: tuple[str, ...] = (
     "suspect_domain",
     "max_unavailable_per",

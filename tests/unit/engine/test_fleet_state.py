@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
-from fleetfix.engine.fleet_state import parse_out
+import subprocess
+from pathlib import Path
+
+from fleetfix.engine.fleet_state import clear_script, parse_out, slot_script
 from fleetfix.engine.safety import Safety
 from fleetfix.events import EventBus
 from fleetfix.topology import Topology
@@ -37,3 +40,53 @@ def test_a_node_the_scheduler_has_out_fills_the_racks_slot() -> None:
     assert safety.admit("gpu009", dry=False, scheduler_out=frozenset({"gpu003"})) is None
     assert safety.admit("gpu001", dry=False) is None  # gpu003 back in service
     assert safety.admit("gpu002", dry=False) is not None  # this run's own gpu001 is out
+
+
+def _slot(root: Path, run: str, host: str, cap: int = 1, known: tuple[str, ...] = ()) -> str:
+    script = slot_script(
+        root=str(root), domain="rack-r01", run=run, host=host, cap=cap, known=list(known),
+        seconds=600,
+    )  # fmt: skip
+    done = subprocess.run(["sh", "-c", script], capture_output=True, text=True, check=False)
+    assert done.returncode == 0, done.stderr
+    return done.stdout.strip()
+
+
+def test_a_racks_slot_is_taken_once_across_runs_and_lapses(tmp_path: Path) -> None:
+    """The cap node's slots, run by a real sh in a temporary root: another run's live slot
+    fills the rack, this run's own does not count twice, known-out hosts count, a lapsed
+    slot is swept, and a run clears only its own."""
+    assert _slot(tmp_path, "run-a", "gpu002") == "TAKEN"
+    assert _slot(tmp_path, "run-b", "gpu003") == "FULL  gpu002(run:run-a)"
+    assert _slot(tmp_path, "run-a", "gpu004") == "TAKEN"  # run-a counts its own hosts itself
+    assert _slot(tmp_path, "run-b", "gpu003", cap=3) == "TAKEN"
+    assert _slot(tmp_path, "run-c", "gpu005", cap=3, known=("gpu009",)).startswith("FULL gpu009")
+    slot = tmp_path / "caps" / "rack-r01" / "gpu002"
+    slot.write_text("run-a 1\n")  # lapsed (the node's clock is past its expiry)
+    clear = clear_script(root=str(tmp_path), domain="rack-r01", run="run-b", host="gpu004")
+    subprocess.run(["sh", "-c", clear], check=True)
+    assert (tmp_path / "caps" / "rack-r01" / "gpu004").exists()  # run-a's: not run-b's to clear
+    assert _slot(tmp_path, "run-b", "gpu006") == "FULL  gpu004(run:run-a)"
+    assert not slot.exists()  # swept
+    clear = clear_script(root=str(tmp_path), domain="rack-r01", run="run-a", host="gpu004")
+    subprocess.run(["sh", "-c", clear], check=True)
+    assert _slot(tmp_path, "run-d", "gpu006", cap=2) == "TAKEN"
+
+
+def test_two_runs_racing_for_one_slot_get_it_once(tmp_path: Path) -> None:
+    """Eight processes, eight hosts of one rack, cap 1: the lock makes count-and-claim one."""
+    scripts = [
+        slot_script(
+            root=str(tmp_path),
+            domain="rack-r01",
+            run=f"run-{n}",
+            host=f"gpu00{n}",
+            cap=1,
+            known=[],
+            seconds=600,
+        )
+        for n in range(8)
+    ]
+    racers = [subprocess.Popen(["sh", "-c", s], stdout=subprocess.PIPE, text=True) for s in scripts]
+    answers = [racer.communicate(timeout=60)[0].split()[0] for racer in racers]
+    assert sorted(answers) == ["FULL"] * 7 + ["TAKEN"], answers
