@@ -3,8 +3,9 @@ collector, rewritten every few seconds while the run goes on and once more at it
 
 Each write is atomic (`<path>.tmp.<pid>`, then rename over the path), so the collector never
 reads half a file; the file is mode 0644 whatever the umask, so node_exporter running as
-another user can read it. A path that cannot be written is a warning on stderr, never a
-failed run.
+another user can read it. Runs that share the path merge their figures under a file lock
+(metrics/shared.py): two runs on one controller never lose each other's. A path that cannot
+be written is a warning on stderr, never a failed run.
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ from fleetfix.errors import FleetfixError
 from fleetfix.events import Event
 from fleetfix.metrics.exposition import render
 from fleetfix.metrics.run import RunMetrics
+from fleetfix.metrics.shared import RunShare, write_shared
 
 WRITE_EVERY = 5.0
 """Seconds between rewrites of the file during a run."""
@@ -107,10 +109,25 @@ class MetricsTextfile:
         """The exposition text as of now."""
         return render(self.metrics.families(self._clock(), self._fleet()))
 
+    def share(self) -> RunShare:
+        """This run's figures as of now, as the shared file keeps them."""
+        now = self._clock()
+        metrics = self.metrics
+        return RunShare(
+            run_id=metrics.run_id or f"pid-{os.getpid()}",
+            playbook=metrics.playbook,
+            pid=os.getpid(),
+            started=metrics.started if metrics.started is not None else now,
+            updated=now,
+            finished=self._finished,
+            families=tuple(metrics.families(now, self._fleet())),
+        )
+
     def write(self) -> bool:
-        """Rewrite the file now; False (and a warning) when it could not be written."""
+        """Rewrite the file now (merged with the other runs that share it); False (and a
+        warning) when it could not be written."""
         try:
-            write_atomically(self.path, self.text())
+            write_shared(self.path, self.share(), write_atomically, render)
         except OSError as exc:
             self._warn_once(f"cannot write the metrics file {self.path}: {exc.strerror or exc}")
             return False
