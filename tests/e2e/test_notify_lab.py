@@ -96,8 +96,8 @@ def test_the_rma_node_and_the_run_end_reach_the_webhooks(
     ]
     warnings = [line for line in done.stderr.splitlines() if line.startswith("WARNING: webhook")]
     assert warnings == [
-        f"WARNING: webhook http://127.0.0.1:{receiver.port}: {what} not delivered: HTTP 404:"
-        " no_service"
+        f"WARNING: webhook http://127.0.0.1:{receiver.port}: {what} not delivered (HTTP 404:"
+        " no_service)"
         for what in ("rma notification for gpu007", "run_finished notification")
     ]
     assert SECRET not in done.stdout + done.stderr
