@@ -3,8 +3,9 @@ shared journal can (issue 19: two engineers' laptops, each with its own SQLite j
 `systemctl reboot` twice to the same nodes). Judged by the lab's audit of reboots, its Slurm
 records and the lease files on its nodes.
 
-The `xid79` lab (src/fleetfix/lab/scenarios/xid79.yml): gpu003 and gpu011 have an Xid 79 a
-reboot fixes.
+The `xid79` lab (src/fleetfix/lab/scenarios/xid79.yml): gpu003 has an Xid 79 a reboot fixes;
+gpu001 and gpu002, in its rack, are healthy. (gpu011's rack has bob's drained gpu014, which
+xid79.yml's cap of one node out per rack counts: gpu011 is held there, whoever runs.)
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ from pathlib import Path
 
 import pytest
 
+from fleetfix.engine.node_lease import SECONDS_ENV
 from fleetfix.lab.control import LabHandle
 from tests.e2e.labrun import REPO, node_shell, run_argv, write_inventory
 from tests.e2e.safety_support import reboots, started_run
@@ -23,7 +25,8 @@ from tests.support import wait_until
 
 pytestmark = pytest.mark.timeout(600)
 
-XID79_NODES = ("gpu003", "gpu011")
+XID79_NODES = ("gpu003",)
+HEALTHY = ("gpu001", "gpu002")
 DRAIN_WAIT_REBOOT = REPO / "tests" / "fixtures" / "playbooks" / "team" / "drain-wait-reboot.yml"
 
 
@@ -31,6 +34,11 @@ DRAIN_WAIT_REBOOT = REPO / "tests" / "fixtures" / "playbooks" / "team" / "drain-
 def lab(tmp_path: Path) -> Iterator[LabHandle]:
     with running_lab("xid79", tmp_path / "lab", reboot_time=0.3) as handle:
         yield handle
+
+
+def _expires(node: str, lab: LabHandle) -> int:
+    lease = lab.truth()["nodes"][node]["lease"]
+    return int(lease["expires"]) if lease else 0
 
 
 def _run_id(output: str) -> str:
@@ -43,7 +51,7 @@ def test_two_controllers_with_their_own_journals_reboot_each_node_once(
     lab: LabHandle, tmp_path: Path
 ) -> None:
     inventory = write_inventory(lab, tmp_path / "lab.ini")
-    limit = ("--limit", ":".join(XID79_NODES), "-e", "drain_wait=3s")
+    limit = ("--limit", ":".join((*HEALTHY, *XID79_NODES)), "-e", "drain_wait=3s")
     first = run_argv("xid79.yml", inventory, tmp_path / "a.sqlite", *limit)
     second = run_argv("xid79.yml", inventory, tmp_path / "b.sqlite", *limit)
     with started_run(first, tmp_path, "a") as one, started_run(second, tmp_path, "b") as two:
@@ -60,20 +68,22 @@ def test_two_controllers_with_their_own_journals_reboot_each_node_once(
             assert named in runs and named != _run_id(out), out
 
     rebooted = reboots(lab.audit())
-    assert {name: rebooted.get(name, 0) for name in XID79_NODES} == dict.fromkeys(XID79_NODES, 1)
+    expected = {**dict.fromkeys(HEALTHY, 0), **dict.fromkeys(XID79_NODES, 1)}
+    assert {name: rebooted.get(name, 0) for name in expected} == expected, said
     truth = lab.truth()["nodes"]
     for name in XID79_NODES:  # fixed and back in service: nobody's drain left over
         slurm = truth[name]["slurm"]
         assert (slurm["state"], slurm["drain"]) == ("IDLE", False), (name, slurm, said)
-    assert all(truth[name]["lease"] is None for name in XID79_NODES)  # both released
+    assert all(truth[name]["lease"] is None for name in expected)  # both released
 
 
 def test_a_second_controller_leaves_a_node_another_one_holds_naming_it(
-    lab: LabHandle, tmp_path: Path
+    lab: LabHandle, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """The first run takes gpu003's lease at its drain and waits for a gate; the second, with
-    its own journal, finds the lease and leaves gpu003 owned, naming the first run; then the
-    first reboots it and releases the lease."""
+    """The first run takes gpu003's lease at its drain and waits for a gate, renewing a lease
+    of 2 s all the while; the second, with its own journal, finds the lease and leaves gpu003
+    owned, naming the first run; then the first reboots it and releases the lease."""
+    monkeypatch.setenv(SECONDS_ENV, "2")
     inventory = write_inventory(lab, tmp_path / "lab.ini")
     gate = tmp_path / "gate"
     extra = ("--limit", "gpu003", "-e", f"gate={gate}")
@@ -83,7 +93,9 @@ def test_a_second_controller_leaves_a_node_another_one_holds_naming_it(
         first_run = _run_id(first.output())
         lease = lab.truth()["nodes"]["gpu003"]["lease"]
         assert lease is not None and lease["run"] == first_run, lease
-        assert lease["expires"] - lease["since"] == 600
+        assert lease["expires"] - lease["since"] == 2
+        # Renewed while the run lives (every 0.5 s): never lapses while it waits.
+        assert wait_until(lambda: _expires("gpu003", lab) >= lease["expires"] + 3, 30)
         other = run_argv(DRAIN_WAIT_REBOOT, inventory, tmp_path / "b.sqlite", *extra)
         with started_run(other, tmp_path, "other") as second:
             assert second.wait(120) == 2, second.output()

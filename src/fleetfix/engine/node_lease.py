@@ -48,7 +48,8 @@ SECONDS_ENV = "FLEETFIX_NODE_LEASE_SECONDS"
 COMMAND_TIMEOUT = 30.0
 LOCK_WAIT = 20
 """Seconds a lease script waits for another one on the same node to finish."""
-FAILED_RC = 3
+RENEW_FORKS = 50
+"""Lease commands in flight at once when renewing or releasing."""
 _UNSAFE = re.compile(r"[^A-Za-z0-9._:@-]")
 
 
@@ -131,7 +132,7 @@ def lease_script(
     """The POSIX sh script that takes, renews or releases the lease under `root`.
 
     It prints one line, `VERDICT LEASE-LINE` (see Verdict), and exits 0; anything it cannot do
-    (create `root`, lock, write) exits FAILED_RC with why on stderr. `take_from` names a run
+    (create `root`, lock, write) exits 3 with why on stderr. `take_from` names a run
     whose unexpired lease may be taken over (the journal knows it is dead)."""
     lease = shlex.quote(f"{root}/{LEASE_FILE}")
     decide = {
@@ -231,6 +232,8 @@ class NodeLeases:
     """Hosts a take was sent to (it may have been taken even if the answer never came)."""
     lost: dict[str, str] = field(default_factory=dict)
     """Hosts whose lease another run took over while this one held it: host -> holder."""
+    slots: asyncio.Semaphore = field(default_factory=lambda: asyncio.Semaphore(RENEW_FORKS))
+    """Not the run's forks: hosts busy for minutes (a reboot's wait) hold those."""
 
     async def take(self, hs: HostStep, action: str) -> Refusal | None:
         """None when this run holds the host's lease (taken now or earlier); else why not: the
@@ -305,7 +308,7 @@ class NodeLeases:
         script = self.script(mode)
 
         async def one(host: str, shell: NodeShell) -> tuple[str, LeaseAnswer | str]:
-            async with ctx.forks:
+            async with self.slots:
                 try:
                     return host, read_answer(await shell.run(ctx, script))
                 except TransportError as exc:
@@ -319,7 +322,8 @@ class NodeLeases:
 
 def node_leases(options: RunOptions) -> NodeLeases | None:
     """This run's node leases, as its options (and FLEETFIX_NODE_LEASE_SECONDS) say; None when
-    the run takes none (node_lease_seconds None, or --check: nothing disruptive is sent).
+    the run takes none (node_lease_seconds None). In --check none is taken (only a step with
+    `check_mode: false` acts), so none is renewed or released.
 
     Raises:
         UsageError: FLEETFIX_NODE_LEASE_SECONDS is not a number of seconds > 0.
@@ -333,7 +337,7 @@ def node_leases(options: RunOptions) -> NodeLeases | None:
             seconds = 0.0
         if not seconds > 0:
             raise UsageError(f"{SECONDS_ENV}={override!r}: expected a number of seconds > 0")
-    if seconds is None or options.check:
+    if seconds is None:
         return None
     alive = options.run_alive
     is_dead = None if alive is None else (lambda run: alive(run) is False)
