@@ -16,7 +16,8 @@ import json
 import re
 import shlex
 import typing
-from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterable, Mapping, Sequence, ValuesView
+from collections.abc import Set as AbstractSet
 from functools import cache
 from typing import Any, TypeVar
 
@@ -107,9 +108,9 @@ class Redactor:
 
     def holds(self, value: Any) -> bool:
         """Does `value` hold a secret: a text (or number) that is one, or that contains one of at
-        least LEARNED_MIN characters, itself or anywhere in a dict, list, tuple, set or
-        dataclass. Other objects (a lazy mapping such as `hostvars`, a function) hold none:
-        what a template reads through them is checked as it is read."""
+        least LEARNED_MIN characters, itself or anywhere in a mapping (keys too), a sequence,
+        a set (keys and items views too), a values view or a dataclass. Other objects (a
+        function, an undefined) hold none."""
         if self._pattern is None:
             return False
         return _holds(value, self._secrets, self._inside)
@@ -134,12 +135,12 @@ def _holds(value: Any, secrets: set[str], inside: re.Pattern[str] | None) -> boo
         value = str(value)
     if isinstance(value, str):
         return value in secrets or (inside is not None and inside.search(value) is not None)
-    if isinstance(value, dict):
+    if isinstance(value, Mapping):
         return any(
             _holds(key, secrets, inside) or _holds(item, secrets, inside)
             for key, item in value.items()
         )
-    if isinstance(value, list | tuple | set | frozenset):
+    if isinstance(value, Sequence | AbstractSet | ValuesView) and not isinstance(value, bytes):
         return any(_holds(item, secrets, inside) for item in value)
     kind: type = type(value)
     return any(_holds(getattr(value, name), secrets, inside) for name in _dataclass_fields(kind))

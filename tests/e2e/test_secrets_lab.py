@@ -3,8 +3,9 @@
 A secret extra var, a no_log set_fact and no_log steps that fail must be in neither the
 journal (file bytes, every table value, every compressed BLOB), nor `fleetfix journal export`,
 nor a report file, nor the console, and neither may the password of a PostgreSQL journal's
-DSN given with `--journal`; report files are 0600. nccl_tests `args` cannot run a command on
-the node."""
+DSN given with `--journal`; report files are 0600. Neither may anything a template made from a
+secret (`| upper`, `| b64encode`, `[:8]`, a fact of a fact, a registered output's transform),
+nor reach a webhook or the metrics file. nccl_tests `args` cannot run a command on the node."""
 
 from __future__ import annotations
 
@@ -24,6 +25,7 @@ from tests.e2e.labrun import fleetfix_run, node_shell, write_inventory
 from tests.lab.support import running_lab
 from tests.support.postgres import PostgresServer
 from tests.support.secrets_support import holding, journal_texts, postgres_journal_texts
+from tests.support.webhook_receiver import Receiver
 
 pytestmark = pytest.mark.timeout(300)
 
@@ -121,13 +123,30 @@ def test_secrets_reach_no_journal_report_or_console(
         assert password
         secrets += (password,)
     assert holding([done.stdout, done.stderr], secrets) == []
-    if isinstance(journal_target, Path):
-        stored = journal_texts(journal_target)
-    else:
-        server: PostgresServer = request.getfixturevalue("postgres_server")
-        stored = postgres_journal_texts(journal_target, server.directory / "data", server.admin)
+    stored = _stored(journal_target, request)
     assert any(MASK in text for text in stored)  # the journal has the masked rows
     assert holding(stored, secrets + ENCODED) == []
+    exported = _exported(journal_target)
+    assert holding(exported, secrets + ENCODED) == []
+    for node in ("s01", "s02"):  # the copy did write the real value, on the node only
+        written = tmp_path / f"{node}-db.conf"
+        assert written.read_text(encoding="utf-8") == WRITTEN, done.output
+        assert stat.S_IMODE(written.stat().st_mode) == 0o600
+    for path in reports:
+        assert holding([path.read_text(encoding="utf-8")], SECRETS) == [], path
+        assert stat.S_IMODE(path.stat().st_mode) == 0o600, path
+
+
+def _stored(journal_target: Path | str, request: pytest.FixtureRequest) -> list[str]:
+    """Everything the journal holds, on either backend (tests/support/secrets_support.py)."""
+    if isinstance(journal_target, Path):
+        return journal_texts(journal_target)
+    server: PostgresServer = request.getfixturevalue("postgres_server")
+    return postgres_journal_texts(journal_target, server.directory / "data", server.admin)
+
+
+def _exported(journal_target: Path | str) -> list[str]:
+    """`fleetfix journal export`'s stdout and stderr."""
     exported = subprocess.run(
         [sys.executable, "-m", "fleetfix", "journal", "export", "--journal", str(journal_target)],
         capture_output=True,
@@ -136,14 +155,99 @@ def test_secrets_reach_no_journal_report_or_console(
         check=True,
     )
     assert '"table":"runs"' in exported.stdout
-    assert holding([exported.stdout, exported.stderr], secrets + ENCODED) == []
-    for node in ("s01", "s02"):  # the copy did write the real value, on the node only
-        written = tmp_path / f"{node}-db.conf"
-        assert written.read_text(encoding="utf-8") == WRITTEN, done.output
-        assert stat.S_IMODE(written.stat().st_mode) == 0o600
+    return [exported.stdout, exported.stderr]
+
+
+DERIVED_PLAYBOOK = """\
+- name: what a template makes from a secret is a secret
+  hosts: all
+  tasks:
+    - name: "connect as {{ db_password | upper | reverse }}"
+      debug:
+        msg: "upper {{ db_password | upper }}, joined {{ 'x' ~ db_password }}"
+    - name: the node gets the real value
+      shell: "echo {{ db_password | upper }} > {{ conf_dir }}/{{ inventory_hostname }}-upper"
+    - name: encode it on the controller
+      shell: "echo {{ db_password | b64encode }}"
+      register: encoded
+    - name: facts made from it
+      set_fact:
+        prefix: "{{ db_password[:8] }}"
+    - name: a fact made from a fact
+      set_fact:
+        backwards: "{{ prefix | reverse }}"
+    - name: say it
+      shell: "echo pw is {{ db_password }}"
+      register: said
+    - name: show what was made
+      debug:
+        msg: >-
+          {{ prefix }} {{ backwards }}
+          {{ encoded.stdout | b64decode | lower }} {{ said.stdout | title }}
+    - name: show a fact by name
+      debug:
+        var: backwards
+    - name: refuse on s02
+      fail:
+        msg: "refused {{ db_password | b64encode | reverse }}"
+      when: inventory_hostname == 's02'
+"""
+UPPER = PASSWORD.upper()
+B64 = base64.b64encode(PASSWORD.encode()).decode()
+DERIVED = (
+    UPPER,
+    UPPER[::-1],
+    B64,
+    B64[::-1],
+    PASSWORD[:8],
+    PASSWORD[:8][::-1],
+    PASSWORD.lower(),
+    f"pw is {PASSWORD}".title(),
+)
+"""What the playbook makes from the password; each is at least LEARNED_MIN characters."""
+
+
+def test_values_made_from_a_secret_reach_no_sink(
+    lab: tuple[LabHandle, Path],
+    tmp_path: Path,
+    journal_target: Path | str,
+    request: pytest.FixtureRequest,
+) -> None:
+    _, inventory = lab
+    book = tmp_path / "derived.yml"
+    book.write_text(DERIVED_PLAYBOOK, encoding="utf-8")
+    reports = [tmp_path / name for name in ("run.json", "run.html", "run.xml")]
+    metrics = tmp_path / "run.prom"
+    with Receiver() as receiver:
+        done = fleetfix_run(
+            book,
+            inventory,
+            tmp_path,
+            "-v",
+            "-e",
+            f"db_password={PASSWORD} conf_dir={tmp_path}",
+            *(arg for path in reports for arg in ("--report", str(path))),
+            *("--journal", str(journal_target)),
+            *("--webhook", receiver.url("/json"), "--notify-on", "run_finished"),
+            *("--metrics-file", str(metrics)),
+        )
+    assert done.returncode == 2, done.output  # s02 failed on purpose
+    assert done.recap["s01"]["failed"] == 0, done.output
+    for node in ("s01", "s02"):  # the commands ran with the real values
+        assert (tmp_path / f"{node}-upper").read_text(encoding="utf-8") == UPPER + "\n"
+    assert f"upper {MASK}, joined {MASK}" in done.stdout, done.output
+    assert f"{MASK} {MASK} {MASK} {MASK}" in done.stdout, done.output
+    assert f"refused {MASK}" in done.stdout, done.output
+    shown = (PASSWORD, *DERIVED)
+    assert holding([done.stdout, done.stderr], shown) == []
+    assert holding(_stored(journal_target, request), shown) == []
+    assert holding(_exported(journal_target), shown) == []
     for path in reports:
-        assert holding([path.read_text(encoding="utf-8")], SECRETS) == [], path
-        assert stat.S_IMODE(path.stat().st_mode) == 0o600, path
+        assert holding([path.read_text(encoding="utf-8")], shown) == [], path
+    posted = [request.body.decode() for request in receiver.requests]
+    assert any("s02" in body for body in posted), posted  # the run's end named the failure
+    assert holding(posted, shown) == []
+    assert holding([metrics.read_text(encoding="utf-8")], shown) == []
 
 
 NCCL_PLAYBOOK = """\

@@ -10,11 +10,9 @@ given to `resolve`) are templates; a registered stdout that contains `{{ 7*7 }}`
 Every failure, including a sandbox refusal, leaves as ConditionError. The filters and tests the
 sandbox offers are in `filters`.
 
-Given the run's Redactor, what a template makes from a secret is a secret too (playbook/taint.py).
-Each `{{ }}` of a template without statements is evaluated, and tainted, on its own, so
-`echo {{ user }} {{ db_password | upper }}` masks the second part only; a bare `{{ expr }}` and a
-template with statements (`{% %}`) are one evaluation each. Conditions make only true or false:
-they are not watched.
+Given the run's Redactor, what a template makes from a secret is a secret too (playbook/taint.py):
+each `{{ }}` of a template without statements on its own, a bare `{{ expr }}` or a template with
+statements (`{% %}`) whole. Conditions make only true or false: they are not watched.
 """
 
 from __future__ import annotations
@@ -23,7 +21,7 @@ import functools
 import graphlib
 import re
 from collections.abc import Mapping
-from typing import Any, TypeAlias
+from typing import Any
 
 import jinja2
 from jinja2 import meta, nodes
@@ -32,12 +30,9 @@ from jinja2.environment import TemplateExpression
 from fleetfix.errors import ConditionError
 from fleetfix.playbook import lookups
 from fleetfix.playbook.filters import FILTERS, TESTS
-from fleetfix.playbook.taint import Taint, WatchedEnvironment
+from fleetfix.playbook.taint import READ, Taint, WatchedEnvironment
 from fleetfix.playbook.yamlpos import UnsafeText
 from fleetfix.secrets import Redactor
-
-Pieces: TypeAlias = tuple[str | TemplateExpression, ...]
-"""A template without statements: its text, and each `{{ }}` compiled as an expression."""
 
 
 class _StrictChainableUndefined(jinja2.ChainableUndefined, jinja2.StrictUndefined):
@@ -87,7 +82,7 @@ class Templar:
         self._env = _new_environment(self._taint)
         self._expressions: dict[str, TemplateExpression] = {}
         self._templates: dict[str, TemplateExpression | jinja2.Template] = {}
-        self._pieces: dict[str, Pieces | None] = {}
+        self._statements: dict[str, bool] = {}
         self._bare: dict[str, str | None] = {}
         self._names: dict[str, frozenset[str]] = {}
 
@@ -98,7 +93,7 @@ class Templar:
 
     @property
     def filter_names(self) -> frozenset[str]:
-        return frozenset(self._env.filters)
+        return frozenset(self._env.filters) - {READ}
 
     @property
     def test_names(self) -> frozenset[str]:
@@ -245,27 +240,12 @@ class Templar:
             self._templates[text] = compiled
         return compiled
 
-    def _pieces_of(self, text: str) -> Pieces | None:
-        """A template without statements as its text and its `{{ }}`, each compiled on its
-        own (so each is tainted on its own); None for a template with statements. Only runs
-        with a secret render this way: a Jinja2 template renders in a third of the time."""
-        if text not in self._pieces:
-            self._pieces[text] = self._split(text)
-        return self._pieces[text]
-
-    def _split(self, text: str) -> Pieces | None:
-        body = self._env.parse(text).body
-        if not all(isinstance(node, nodes.Output) for node in body):
-            return None
-        pieces: list[str | TemplateExpression] = []
-        for child in (child for node in body for child in node.nodes):  # type: ignore[attr-defined]
-            if isinstance(child, nodes.TemplateData):
-                pieces.append(child.data)
-                continue
-            assign = nodes.Assign(nodes.Name("result", "store"), child, lineno=child.lineno)
-            template = self._env.from_string(nodes.Template([assign], lineno=1))
-            pieces.append(TemplateExpression(template, undefined_to_none=False))
-        return tuple(pieces)
+    def _has_statements(self, text: str) -> bool:
+        """Does a template have `{% %}` (is anything in it more than its text and `{{ }}`)."""
+        if text not in self._statements:
+            body = self._env.parse(text).body
+            self._statements[text] = not all(isinstance(node, nodes.Output) for node in body)
+        return self._statements[text]
 
     def _check_lookups(self, template: str, source: str) -> None:
         """A lookup plugin fleetfix does not have is refused when the template compiles (at
@@ -282,15 +262,8 @@ class Templar:
         watch = self._taint.watch
         if isinstance(compiled, TemplateExpression):
             return watch(functools.partial(self._call, compiled, variables, text))
-        pieces = self._pieces_of(text) if self._taint.active else None
-        if pieces is None:
-            return watch(functools.partial(_render, compiled, variables, text))
-        return "".join(
-            piece
-            if isinstance(piece, str)
-            else watch(functools.partial(_output, piece, variables, text))
-            for piece in pieces
-        )
+        render = functools.partial(_render, compiled, variables, text)
+        return watch(render, each_output=not self._has_statements(text))
 
     def _call(self, compiled: TemplateExpression, variables: Mapping[str, Any], source: str) -> Any:
         try:
@@ -339,14 +312,6 @@ def _render(template: jinja2.Template, variables: Mapping[str, Any], source: str
     except Exception as exc:
         # Anything a user's template raises (UndefinedError, SecurityError, a filter's
         # ValueError, ZeroDivisionError...) is that template's failure, not ours.
-        raise ConditionError(_runtime_message(exc), source) from exc
-
-
-def _output(expression: TemplateExpression, variables: Mapping[str, Any], source: str) -> str:
-    """One `{{ }}` of a template without statements, as Jinja2 would write it into the text."""
-    try:
-        return str(_finalize(expression(variables)))
-    except Exception as exc:
         raise ConditionError(_runtime_message(exc), source) from exc
 
 
