@@ -4,8 +4,8 @@ PostgreSQL journal and with two SQLite journals (two engineers, two laptops). Ju
 lab's audit: from every Slurm drain and resume it saw, no instant has two nodes of rack-01
 out of service.
 
-The `xid79` lab: gpu003 (an Xid 79 a reboot fixes) and gpu007 (one no reboot fixes: it stays
-drained for a human) are both in rack-01 (gpu001..gpu008).
+The lab (tests/e2e/scenarios/rack-cap.yml): one rack of four; rc01 has an Xid 79 a reboot
+fixes, rc02 one no reboot fixes (it stays drained for a human).
 """
 
 from __future__ import annotations
@@ -24,7 +24,8 @@ from tests.support.postgres import PostgresServer
 
 pytestmark = pytest.mark.timeout(600)
 
-RACK_1 = [f"gpu{n:03d}" for n in range(1, 9)]
+SCENARIO = Path(__file__).parent / "scenarios" / "rack-cap.yml"
+RACK = ["rc01", "rc02", "rc03", "rc04"]
 
 
 def out_intervals(
@@ -69,10 +70,10 @@ def test_two_controllers_never_have_two_nodes_of_a_rack_out(
         targets: tuple[str | Path, str | Path] = (dsn, dsn)
     else:
         targets = (tmp_path / "a.sqlite", tmp_path / "b.sqlite")
-    with running_lab("xid79", tmp_path / "lab", reboot_time=0.3) as lab:
+    with running_lab(str(SCENARIO), tmp_path / "lab", reboot_time=0.3) as lab:
         inventory = write_inventory(lab, tmp_path / "lab.ini")
         argvs = []
-        for target, host in zip(targets, ("gpu003", "gpu007"), strict=True):
+        for target, host in zip(targets, ("rc01", "rc02"), strict=True):
             argv = run_argv("xid79.yml", inventory, Path("journal"), "--limit", host)
             argv[argv.index("journal")] = str(target)
             argvs.append(argv)
@@ -85,10 +86,10 @@ def test_two_controllers_never_have_two_nodes_of_a_rack_out(
         assert "Traceback" not in said, said
         audit = lab.audit()
     spans = out_intervals(audit)
-    assert most_out_at_once(spans, RACK_1) == 1, (codes, spans, said)
-    # One of them was taken out; the other either waited its turn (gpu003 came back first)
+    assert most_out_at_once(spans, RACK) == 1, (codes, spans, said)
+    # One of them was taken out; the other either waited its turn (rc01 came back first)
     # or was held, naming why: the rack's slot, or the node the scheduler shows out.
-    drained = {node for _, _, node in spans if node in RACK_1}
+    drained = {node for _, _, node in spans if node in RACK}
     assert drained, said
     if len(drained) == 1:
         assert 6 in codes, (codes, said)

@@ -28,9 +28,9 @@ from tests.support.postgres import PostgresServer
 pytestmark = pytest.mark.timeout(600)
 
 DRAIN_WAIT = "drain_wait=3s"
-RACK_1 = "rack_01"
-RACK_2_AND_MORE = "rack_02:gpu005:gpu007"
-"""Overlaps rack 1 (gpu001..gpu008) on gpu005 and gpu007."""
+RACK_1 = "leaf_01"
+RACK_2_AND_MORE = "leaf_02:gpu005:gpu007"
+"""Overlaps leaf 1 (gpu001..gpu008) on gpu005 and gpu007."""
 TEAM_PLAYBOOKS = REPO / "tests" / "fixtures" / "playbooks" / "team"
 REBOOT_ONCE = TEAM_PLAYBOOKS / "reboot-once.yml"
 DRAIN_WAIT_REBOOT = TEAM_PLAYBOOKS / "drain-wait-reboot.yml"
@@ -149,7 +149,7 @@ def test_a_killed_controllers_hosts_are_taken_over_only_once_it_is_known_dead(
             assert run_id is not None
             blocked = fleetfix_run("xid79.yml", inventory, tmp_path, *limit, "--journal", dsn)
             assert blocked.returncode == 6, blocked.output
-            assert f"run {run_id[1]}" in blocked.stderr
+            assert f"run {run_id[1]}" in blocked.stderr, blocked.output
             assert "nothing to do: all 1 host(s) are leased by other runs" in blocked.stdout
             stuck.process.send_signal(signal.SIGKILL)  # no release, no finish: only its death
             stuck.wait(30)

@@ -88,6 +88,9 @@ class Action:
     """False for actions that only measure (nccl-tests): they never report "changed"."""
     disruptive: bool = False
     """Takes the node (or its GPUs) out of service: counts against topology caps and holds."""
+    returns_to_service: bool = False
+    """Puts the node back in service (slurm_resume): like a disruptive action, it is only
+    done under this run's lease on the node, never on one another run is working on."""
     repeatable: bool = False
     """Running it again after an interrupted run started it does no harm (its plan reads the
     node's current state, e.g. a drain). Others are re-verified, never repeated."""

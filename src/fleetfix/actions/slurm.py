@@ -257,6 +257,7 @@ ACTIONS = (
         optional=("services", "pci_gpus"),  # FM stopped on an NVSwitch board; GPUs on the bus
         verify=("slurm_node",),
         check=_check_resumed,
+        returns_to_service=True,
         repeatable=True,
     ),
     Action(

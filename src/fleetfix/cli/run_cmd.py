@@ -465,6 +465,7 @@ def _engine_options(
         override_holds=args.override_holds,
         run_id=journal.run_id or "",
         leased=plan.leased,
+        run_alive=journal.run_alive,
         limit=args.limit,
         repair_budget=repair_budget(args.repair_budget, len(plan.inventory.host_names())),
         hands_off=hands_off(args.hands_off),

@@ -104,17 +104,9 @@ async def _one_rung(
     if refusal is not None:
         return _left(refusal)
     plan = action.plan(action_context(hs, params, facts, interrupted=before))
-    if action.disruptive and not plan.noop and plan.refused is None:
-        leased = await _node_lease(hs, action)
-        if leased is not None:
-            return _left(leased)
-        held = await admit(hs)  # the caps as the whole fleet stands (engine/fleet_state.py)
-        if held is not None:
-            hold = f"{hs.state.name}: {action.name} {held}"
-            hs.ctx.result.holds.append(hold)
-            return Outcome(
-                failed=True, message=f"{action.name} {held}", data={"held": True, HOLD_KEY: hold}
-            )
+    stopped = await _lease_and_admit(hs, action, plan)
+    if stopped is not None:
+        return stopped
     outcome = await _carry_out(hs, action, plan, _Settling(params, handlers))
     if outcome.failed or hs.dry or outcome.left is not None or VERIFIED_KEY in outcome.data:
         return outcome  # VERIFIED_KEY: a dropped connection's outcome, settled by evidence
@@ -125,6 +117,29 @@ async def _one_rung(
         outcome.failed = True
         outcome.message = f"{action.name}: verification failed: {problem}"
     return outcome
+
+
+async def _lease_and_admit(hs: HostStep, action: Action, plan: ActionPlan) -> Outcome | None:
+    """Before an action that takes the node out of service or puts it back: this run's lease
+    on the node; before a disruptive one, also admission under the caps and the budget as the
+    whole fleet stands (engine/fleet_state.py). None: go on."""
+    if plan.noop or plan.refused is not None:
+        return None
+    if not (action.disruptive or action.returns_to_service):
+        return None
+    leased = await _node_lease(hs, action)  # never act on a node another run works on
+    if leased is not None:
+        return _left(leased)
+    if not action.disruptive:
+        return None
+    held = await admit(hs)
+    if held is None:
+        return None
+    hold = f"{hs.state.name}: {action.name} {held}"
+    hs.ctx.result.holds.append(hold)
+    return Outcome(
+        failed=True, message=f"{action.name} {held}", data={"held": True, HOLD_KEY: hold}
+    )
 
 
 async def _node_lease(hs: HostStep, action: Action) -> Refusal | None:

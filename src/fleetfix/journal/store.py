@@ -384,6 +384,12 @@ class Journal:
         found: dict[str, str] = self._guarded(lambda db: fleet.stranded(db, run_id, hosts))
         return found
 
+    def run_alive(self, run_id: str) -> bool | None:
+        """Is `run_id`'s controller alive, as the database can tell (its session lock on
+        PostgreSQL, its lock file on SQLite); None when it cannot (a run it never held)."""
+        alive: bool | None = self._guarded(lambda db: db.run_alive(run_id))
+        return alive
+
     def run_live(self, run_id: str) -> bool:
         """Is a live controller running `run_id` (a run this journal knows)?"""
         self.flush()
