@@ -43,7 +43,8 @@ class BatchStarted(Event):
     count: int
     hosts: tuple[str, ...]
     revisit: bool = False
-    """Parked hosts whose wait is over, the play running again for them (engine/parking.py)."""
+    """Not one of the play's planned batches: parked hosts whose wait is over (the play runs
+    again for them), or hosts that waited for a parked host's place (engine/parking.py)."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

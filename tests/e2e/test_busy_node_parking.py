@@ -145,7 +145,7 @@ def test_a_job_that_ends_while_parked_gets_the_node_repaired_in_the_same_run(
     assert not busy["slurm"]["drain"] and busy["slurm"]["reason"] is None, busy["slurm"]
     assert "xid" not in {f["kind"] for f in busy["faults"]}, busy["faults"]
     assert _host(done.report, BUSY)["left"] is None
-    assert f"revisit (their wait is over): {BUSY}" in done.run.stdout, out
+    assert f"revisit: {BUSY}" in done.run.stdout, out
     (cancelled,) = [float(e["at"]) for e in done.audit[BUSY] if e["tool"] == "scancel"]
     (rebooted,) = [float(e["at"]) for e in done.audit[BUSY] if is_reboot(e)]
     (resumed,) = _at(done.audit[BUSY], "State=RESUME")

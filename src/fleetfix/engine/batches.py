@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import random
-from collections.abc import Sequence
+from collections import Counter
+from collections.abc import Callable, Collection, Mapping, Sequence
 
 
 def order_hosts(hosts: Sequence[str], order: str) -> list[str]:
@@ -51,3 +52,29 @@ def failure_exceeds(failed: int, batch: int, max_fail_percentage: float | None) 
     if max_fail_percentage is None or batch == 0:
         return False
     return failed * 100.0 / batch > max_fail_percentage
+
+
+def behind_parked(
+    hosts: Sequence[str],
+    parked: Collection[str],
+    caps: Mapping[str, int],
+    domains_of: Callable[[str], Mapping[str, str]],
+) -> list[str]:
+    """Hosts (in order) with a capped domain that parked hosts fill to its cap: they wait for
+    a parked host's place (its wait over, or deferred) instead of being held by the cap."""
+    load: Counter[tuple[str, str]] = Counter()
+    for host in parked:
+        load.update((kind, name) for kind, name in _domains(domains_of, host) if kind in caps)
+    return [
+        host
+        for host in hosts
+        if host not in parked
+        and any(load[(k, n)] >= caps[k] for k, n in _domains(domains_of, host) if k in caps)
+    ]
+
+
+def _domains(domains_of: Callable[[str], Mapping[str, str]], host: str) -> list[tuple[str, str]]:
+    try:
+        return list(domains_of(host).items())
+    except KeyError:  # a host the topology lacks has no capped domain
+        return []

@@ -9,7 +9,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from fleetfix.engine.batches import failure_exceeds, order_hosts, serial_batches
+from fleetfix.engine.batches import behind_parked, failure_exceeds, order_hosts, serial_batches
 from fleetfix.engine.context import HostState, RunContext
 from fleetfix.engine.hoststep import StepEnv, with_lines
 from fleetfix.engine.includes import inclusions
@@ -108,13 +108,15 @@ async def run_play(
     batches = serial_batches(hosts, play.serial)
     capped = ctx.safety.batches(hosts, max(len(b) for b in batches) if batches else 1)
     batches = capped if capped is not None else batches
-    plays = _PlayBatches(
-        ctx, play, tuple(hosts), play_vars, groups, playbook_dir, tags, len(batches)
-    )
+    size = max((len(b) for b in batches), default=1)
+    plays = _PlayBatches(ctx, play, tuple(hosts), play_vars, groups, playbook_dir, tags, size)
     ended: bool | None = None
-    for index, batch in enumerate(batches, start=1):
+    for index, planned in enumerate(batches, start=1):
+        postponed = plays.behind_parked(planned)
+        plays.postponed += postponed
+        batch = [host for host in planned if host not in postponed]
         ctx.bus.emit(BatchStarted(index=index, count=len(batches), hosts=tuple(batch)))
-        ended = await plays.run(batch)
+        ended = await plays.run(batch) if batch else None
         if ended is None and index < len(batches):
             ended = await _revisit(plays, until_done=False)
         if ended is not None:
@@ -138,8 +140,11 @@ class _PlayBatches:
     groups: Mapping[str, list[str]]
     playbook_dir: str
     tags: PlayTags
-    count: int
-    """How many batches the play has."""
+    size: int
+    """The most hosts a batch of the play has."""
+    postponed: list[str] = field(default_factory=list)
+    """Hosts whose batch came while parked hosts filled a capped domain of theirs: they run
+    once a parked host's place is free (its wait over, or deferred), not held by the cap."""
 
     async def run(self, batch: list[str], judged: list[str] | None = None) -> bool | None:
         """Run one batch: None when the play goes on, else whether the run goes on after the
@@ -165,27 +170,43 @@ class _PlayBatches:
         for host in hosts:
             ctx.host_state(host).ended = False
         _forget_journaled(ctx, hosts)
-        revisit = BatchStarted(index=self.count, count=self.count, hosts=tuple(hosts), revisit=True)
-        ctx.bus.emit(revisit)
+        ctx.bus.emit(BatchStarted(index=0, count=0, hosts=tuple(hosts), revisit=True))
         return await self.run(hosts, ctx.parking.judged_with(hosts))
+
+    def behind_parked(self, hosts: list[str]) -> list[str]:
+        topology, caps = self.ctx.safety.topology, self.play.max_unavailable_per
+        parked = self.ctx.parking.waiting
+        if topology is None or not caps or not parked:
+            return []
+        return behind_parked(hosts, parked.keys(), caps, topology.domains_of)
+
+    async def unblocked(self) -> bool | None:
+        """Postponed hosts with room now, in cap-respecting batches (as `run`)."""
+        blocked = self.behind_parked(self.postponed)
+        ready = [host for host in self.postponed if host not in blocked]
+        self.postponed = blocked
+        for batch in self.ctx.safety.batches(ready, self.size) or ([ready] if ready else []):
+            self.ctx.bus.emit(BatchStarted(index=0, count=0, hosts=tuple(batch), revisit=True))
+            ended = await self.run(batch)
+            if ended is not None:
+                return ended
+        return None
 
 
 async def _revisit(plays: _PlayBatches, *, until_done: bool) -> bool | None:
     """Look again at the parked hosts (engine/revisit.py) and run the play again for those
-    whose wait is over; with until_done, keep looking every REVISIT_POLL seconds until none
-    is parked (each is deferred at its deadline). None when the play goes on, else whether
-    the run goes on (as `_PlayBatches.run`)."""
+    whose wait is over, then for postponed hosts with room now; with until_done, keep looking
+    every REVISIT_POLL seconds until none is parked (each is deferred at its deadline). None
+    when the play goes on, else whether the run goes on (as `_PlayBatches.run`)."""
     ctx = plays.ctx
-    while ctx.parking.waiting:
-        ready = await look_again(ctx)
-        if ready:
-            ended = await plays.again(ready)
-            if ended is not None:
-                return ended
-        if not until_done:
-            return None
+    while True:
+        ready = await look_again(ctx) if ctx.parking.waiting else []
+        ended = await plays.again(ready) if ready else None
+        if ended is None:
+            ended = await plays.unblocked()
+        if ended is not None or not until_done or not ctx.parking.waiting:
+            return ended
         await asyncio.sleep(ctx.parking.pause(time.time(), REVISIT_POLL))
-    return None
 
 
 def _forget_journaled(ctx: RunContext, hosts: Sequence[str]) -> None:

@@ -232,7 +232,7 @@ class ConsoleView:
     def _batch(self, event: BatchStarted) -> None:
         self._batch_size = len(event.hosts)
         if event.revisit:
-            self._say(f"revisit (their wait is over): {', '.join(event.hosts)}", "dim")
+            self._say(f"revisit: {', '.join(event.hosts)}", "dim")
         elif event.count > 1:
             self._say(f"batch {event.index}/{event.count}: {', '.join(event.hosts)}", "dim")
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 import time
 from pathlib import Path
 
+from fleetfix.engine.batches import behind_parked
 from fleetfix.engine.kinds import LEFT_KEY
 from fleetfix.engine.parking import PARK_KEY, parked_data
 from fleetfix.events import BatchStarted, HostBackInService, HostLeft
@@ -155,3 +156,18 @@ async def test_a_resumed_run_parks_the_node_again_until_the_journaled_deadline(
     assert [e.hosts for e in run.events if isinstance(e, BatchStarted) and e.revisit] == [
         ("gpu001",)
     ]
+
+
+def test_hosts_behind_a_parked_host_are_those_its_capped_domains_have_no_room_for() -> None:
+    racks = {"a1": "r1", "a2": "r1", "a3": "r1", "b1": "r2", "x": "r3"}
+
+    def domains_of(host: str) -> dict[str, str]:
+        if host == "unknown":
+            raise KeyError(host)
+        return {"rack": racks[host], "leaf": "l1"}
+
+    hosts = ["a2", "a3", "b1", "unknown"]
+    assert behind_parked(hosts, {"a1"}, {"rack": 1}, domains_of) == ["a2", "a3"]
+    assert behind_parked(hosts, {"a1"}, {"rack": 2}, domains_of) == []
+    assert behind_parked(hosts, {"a1", "x"}, {"leaf": 2}, domains_of) == ["a2", "a3", "b1"]
+    assert behind_parked(hosts, set(), {"rack": 1}, domains_of) == []
