@@ -11,7 +11,7 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
@@ -42,9 +42,12 @@ def start(
     )
 
 
-def interrupted(process: subprocess.Popen[str], ending: str = "") -> str:
-    """SIGINT it; its stderr (with what was already read) once it exited 99."""
+def interrupted(
+    process: subprocess.Popen[str], ending: str = "", then: Callable[[], None] = lambda: None
+) -> str:
+    """SIGINT it (then `then()`); its stderr (with what was already read) once it exited 99."""
     process.send_signal(signal.SIGINT)
+    then()
     _, err = process.communicate(timeout=WAIT)
     err = ending + err
     assert "Traceback" not in err, err
@@ -115,12 +118,8 @@ def writer_when_read(path: Path) -> int:
 def test_ctrl_c_while_loading_a_large_inventory(workdir: Path, fifo: Path) -> None:
     process = start(workdir, inventory=fifo.name)
     descriptor = writer_when_read(fifo)
-    try:
-        # Half of a large inventory: the process is inside its inventory loading, reading
-        os.write(
-            descriptor,
-            b"[gpu]\n" + b"".join(b"gpu%05d rack=r%d\n" % (i, i % 40) for i in range(2000)),
-        )
-        interrupted(process)
-    finally:
-        os.close(descriptor)
+    # Half of a large inventory: the process is inside its inventory loading, reading. The
+    # rest never comes: the write end closes after the signal (a file on disk would end too;
+    # a signal that lands between two reads of a buffered read is only seen once it returns).
+    os.write(descriptor, b"[gpu]\n" + b"".join(b"gpu%05d rack=r1\n" % n for n in range(2000)))
+    interrupted(process, then=lambda: os.close(descriptor))
