@@ -17,7 +17,7 @@ from typing import Any
 
 import pytest
 
-from tests.e2e.labrun import run_argv, write_inventory
+from tests.e2e.labrun import fleetfix_run, run_argv, write_inventory
 from tests.e2e.safety_support import reboots, started_run
 from tests.lab.support import running_lab
 from tests.support.postgres import PostgresServer
@@ -95,3 +95,18 @@ def test_two_controllers_never_have_two_nodes_of_a_rack_out(
         assert 6 in codes, (codes, said)
         assert "max_unavailable_per reached in rack" in said, said
     assert all(n <= 1 for n in reboots(audit).values())
+
+
+def test_a_node_a_human_drained_fills_its_racks_place(tmp_path: Path) -> None:
+    """rc06 was drained by erin: rack-02 is at its cap of one, so rc05's Xid 79 is held, not
+    drained or rebooted (exit 6, naming rc06); erin's drain is untouched."""
+    with running_lab(str(SCENARIO), tmp_path / "lab", reboot_time=0.3) as lab:
+        inventory = write_inventory(lab, tmp_path / "lab.ini")
+        run = fleetfix_run("xid79.yml", inventory, tmp_path, "--limit", "rc05")
+        truth = lab.truth()["nodes"]
+        audit = lab.audit()
+    assert run.returncode == 6, run.output
+    assert "max_unavailable_per reached in rack rack-02 (rc06 out)" in run.stdout, run.output
+    assert audit["rc05"] == [] and audit["rc06"] == [], audit
+    assert truth["rc06"]["slurm"]["reason"] == "swap PSU, ticket OPS-3301"
+    assert not truth["rc05"]["slurm"]["drain"]

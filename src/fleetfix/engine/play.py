@@ -157,7 +157,7 @@ class _PlayBatches:
         ctx.safety.end_batch(batch, failed | ctx.parking.parked_in(batch))
         ctx.safety.correlate(ctx.result)
         stopped = run.stop_play and run.ended_by != "batch"
-        judged_failed = {s.name for s in run.judged_states() if s.failed or s.unreachable}
+        judged_failed = {s.name for s in run.judged_states() if _counts_failed(s)}
         if stopped or (batch and judged_failed.issuperset(run.judged or batch)):
             # Ansible's rule: a batch in which every host failed ends the play.
             return not stopped or run.ended_by == "play"
@@ -383,6 +383,14 @@ def _held(state: HostState) -> bool:
     return state.last_failure is not None and HOLD_KEY in state.last_failure[1].data
 
 
+def _counts_failed(state: HostState) -> bool:
+    """Failed or unreachable, for any_errors_fatal, max_fail_percentage and "every host of the
+    batch failed". A host a cap or the budget held (`_held`) did not fail a fix: a node a human
+    drained fills its rack's place, and holding its rack-mates must not stop the other racks'
+    work. The hold itself still makes the run exit 6."""
+    return state.unreachable or (state.failed and not _held(state))
+
+
 def _expose_failure(state: HostState) -> None:
     """What a rescue sees, as in Ansible: `ansible_failed_task` (the failed step's keywords) and
     `ansible_failed_result` (its registered value). Host facts, so they stay defined for the
@@ -481,7 +489,7 @@ def _check_gates(run: BatchRun) -> bool:
     """any_errors_fatal and max_fail_percentage, evaluated after each task; True = stop."""
     play = run.env.play
     states = run.judged_states()
-    failed = sum(1 for s in states if s.failed or s.unreachable)
+    failed = sum(1 for s in states if _counts_failed(s))
     if failed and play.any_errors_fatal:
         for state in states:
             state.ended = True
