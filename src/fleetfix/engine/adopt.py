@@ -1,16 +1,18 @@
-"""Runs adopt what dead runs left: a node a fleetfix run drained and never settled.
+"""Runs adopt what abandoned runs left: a node a fleetfix run drained and never settled.
 
 A controller killed after it drained (and perhaps rebooted) a node leaves it drained with a
 `fleetfix:` reason that no playbook step will ever act on: the fault may be gone (the reboot
 fixed it), so the next run's playbook says "nothing to do" and moves on, while the node stays
-out of service, counted against the repair budget and its rack's cap. So after its plays, a
-run settles every host it covers that such a run left: drained by fleetfix with a reason that
-is not a final one (RMA, a human's next step, "not returned to service"), by a run other than
-this one whose controller is dead (the journal says so; a run from another journal shows as
-not live here, and the node's own lease, which `slurm_resume` takes first, keeps a live one's
-node from being touched). The host is validated and returned to service by `slurm_resume`
-(every GPU back, the fault gone), or left drained with the reason that says why; either way
-its state is settled and it no longer counts against the repair budget.
+out of service, counted against the repair budget and its rack's cap. So a run settles every
+host it covers that an abandoned run left: one this journal knows that stopped in the middle
+(never finished, or interrupted) and whose controller is gone. Before its plays it takes the
+journal's out-of-service rows of such runs; after them, the drain reasons it read that name
+one (`(run ID)`) and are not final (RMA, a human's next step, "not returned to service",
+"pending"). A run that finished left its drains on purpose (maintenance, an RMA), and a run
+another journal recorded cannot be judged here: neither is adopted. The host is validated and
+returned to service by `slurm_resume` (every GPU back, the fault gone; it takes the node's
+lease first), or left drained with the reason that says why; either way its state is settled
+and it no longer counts against the repair budget.
 """
 
 from __future__ import annotations
@@ -33,27 +35,26 @@ SLURM = "fleetfix_adopt_slurm"
 
 
 def candidates(ctx: RunContext, hosts: Sequence[str], *, read: bool) -> dict[str, str]:
-    """Hosts of this run a dead run left drained -> that run ('an earlier run' when its id is
-    unknown). Before the plays (`read` False): from the journal's out-of-service rows, so a
-    node a dead run stranded is back (or settled) before this run's own repairs ask for room
-    under the budget and the caps. After them (`read` True): from the Slurm reasons the run
-    read, which also finds what a run recorded in another journal left."""
+    """Hosts of this run an abandoned run left drained -> that run. Before the plays (`read`
+    False): from the journal's out-of-service rows, so a node a dead run stranded is back (or
+    settled) before this run's own repairs ask for room under the budget and the caps. After
+    them (`read` True): from the Slurm reasons the run read (a node whose row is gone)."""
     memory = ctx.options.memory
     found: dict[str, str] = {}
     if not read:
         if memory is not None:
             found.update(memory.stranded(hosts))
         return {h: run for h, run in found.items() if _settleable(ctx, h)}
-    live: dict[str, bool] = {}
+    gone: dict[str, bool] = {}
     for host in hosts:
         facts = ctx.host_state(host).probe_facts.get("slurm_node")
-        run = _left_by(ctx, facts, live)
+        run = _left_by(ctx, facts, gone)
         if run is not None:
             found[host] = run
     return {h: run for h, run in found.items() if _settleable(ctx, h)}
 
 
-def _left_by(ctx: RunContext, facts: Any, live: dict[str, bool]) -> str | None:
+def _left_by(ctx: RunContext, facts: Any, gone: dict[str, bool]) -> str | None:
     if facts is None or not getattr(facts, "reason_is_fleetfix", False):
         return None
     if not (facts.drained or facts.down or facts.draining):
@@ -61,15 +62,12 @@ def _left_by(ctx: RunContext, facts: Any, live: dict[str, bool]) -> str | None:
     if FINAL_REASON.search(facts.reason or ""):
         return None
     run: str | None = getattr(facts, "fleetfix_run", None)
-    if run == ctx.options.run_id:
-        return None
     memory = ctx.options.memory
-    if run is not None and memory is not None:
-        if run not in live:
-            live[run] = memory.run_live(run)
-        if live[run]:
-            return None
-    return run or "an earlier run"
+    if run is None or run == ctx.options.run_id or memory is None:
+        return None  # a drain a finished run meant, or one no journal here can tell about
+    if run not in gone:
+        gone[run] = memory.abandoned(run)
+    return run if gone[run] else None
 
 
 def _settleable(ctx: RunContext, host: str) -> bool:

@@ -47,11 +47,12 @@ class FleetMemory(Protocol):
         ...
 
     def stranded(self, hosts: Sequence[str]) -> dict[str, str]:
-        """Hosts a run whose controller is dead took out of service and left: host -> run."""
+        """Hosts an abandoned run took out of service and left: host -> run."""
         ...
 
-    def run_live(self, run_id: str) -> bool:
-        """Whether a live controller runs `run_id`."""
+    def abandoned(self, run_id: str) -> bool:
+        """Whether `run_id` stopped in the middle (killed, crashed, interrupted), its
+        controller gone; False for a run that finished, or one the journal does not know."""
         ...
 
     def settled(self, host: str) -> None:

@@ -78,18 +78,35 @@ def _over_cap(host: str, journal_out: dict[str, str], domains: Sequence[DomainCa
     return None
 
 
+INTERRUPTED = 99
+"""A run's outcome when Ctrl-C or a signal stopped it (results.Outcome.INTERRUPTED)."""
+
+
+def abandoned(db: Database, run_id: str) -> bool:
+    """Did `run_id` stop in the middle, its controller gone? Never finished (killed, crashed,
+    its machine lost) or interrupted, and no live controller runs it. A run that finished
+    left its nodes as it meant to (drained for maintenance, for an RMA): never abandoned."""
+    row = db.execute("SELECT finished, outcome FROM runs WHERE run_id=?", (run_id,)).fetchone()
+    if row is None:
+        return False  # a run this journal does not know: another journal's, alive or not
+    finished, outcome = row
+    if finished is not None and outcome != INTERRUPTED:
+        return False
+    return leases.live_holder(db, run_id) is None
+
+
 def stranded(db: Database, run_id: str, hosts: Sequence[str]) -> dict[str, str]:
-    """Hosts of `hosts` that a run other than `run_id`, whose controller is dead, took out of
-    service and never returned: host -> that run. The next run covering them adopts them."""
+    """Hosts of `hosts` that an abandoned run other than `run_id` took out of service and
+    never returned: host -> that run. The next run covering them adopts them."""
     wanted = set(hosts)
     found: dict[str, str] = {}
-    alive: dict[str, bool] = {}
+    gone: dict[str, bool] = {}
     for host, other in db.execute("SELECT host, run_id FROM out_of_service").fetchall():
         if host not in wanted or other == run_id:
             continue
-        if other not in alive:
-            alive[other] = leases.live_holder(db, other) is not None
-        if not alive[other]:
+        if other not in gone:
+            gone[other] = abandoned(db, other)
+        if gone[other]:
             found[host] = other
     return found
 

@@ -378,7 +378,7 @@ class Journal:
         return result
 
     def stranded(self, hosts: Sequence[str]) -> dict[str, str]:
-        """Hosts of `hosts` a dead run took out of service and left: host -> that run."""
+        """Hosts of `hosts` an abandoned run took out of service and left: host -> that run."""
         self.flush()
         run_id = self.run_id or ""
         found: dict[str, str] = self._guarded(lambda db: fleet.stranded(db, run_id, hosts))
@@ -390,10 +390,11 @@ class Journal:
         alive: bool | None = self._guarded(lambda db: db.run_alive(run_id))
         return alive
 
-    def run_live(self, run_id: str) -> bool:
-        """Is a live controller running `run_id` (a run this journal knows)?"""
+    def abandoned(self, run_id: str) -> bool:
+        """Did `run_id` (a run this journal knows) stop in the middle, its controller gone?"""
         self.flush()
-        return self._guarded(lambda db: leases.live_holder(db, run_id)) is not None
+        gone: bool = self._guarded(lambda db: fleet.abandoned(db, run_id))
+        return gone
 
     def settled(self, host: str) -> None:
         """`host`'s state is settled (returned to service, or left drained with the reason a

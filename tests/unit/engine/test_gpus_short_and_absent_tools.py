@@ -5,8 +5,10 @@ Real captures: one H200 (tests/fixtures/samples/real-nodes), Slurm's scontrol.""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from pathlib import Path
 
+from fleetfix.topology.caps import DomainCap
 from fleetfix.transport.fake import FakeTransport, Reply
 
 from .conftest import Runner
@@ -186,10 +188,21 @@ class _Journal:
     def action_times(self, host: str, action: str, since: float) -> list[float]:
         return []
 
-    def take_out(self, host: str, action: str, limit: int | None) -> str | None:
+    def take_out(
+        self, host: str, action: str, limit: int | None, domains: Sequence[DomainCap] = ()
+    ) -> str | None:
         return None
 
     def mark_undelivered(self, record: int) -> None:
+        return None
+
+    def stranded(self, hosts: Sequence[str]) -> dict[str, str]:
+        return {}
+
+    def abandoned(self, run_id: str) -> bool:
+        return False
+
+    def settled(self, host: str) -> None:
         return None
 
 

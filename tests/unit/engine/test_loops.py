@@ -142,6 +142,7 @@ async def test_resume_replays_finished_items_and_runs_the_rest(
     journal = Journal(tmp_path / "j.sqlite")
     journal.start_run("pb.yml", [], check=False, hosts=1)
     await run_playbook(book, hosts=["gpu001"], subscribe=journal)
+    journal.finish_run(99)  # interrupted: its controller no longer holds it
     done = journal.resume_state(journal.run_id or "")
     journal.close()
     # As if killed while item c ran: items a and b have verdicts, the step has none yet.

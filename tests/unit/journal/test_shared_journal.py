@@ -313,3 +313,36 @@ def test_a_rack_cap_counts_the_schedulers_out_nodes_and_names_them(
     assert refused is not None and f"gpu001 (run {run_id})" in refused
     roomy = DomainCap("rack r01", members, 2)
     assert other.take_out("gpu002", "reboot", None, [roomy]) is None
+
+
+def test_only_a_run_that_stopped_in_the_middle_is_abandoned(
+    open_journal: Callable[[], Journal], backend: Backend
+) -> None:
+    """Adoption's rule: a finished run left its drains on purpose; a killed or interrupted one
+    whose controller is gone left them mid-remediation; a live one is still working."""
+    journal = open_journal()
+    done = journal.start_run("drain.yml", [], check=False, hosts=1)
+    assert journal.take_out("gpu001", "slurm_drain", None) is None
+    journal.finish_run(0)
+    stopped = journal.start_run("xid79.yml", [], check=False, hosts=1)
+    assert journal.take_out("gpu002", "reboot", None) is None
+    journal.finish_run(99)
+    live = open_journal()
+    running = live.start_run("xid79.yml", [], check=False, hosts=1)
+    assert live.take_out("gpu003", "reboot", None) is None
+    killed_journal = open_journal()
+    killed = killed_journal.start_run("xid79.yml", [], check=False, hosts=1)
+    assert killed_journal.take_out("gpu004", "reboot", None) is None
+    backend.kill_controller(killed)
+
+    observer = open_journal()
+    observer.start_run("sweep.yml", [], check=False, hosts=4)
+    assert not observer.abandoned(done)
+    assert observer.abandoned(stopped)
+    assert not observer.abandoned(running)
+    assert observer.abandoned(killed)
+    assert not observer.abandoned("20990101-000000-another-journal")
+    hosts = ["gpu001", "gpu002", "gpu003", "gpu004"]
+    assert observer.stranded(hosts) == {"gpu002": stopped, "gpu004": killed}
+    observer.settled("gpu004")
+    assert observer.stranded(hosts) == {"gpu002": stopped}
