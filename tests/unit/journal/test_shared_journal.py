@@ -46,6 +46,22 @@ journal.close()
 """
 
 
+def _race(script: str, target: str | Path, racers: int = 8) -> list[str]:
+    """What each of `racers` processes running `script` for gpu000, gpu001, ... answered,
+    all released at once."""
+    started = [
+        subprocess.Popen(
+            [sys.executable, "-c", script, str(target), f"gpu{n:03d}"],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            text=True,
+            cwd=ROOT,
+        )
+        for n in range(racers)
+    ]
+    return [racer.communicate("go\n", timeout=60)[0].strip() for racer in started]
+
+
 @contextmanager
 def controller(target: str | Path, *hosts: str) -> Iterator[subprocess.Popen[str]]:
     """Another controller process holding leases on `hosts` until it ends."""
@@ -104,17 +120,7 @@ def test_two_controllers_cannot_both_take_the_last_repair_slot(
     journal_target: str | Path, open_journal: Callable[[], Journal]
 ) -> None:
     open_journal()  # the schema exists before eight controllers race on it
-    racers = [
-        subprocess.Popen(
-            [sys.executable, "-c", TAKE_OUT, str(journal_target), f"gpu{n:03d}"],
-            stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE,
-            text=True,
-            cwd=ROOT,
-        )
-        for n in range(8)
-    ]
-    answers = [racer.communicate("go\n", timeout=60)[0].strip() for racer in racers]
+    answers = _race(TAKE_OUT, journal_target)
     assert sorted(answers) == ["False"] * 5 + ["True"] * 3
     journal = open_journal()
     assert len(journal.out_of_service()) == 3
@@ -277,17 +283,7 @@ def test_two_controllers_cannot_both_take_a_racks_last_slot(
     """max_unavailable_per {rack: 1} across controllers: eight processes, eight hosts of one
     rack, disjoint --limit sets: exactly one is admitted."""
     open_journal()
-    racers = [
-        subprocess.Popen(
-            [sys.executable, "-c", RACK_TAKE_OUT, str(journal_target), f"gpu{n:03d}"],
-            stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE,
-            text=True,
-            cwd=ROOT,
-        )
-        for n in range(8)
-    ]
-    answers = [racer.communicate("go\n", timeout=60)[0].strip() for racer in racers]
+    answers = _race(RACK_TAKE_OUT, journal_target)
     assert sorted(answers) == ["False"] * 7 + ["True"], answers
     assert len(open_journal().out_of_service()) == 1
 
