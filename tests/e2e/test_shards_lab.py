@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -83,13 +84,17 @@ def _differences(left: Any, right: Any, path: str = "") -> list[str]:
     return [] if left == right else [f"{path}: {left!r:.80} != {right!r:.80}"]
 
 
+RUN_TAG = re.compile(r"\(run [^)]*\)")
+"""A fleetfix drain reason's `(run ID)`: the two runs compared have their own ids."""
+
+
 def _outcome(truth: dict[str, Any]) -> dict[str, Any]:
     return {
         name: (
             sorted(f["kind"] for f in node["faults"]),
             node["boots"],
             node["slurm"]["drain"],
-            node["slurm"]["reason"],
+            RUN_TAG.sub("(run ...)", node["slurm"]["reason"] or ""),  # each run has its id
             len(node["gpu_processes"]),
         )
         for name, node in nodes(truth).items()

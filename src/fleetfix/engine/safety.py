@@ -98,7 +98,7 @@ class Safety:
         held = self.blocked(host, scheduler_out)
         if held is not None:
             return held
-        over = self._over_budget(host, self.domain_caps(host, scheduler_out))
+        over = self._over_budget(host, self.domain_caps(host, scheduler_out), dry=dry)
         if over is not None:
             return f"held: {over}"
         if not dry:
@@ -123,9 +123,10 @@ class Safety:
             for kind, name in self._ledger.capped_domains(host)
         ]
 
-    def _over_budget(self, host: str, domains: Sequence[DomainCap]) -> str | None:
+    def _over_budget(self, host: str, domains: Sequence[DomainCap], *, dry: bool) -> str | None:
         if self.reserve is not None:
-            return self.reserve(host, domains)
+            # --check writes nothing to the journal: a planned action takes no fleet-wide place
+            return None if dry else self.reserve(host, domains)
         if self.budget is not None and len(self.out) >= self.budget:
             return (
                 f"repair budget reached: {len(self.out)} hosts out of service (limit {self.budget})"
