@@ -85,7 +85,7 @@ def test_cli_up_status_truth_down(cli_lab: Path, tmp_path: Path) -> None:
     assert (
         code == 0
         and status["counts"] == {"up": 16}
-        and status["nodes"]["gpu003"]["address"] == "127.10.1.3"
+        and status["nodes"]["gpu003"]["address"] == "127.10.2.1"  # racks of two
     )
     code, out = _cli("truth", "--state-dir", str(cli_lab))
     rows = {

@@ -55,8 +55,8 @@ def test_layout_is_deterministic_and_topological() -> None:
 
 def test_nodes_override_grows_the_fleet() -> None:
     scenario = load_scenario("xid79", nodes=40)
-    assert scenario.fleet.node_count == 40 and scenario.fleet.racks == 5
-    assert fleet_layout(scenario.fleet)[-1].address == "127.10.5.8"
+    assert scenario.fleet.node_count == 40 and scenario.fleet.racks == 20  # racks of two
+    assert fleet_layout(scenario.fleet)[-1].address == "127.10.20.2"
 
 
 def test_ranges_and_durations() -> None:
@@ -187,8 +187,8 @@ def test_the_cold_cycle_scenario_hides_the_gpu_count_and_one_bmc_is_wrong() -> N
     assert scenario.fleet.node_count == 10 and not scenario.inventory_gpus
     inventory = render_inventory(scenario)
     assert " gpus=" not in inventory
-    assert "bmc_host=127.110.2.4" in inventory and "gpu010 " in inventory
-    assert "bmc_host=127.110.2.5" not in inventory  # gpu010 has no BMC
+    assert "bmc_host=127.110.9.1" in inventory and "gpu010 " in inventory  # a rack each
+    assert "bmc_host=127.110.10.1" not in inventory  # gpu010 has no BMC
     wrong = scenario.bmc_of("gpu009")
     assert wrong is not None and wrong.password != scenario.bmc.password
     assert f"bmc_password={scenario.bmc.password}\n" in inventory
