@@ -124,9 +124,7 @@ async def run_playbook(engine: Engine, playbook: Playbook, select: HostSelector)
     return ctx.result
 
 
-async def _adopt(
-    ctx: RunContext, hosts: tuple[str, ...], playbook_dir: str, *, read: bool
-) -> None:
+async def _adopt(ctx: RunContext, hosts: tuple[str, ...], playbook_dir: str, *, read: bool) -> None:
     """Settle what dead runs left drained among this run's hosts (engine/adopt.py)."""
     left_by = adopt.candidates(ctx, hosts, read=read)
     if left_by:

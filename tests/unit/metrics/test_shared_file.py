@@ -12,7 +12,7 @@ from pathlib import Path
 from fleetfix.events import ActionStarted, ActionTaken, HostStepFinished, RunFinished, RunStarted
 from fleetfix.metrics import MetricsTextfile, RunMetrics
 from fleetfix.results import RunResult, Status, StepResult
-from tests.unit.metrics.promtext import parse, value
+from tests.unit.metrics.promtext import MetricFamily, parse, value
 
 WRITER = textwrap.dedent(
     """
@@ -44,8 +44,8 @@ async def reboots(path: Path, run_id: str, count: int, playbook: str = "xid79.ym
     await textfile.finish()
 
 
-def read(path: Path) -> dict[str, object]:
-    return parse(path.read_text())  # type: ignore[no-any-return]
+def read(path: Path) -> dict[str, MetricFamily]:
+    return parse(path.read_text())
 
 
 def test_two_processes_keep_both_runs_reboots(tmp_path: Path) -> None:
