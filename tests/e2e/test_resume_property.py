@@ -34,6 +34,7 @@ reboot takes 0.3 s.
 from __future__ import annotations
 
 import json
+import re
 import signal
 from collections import Counter
 from collections.abc import Iterator
@@ -80,6 +81,9 @@ WORKERS = 4
 INTERRUPTED = 99
 FINISHED_REFUSED = 5
 LIVE_REFUSED = 6
+
+
+RUN_TAG = re.compile(r"\(run [^)]*\)")
 
 
 @dataclass(frozen=True, slots=True)
@@ -371,10 +375,13 @@ class Outcome:
 
     @property
     def view(self) -> dict[str, dict[str, Any]]:
-        """Per node: boots, the Slurm record and the faults still present."""
+        """Per node: boots, the Slurm record and the faults still present. A fleetfix drain
+        reason names its run, and the reference is another run: `(run ...)` stands for it."""
         view = slurm_view(self.truth)
         for name, node in self.truth.items():
             view[name]["faults"] = sorted(fault_kinds(node))
+            if isinstance(view[name].get("reason"), str):
+                view[name]["reason"] = RUN_TAG.sub("(run ...)", view[name]["reason"])
         return view
 
 
