@@ -36,7 +36,7 @@ from fleetfix.engine.verification import (
     verify,
 )
 from fleetfix.events import ActionTaken
-from fleetfix.results import OpenIntent
+from fleetfix.results import CommandResult, OpenIntent
 from fleetfix.transport.pool import GAVE_UP
 
 
@@ -129,6 +129,7 @@ async def judge(
     """Did an action that may have run (started at epoch `at`) happen and work? The boot id
     it journaled for a reboot, else its verification; see the module docstring."""
     before = evidence.get("boot_id")
+    came_back: list[CommandResult] = []
     if before:
         if not await was_delivered(hs, before, at):
             return Judged(None, "the boot id did not change: it never happened")
@@ -136,16 +137,24 @@ async def judge(
         if result.timed_out:
             failed = Outcome(failed=True, changed=True, message=f"{action.name}: {result.stderr}")
             return Judged(failed)
+        # The node came back with a new boot id: the reboot took effect, as far as what comes
+        # next is concerned (an escalation ladder's next rung, a rescue's "persists after a
+        # warm reboot"), exactly as when this run sent it.
+        came_back.append(result)
     context = action_context(hs, params, {}, interrupted=evidence)
     problem = await verify(hs, action, handlers, context)
     if problem is None:
         message = doubt.verified.format(action=action.name)
-        return Judged(Outcome(changed=action.changes_state, message=message))
+        done = Outcome(changed=action.changes_state, message=message)
+        done.commands.extend(came_back)
+        return Judged(done)
     if action.repeatable and not before:
         return Judged(None, f"verification failed: {problem}")
     message = doubt.unverified.format(action=action.name, problem=problem)
     # It may have run (a reboot did): a rescue must not say nothing happened.
-    return Judged(Outcome(failed=True, changed=action.changes_state, message=message))
+    failed = Outcome(failed=True, changed=action.changes_state, message=message)
+    failed.commands.extend(came_back)
+    return Judged(failed)
 
 
 def _forget(hs: HostStep, intent: OpenIntent) -> None:
