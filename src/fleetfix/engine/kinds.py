@@ -80,7 +80,10 @@ async def _debug(hs: HostStep) -> Outcome:
     if "var" in hs.step.args:
         name = str(hs.step.args["var"])
         value = hs.render("{{ " + name + " }}")
-        return Outcome(message=f"{name}: {value!r}", data={name: value})
+        # Masked before repr: repr escapes quotes and backslashes, and a secret holding one
+        # would no longer match the run's masking as written.
+        shown = hs.ctx.bus.redactor.redact(value)
+        return Outcome(message=f"{name}: {shown!r}", data={name: value})
     return Outcome(message=str(hs.render(hs.step.args.get("msg", "Hello world!"))))
 
 

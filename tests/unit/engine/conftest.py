@@ -20,6 +20,7 @@ from fleetfix.playbook.loader import StepCatalog, load_playbook
 from fleetfix.probes import probe_registry
 from fleetfix.probes.base import Probe
 from fleetfix.results import RunResult
+from fleetfix.secrets import Redactor
 from fleetfix.transport.base import ConnectionSpec
 from fleetfix.transport.fake import FakeTransport
 
@@ -47,7 +48,7 @@ def fake() -> FakeTransport:
 @pytest.fixture
 def run_playbook(tmp_path: Path, fake: FakeTransport) -> Runner:
     """run_playbook(yaml, hosts=[...] or inventory=INI, probes=(), actions=(), subscribe=sink,
-    **options)."""
+    secrets=(values the run masks), **options)."""
 
     async def run(
         playbook: str,
@@ -57,6 +58,7 @@ def run_playbook(tmp_path: Path, fake: FakeTransport) -> Runner:
         probes: tuple[Probe[Any], ...] = (),
         actions: tuple[Action, ...] = (),
         subscribe: EventSink | None = None,
+        secrets: tuple[str, ...] = (),
         **options: Any,
     ) -> Run:
         book = tmp_path / "playbook.yml"
@@ -74,14 +76,14 @@ def run_playbook(tmp_path: Path, fake: FakeTransport) -> Runner:
         loaded = load_playbook(book, catalog)
         inventory_obj = load_inventory([inv])
         events: list[Event] = []
-        bus = EventBus()
+        bus = EventBus(Redactor(secrets))
         if subscribe is not None:
             bus.subscribe(subscribe)  # e.g. a journal: it sees each event first
         bus.subscribe(events.append)
         engine = Engine(
             inventory=inventory_obj,
             transport=fake,
-            templar=Templar(),
+            templar=Templar(bus.redactor),
             spec_factory=lambda name, _vars: ConnectionSpec(name=name, address=name),
             probes=probe_reg,
             actions=action_reg,

@@ -71,3 +71,26 @@ async def test_a_resumed_run_sets_a_no_log_fact_again(
         extra_vars={"db_password": "pw-1234"},
     )
     assert fake.commands_on("gpu001") == [f"use {TOKEN} db://u:pw-1234@h"]
+
+
+async def test_debug_var_masks_a_secret_whose_repr_escapes_it(
+    run_playbook: Runner, fake: FakeTransport
+) -> None:
+    """`debug: var=` shows repr(value): a password with a quote and a backslash comes out
+    escaped there (pa\\'ss"w\\\\rd), which exact-string masking does not match. It is masked
+    before repr."""
+    password = "pa'ss\"w\\rd-7731"
+    run = await run_playbook(
+        """
+        - hosts: gpu
+          tasks:
+            - debug:
+                var: db_password
+        """,
+        hosts=["gpu001"],
+        secrets=(password,),
+        extra_vars={"db_password": password},
+    )
+    (step,) = [e.result for e in run.events if isinstance(e, HostStepFinished)]
+    assert step.message == f"db_password: {MASK!r}", step.message
+    assert "rd-7731" not in str(step)
