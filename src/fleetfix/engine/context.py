@@ -21,7 +21,7 @@ from fleetfix.transport.base import DEFAULT_COMMAND_TIMEOUT, ConnectionSpec, Tra
 from fleetfix.transport.pool import DEFAULT_RETRY_DELAYS, ConnectionPool, PooledConnection
 
 if TYPE_CHECKING:
-    from fleetfix.engine.fleet_state import CapSlot
+    from fleetfix.engine.cap_slots import CapSlot
     from fleetfix.engine.node_lease import NodeLeases
 
 SpecFactory = Callable[[str, Mapping[str, Any]], ConnectionSpec]
@@ -226,7 +226,7 @@ class RunContext:
     node_leases: NodeLeases | None = None
     """The leases this run takes on nodes (engine/node_lease.py; None: node leases are off)."""
     cap_slots: list[CapSlot] = field(default_factory=list)
-    """Slots this run holds on its capped domains' cap nodes (engine/fleet_state.py)."""
+    """Slots this run holds on its capped domains' cap nodes (engine/cap_slots.py)."""
 
     def stats(self, host: str) -> HostStats:
         return self.result.stats.setdefault(host, HostStats())

@@ -5,13 +5,13 @@ while its first modules load (outside run_cli's guard), while the subcommands' m
 
 from __future__ import annotations
 
-import errno
 import os
 import signal
 import subprocess
 import sys
-import time
 from collections.abc import Callable, Iterator
+from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import TimeoutError as FuturesTimeout
 from pathlib import Path
 
 import pytest
@@ -102,16 +102,16 @@ def fifo(workdir: Path) -> Iterator[Path]:
 
 
 def writer_when_read(path: Path) -> int:
-    """A write end of the FIFO, once the process opened it to read (a non-blocking open for
-    writing fails with ENXIO until a reader is there)."""
-    deadline = time.monotonic() + WAIT
-    while time.monotonic() < deadline:
+    """A write end of the FIFO, once the process opened it to read: a blocking open for
+    writing returns exactly then. If it never does, a reader of our own releases the open."""
+    with ThreadPoolExecutor(1) as pool:
+        opening = pool.submit(os.open, path, os.O_WRONLY)
         try:
-            return os.open(path, os.O_WRONLY | os.O_NONBLOCK)
-        except OSError as exc:
-            if exc.errno != errno.ENXIO:
-                raise
-        time.sleep(0.01)
+            return opening.result(timeout=WAIT)
+        except FuturesTimeout:
+            ours = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
+            os.close(opening.result())
+            os.close(ours)
     pytest.fail("the inventory was never opened")
 
 

@@ -5,7 +5,8 @@ from __future__ import annotations
 import subprocess
 from pathlib import Path
 
-from fleetfix.engine.fleet_state import clear_script, parse_out, slot_script
+from fleetfix.engine.cap_slots import clear_script, slot_script
+from fleetfix.engine.fleet_state import parse_out
 from fleetfix.engine.safety import Safety
 from fleetfix.events import EventBus
 from fleetfix.topology import Topology
