@@ -4,7 +4,10 @@ The reading follows ansible.plugins.inventory.ini: lines before any section are 
 `ungrouped`; `[g]` holds hosts (ranges and `host:port` allowed), `[g:vars]` one `key=value` per
 line, `[g:children]` group names that may be declared later (pending until then). Values, inline
 or in `[g:vars]`, go through ast.literal_eval like Ansible's ini plugin does, so `8080` is an int
-and `yes` stays a string. Every error carries the file, line and the offending text.
+and `yes` stays a string. Every error carries the file, line and the offending text; a file's
+errors are all reported at once (a line in error is left out and reading goes on; the lines of
+a section whose header is in error are skipped). Vars that feed safety gates (`gpus`, `rack`,
+...) are checked as they are read (gate_values.py).
 """
 
 from __future__ import annotations
@@ -21,7 +24,9 @@ from fleetfix.errors import InventoryError, SourcePosition
 from fleetfix.inventory import datafiles
 from fleetfix.inventory.addresses import AddressError, parse_address
 from fleetfix.inventory.builder import BuildError, InventoryBuilder
+from fleetfix.inventory.gate_values import gate_value_problem
 from fleetfix.inventory.model import UnsafeText
+from fleetfix.inventory.problems import raise_found
 from fleetfix.inventory.ranges import HostRangeError, expand_host_range, has_range
 
 _COMMENT_MARKERS = ("#", ";")
@@ -78,7 +83,8 @@ def parse_ini(builder: InventoryBuilder, path: str, data: bytes) -> None:
     """Add the groups, hosts and variables of the INI text `data` (read from `path`).
 
     Raises:
-        InventoryError: the text is not a valid INI inventory; names file and line.
+        InventoryError: the text is not a valid INI inventory; names file and line (several
+            errors: an InventoryErrors with each of them).
     """
     # Like Ansible, bytes that are not UTF-8 are kept as surrogates rather than refused.
     text = data.decode("utf-8", "surrogateescape")
@@ -140,25 +146,41 @@ class _IniReader:
         self._number = 0
         self._raw = ""
         self._lines: list[str] = []
+        self._errors: list[InventoryError] = []
+        # After a section header in error, its lines mean nothing: skipped, not misread.
+        self._skipping = False
 
     def read(self, lines: list[str]) -> None:
+        """Read every line; raise every error found (raise_found) at the end."""
         self._lines = lines
         for number, raw in enumerate(lines, 1):
             self._number, self._raw = number, raw
             line = raw.strip()
             if line and not line.startswith(_COMMENT_MARKERS):
-                self._read_line(line)
+                self._read_recorded(line)
         self._check_pending()
+        raise_found(self._errors)
+
+    def _read_recorded(self, line: str) -> None:
+        try:
+            self._read_line(line)
+        except InventoryError as exc:
+            self._errors.append(exc)
 
     def _read_line(self, line: str) -> None:
         section = _SECTION.match(line)
         if section:
+            self._skipping = True
             self._enter_section(section.group(1), section.group(2))
+            self._skipping = False
         elif line.startswith("[") and line.endswith("]"):
+            self._skipping = True
             self._fail(
                 f"Invalid section entry: {line!r}. Please make sure that there are no spaces in"
                 " the section entry, and that there are no other invalid characters"
             )
+        elif self._skipping:
+            return
         elif self._kind == "hosts":
             self._read_hosts(line)
         elif self._kind == "vars":
@@ -199,6 +221,7 @@ class _IniReader:
                 self._fail(f"Expected key=value host variable assignment, got: {token}", token)
             key, text = token.split("=", 1)
             variables[key] = self._value(text, token)
+            self._check_gate(key, variables[key], token)
         self._builder.origin = SourcePosition(self._path, self._number)
         for name in names:
             self._build(self._builder.add_host, name, self._group, port)
@@ -244,7 +267,9 @@ class _IniReader:
         if "=" not in line:
             self._fail(f"Expected key=value, got: {line}")
         key, text = (part.strip() for part in line.split("=", 1))
-        self._build(self._builder.set_variable, self._group, key, self._value(text, text))
+        value = self._value(text, text)
+        self._check_gate(key, value, key)
+        self._build(self._builder.set_variable, self._group, key, value)
 
     def _read_child(self, line: str) -> None:
         match = _GROUP_NAME.match(line)
@@ -262,14 +287,21 @@ class _IniReader:
         for pending in self._pending.values():
             self._number = pending.line
             self._raw = self._lines[pending.line - 1]
-            if pending.kind == "vars":
-                self._fail(
-                    f"Section [{pending.name}:vars] not valid for undefined group {pending.name!r}."
-                )
-            self._fail(
-                f"Section [{pending.parents[-1]}:children] includes undefined group"
-                f" {pending.name!r}."
-            )
+            self._errors.append(self._error(self._pending_message(pending)))
+
+    @staticmethod
+    def _pending_message(pending: _Pending) -> str:
+        if pending.kind == "vars":
+            return f"Section [{pending.name}:vars] not valid for undefined group {pending.name!r}."
+        return (
+            f"Section [{pending.parents[-1]}:children] includes undefined group {pending.name!r}."
+        )
+
+    def _check_gate(self, key: str, value: Any, token: str) -> None:
+        """Record (not raise: the line's other vars are checked too) a gate var in error."""
+        problem = gate_value_problem(key, value)
+        if problem is not None:
+            self._errors.append(self._error(problem, token))
 
     def _value(self, text: str, token: str) -> Any:
         try:
@@ -284,8 +316,11 @@ class _IniReader:
             self._fail(str(exc))
 
     def _fail(self, message: str, token: str | None = None) -> NoReturn:
+        raise self._error(message, token)
+
+    def _error(self, message: str, token: str | None = None) -> InventoryError:
         column = self._raw.find(token) + 1 if token and token in self._raw else 1
-        raise InventoryError(
+        return InventoryError(
             datafiles.shown(message),
             SourcePosition(self._path, self._number, column),
             source_line=datafiles.shown(self._raw) or None,

@@ -7,7 +7,9 @@ A directory is every entry in it, sorted, recursively, minus what Ansible ignore
 names, group_vars/, host_vars/, vars_plugins/, backups and .md/.txt/.cfg/.retry-like files).
 
 Where Ansible only warns and goes on, fleetfix stops: a source that is missing or cannot be
-read as an inventory raises InventoryError, so a run never starts on half an inventory.
+read as an inventory raises InventoryError, so a run never starts on half an inventory. Every
+file is read even when an earlier one is in error, and the errors of all of them (and of their
+group_vars/host_vars) are raised together.
 fleetfix never executes inventory scripts nor runs inventory plugins.
 """
 
@@ -15,8 +17,9 @@ from __future__ import annotations
 
 import os
 import re
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
+from typing import Any
 
 from fleetfix.errors import InventoryError, SourcePosition
 from fleetfix.inventory import datafiles
@@ -24,6 +27,7 @@ from fleetfix.inventory.addresses import AddressError, parse_address
 from fleetfix.inventory.builder import BuildError, InventoryBuilder
 from fleetfix.inventory.ini import parse_ini
 from fleetfix.inventory.model import Inventory, VarsDirectory
+from fleetfix.inventory.problems import raise_found
 from fleetfix.inventory.vars_dirs import load_vars_directory
 from fleetfix.inventory.yaml_format import YamlInventoryError, parse_yaml_inventory
 
@@ -51,12 +55,24 @@ def load_inventory(sources: Sequence[str | Path] | str | Path) -> Inventory:
     if not paths:
         raise InventoryError("no inventory source given")
     builder = InventoryBuilder()
+    errors: list[InventoryError] = []
     for source in paths:
-        _read_source(builder, source)
+        _recorded(errors, _read_source, builder, source)
+    if errors:
+        # The names read so far find the vars files, whose errors are told too.
+        _recorded(errors, _vars_dirs, paths, list(builder.groups), list(builder.hosts))
+        raise_found(errors)
     builder.reconcile()
     groups, hosts = builder.freeze()
     vars_dirs = _vars_dirs(paths, list(groups), list(hosts))
     return Inventory(groups, hosts, vars_dirs, sources=paths, warnings=builder.warnings)
+
+
+def _recorded(errors: list[InventoryError], read: Callable[..., object], *args: Any) -> None:
+    try:
+        read(*args)
+    except InventoryError as exc:
+        errors.append(exc)
 
 
 def is_host_list(source: str) -> bool:
@@ -101,15 +117,21 @@ def _read_directory(builder: InventoryBuilder, directory: str, visited: set[str]
         raise InventoryError(f"inventory directory {directory} links back to {real}")
     visited.add(real)
     found = False
+    errors: list[InventoryError] = []
     for entry in datafiles.list_directory(directory):
         if _IGNORED_NAMES.search(entry) or entry.endswith(_IGNORED_SUFFIXES):
             continue
         path = os.path.join(directory, entry)
         if os.path.isdir(path):
-            found = _read_directory(builder, path, visited) or found
+            try:
+                found = _read_directory(builder, path, visited) or found
+            except InventoryError as exc:
+                errors.append(exc)
+                found = True
         else:
-            _read_file(builder, os.path.abspath(path))
+            _recorded(errors, _read_file, builder, os.path.abspath(path))
             found = True
+    raise_found(errors)
     return found
 
 

@@ -4,7 +4,8 @@ For a group or host called NAME the first of `NAME`, `NAME.yml`, `NAME.yaml`, `N
 exists is used; if it is a directory, every file in it (recursively, sorted, skipping hidden
 names, `~` backups and files with other extensions) is read in order. Files are JSON or YAML
 mappings merged shallowly, later over earlier; an empty file counts for nothing. Names starting
-with `/` are not looked up (Ansible's guard against chroot-style host names).
+with `/` are not looked up (Ansible's guard against chroot-style host names). Every file in
+error is reported at once; vars that feed safety gates are checked (gate_values.py).
 """
 
 from __future__ import annotations
@@ -15,7 +16,9 @@ from typing import Any
 
 from fleetfix.errors import InventoryError
 from fleetfix.inventory import datafiles
+from fleetfix.inventory.gate_values import gate_value_problem
 from fleetfix.inventory.model import VarsDirectory
+from fleetfix.inventory.problems import raise_found
 
 EXTENSIONS = (".yml", ".yaml", ".json")
 
@@ -26,13 +29,17 @@ def load_vars_directory(
     """The vars files under `path` for the given groups and hosts.
 
     Raises:
-        InventoryError: a vars file is unreadable, not JSON/YAML, or not a mapping.
+        InventoryError: a vars file is unreadable, not JSON/YAML, or not a mapping, or a var
+            that feeds a safety gate is wrong (several: InventoryErrors, each of them).
     """
-    return VarsDirectory(
+    problems: list[InventoryError] = []
+    directory = VarsDirectory(
         path=path,
-        group_vars=_entity_vars(os.path.join(path, "group_vars"), group_names),
-        host_vars=_entity_vars(os.path.join(path, "host_vars"), host_names),
+        group_vars=_entity_vars(os.path.join(path, "group_vars"), group_names, problems),
+        host_vars=_entity_vars(os.path.join(path, "host_vars"), host_names, problems),
     )
+    raise_found(problems)
+    return directory
 
 
 def vars_directory_problems(path: str) -> list[InventoryError]:
@@ -54,15 +61,13 @@ def vars_directory_problems(path: str) -> list[InventoryError]:
                 files = [full]
             else:
                 continue
-            for file in files:
-                try:
-                    _merge_files([file])
-                except InventoryError as exc:
-                    problems.append(exc)
+            _merge_files(files, problems)
     return problems
 
 
-def _entity_vars(directory: str, names: Iterable[str]) -> dict[str, dict[Any, Any]]:
+def _entity_vars(
+    directory: str, names: Iterable[str], problems: list[InventoryError]
+) -> dict[str, dict[Any, Any]]:
     if not os.path.isdir(directory):
         return {}
     # One listing instead of four stat calls per host keeps 10,000-host inventories fast.
@@ -71,7 +76,7 @@ def _entity_vars(directory: str, names: Iterable[str]) -> dict[str, dict[Any, An
     for name in names:
         if not name or name.startswith(os.sep):
             continue
-        merged = _merge_files(_find_files(directory, name, listing))
+        merged = _merge_files(_find_files(directory, name, listing), problems)
         if merged:
             found[name] = merged
     return found
@@ -105,20 +110,34 @@ def _files_in(directory: str) -> list[str]:
     return files
 
 
-def _merge_files(paths: list[str]) -> dict[Any, Any]:
+def _merge_files(paths: list[str], problems: list[InventoryError]) -> dict[Any, Any]:
+    """The files' vars merged in order; what is wrong in them goes to `problems`."""
     merged: dict[Any, Any] = {}
     for path in paths:
-        text = datafiles.read_text(path)
-        data = datafiles.load_data(path, text)
-        if not data:
-            continue
-        if not isinstance(data, dict):
-            position = datafiles.locate(path, text, ())
-            raise InventoryError(
-                f"Could not process {path!r}: expected a mapping of variables, got"
-                f" {type(data).__name__}",
-                position,
-                source_line=datafiles.line_text(text, position),
-            )
-        merged.update(data)
+        try:
+            merged.update(_file_vars(path, problems))
+        except InventoryError as exc:
+            problems.append(exc)
     return merged
+
+
+def _file_vars(path: str, problems: list[InventoryError]) -> dict[Any, Any]:
+    text = datafiles.read_text(path)
+    data = datafiles.load_data(path, text)
+    if not data:
+        return {}
+    if not isinstance(data, dict):
+        position = datafiles.locate(path, text, ())
+        raise InventoryError(
+            f"Could not process {path!r}: expected a mapping of variables, got"
+            f" {type(data).__name__}",
+            position,
+            source_line=datafiles.line_text(text, position),
+        )
+    for key, value in data.items():
+        problem = gate_value_problem(key, value)
+        if problem is not None:
+            position = datafiles.locate(path, text, (key,))
+            source = datafiles.line_text(text, position)
+            problems.append(InventoryError(problem, position, source_line=source))
+    return data

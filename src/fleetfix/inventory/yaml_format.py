@@ -4,6 +4,8 @@ The reading follows ansible.plugins.inventory.yaml: top-level keys are groups; a
 `hosts` (names, ranges, `host:port`, each to its vars or null), `children` (groups, recursively)
 and `vars`. A bare string stands for a one-entry mapping. What Ansible skips with a warning
 (a group that is not a mapping, an unknown key) is skipped here too and recorded as a warning.
+Errors in a valid YAML document are all reported at once: a group, host or var in error is
+left out and reading goes on; vars that feed safety gates are checked (gate_values.py).
 """
 
 from __future__ import annotations
@@ -15,6 +17,8 @@ from fleetfix.errors import InventoryError, SourcePosition
 from fleetfix.inventory import datafiles
 from fleetfix.inventory.addresses import AddressError, parse_address
 from fleetfix.inventory.builder import BuildError, InventoryBuilder
+from fleetfix.inventory.gate_values import gate_value_problem
+from fleetfix.inventory.problems import InventoryErrors, flattened
 from fleetfix.inventory.ranges import HostRangeError, expand_host_range, has_range
 
 _SECTIONS = ("vars", "children", "hosts")
@@ -24,6 +28,10 @@ KeyPath = tuple[Hashable, ...]
 
 class YamlInventoryError(InventoryError):
     """The file holds a YAML mapping that is not a valid YAML inventory."""
+
+
+class YamlInventoryErrors(InventoryErrors, YamlInventoryError):
+    """Several places where a YAML mapping is not a valid YAML inventory."""
 
 
 def parse_yaml_inventory(builder: InventoryBuilder, path: str, text: str) -> None:
@@ -44,8 +52,18 @@ class _YamlReader:
         self._builder = builder
         self._path = path
         self._text = text
+        self._errors: list[InventoryError] = []
 
     def read(self, data: Any) -> None:
+        """Read the document; raise every error found at the end."""
+        self._read_document(data)
+        found = flattened(self._errors)
+        if len(found) == 1:
+            raise found[0]
+        if found:
+            raise YamlInventoryErrors(found)
+
+    def _read_document(self, data: Any) -> None:
         if not data:
             raise InventoryError("Parsed empty YAML file", self._position(()))
         if not isinstance(data, dict):
@@ -61,7 +79,14 @@ class _YamlReader:
                 ("plugin",),
             )
         for name, group_data in data.items():
-            self._group(name, group_data, (name,))
+            self._recorded(self._group, name, group_data, (name,))
+
+    def _recorded(self, read: Any, *args: Any) -> None:
+        """Call `read(*args)`, recording the error it raises and going on."""
+        try:
+            read(*args)
+        except InventoryError as exc:
+            self._errors.append(exc)
 
     def _group(self, name: Any, group_data: Any, where: KeyPath) -> Any:
         if not isinstance(group_data, (dict, type(None))):
@@ -81,7 +106,7 @@ class _YamlReader:
                     f" {type(value).__name__}"
                 )
             elif value is not None:
-                self._section(group, key, value, (*where, key))
+                self._recorded(self._section, group, key, value, (*where, key))
         return group
 
     def _sections(self, group: str, group_data: dict[Any, Any], where: KeyPath) -> dict[Any, Any]:
@@ -101,19 +126,36 @@ class _YamlReader:
     def _section(self, group: str, key: Any, value: dict[Any, Any], where: KeyPath) -> None:
         if key == "vars":
             for var, var_value in value.items():
-                self._build((*where, var), self._builder.set_variable, group, var, var_value)
+                self._recorded(self._variable, group, var, var_value, (*where, var))
         elif key == "children":
             for child, child_data in value.items():
-                child_name = self._group(child, child_data, (*where, child))
-                self._build((*where, child), self._builder.add_child, group, child_name)
+                self._recorded(self._child, group, child, child_data, (*where, child))
         elif key == "hosts":
             for pattern, host_vars in value.items():
-                self._hosts(group, pattern, host_vars or {}, (*where, pattern))
+                self._recorded(self._hosts, group, pattern, host_vars or {}, (*where, pattern))
         else:
             self._warn(
                 f'Skipping unexpected key ({key}) in group ({group}), only "vars", "children"'
                 ' and "hosts" are valid'
             )
+
+    def _child(self, group: str, child: Any, child_data: Any, where: KeyPath) -> None:
+        child_name = self._group(child, child_data, where)
+        self._build(where, self._builder.add_child, group, child_name)
+
+    def _variable(self, entity: str, var: Any, value: Any, where: KeyPath) -> None:
+        problem = gate_value_problem(var, value)
+        if problem is not None:
+            self._fail(problem, where)
+        self._build(where, self._builder.set_variable, entity, var, value)
+
+    def _host_variable(self, names: list[str], var: Any, value: Any, where: KeyPath) -> None:
+        """One var of a host pattern (a range too): checked once, set on each host."""
+        problem = gate_value_problem(var, value)
+        if problem is not None:
+            self._fail(problem, where)
+        for name in names:
+            self._build(where, self._builder.set_variable, name, var, value)
 
     def _hosts(self, group: str, pattern: Any, host_vars: Any, where: KeyPath) -> None:
         names, port = self._expand(pattern, where)
@@ -123,8 +165,8 @@ class _YamlReader:
             )
         for name in names:
             self._build(where, self._builder.add_host, name, group, port)
-            for var, var_value in host_vars.items():
-                self._build(where, self._builder.set_variable, name, var, var_value)
+        for var, var_value in host_vars.items():
+            self._recorded(self._host_variable, names, var, var_value, (*where, var))
 
     def _expand(self, pattern: Any, where: KeyPath) -> tuple[list[str], int | None]:
         if not isinstance(pattern, str):
