@@ -7,6 +7,8 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from fleetfix.verdicts import Verdict, VerdictKind
+
 
 @dataclass(frozen=True, slots=True)
 class ParsedOutput:
@@ -151,6 +153,8 @@ class RunResult:
     refused, a fault still present). Any of them makes the run exit non-zero."""
     leased: dict[str, str] = field(default_factory=dict)
     """Hosts left out because another live run holds them -> who: exit 6, the rest is run."""
+    verdicts: dict[str, Verdict] = field(default_factory=dict)
+    """Each host's verdict, judged once (engine/verdict.py); every report reads it."""
 
     def outcome(self, *, check_changes_exit: bool = False) -> Outcome:
         """Ansible's precedence: safety gate, then unreachable over failed; a host left
@@ -159,9 +163,15 @@ class RunResult:
             return Outcome.INTERRUPTED
         if self.aborted_by_safety or self.holds or self.leased:
             return Outcome.SAFETY_ABORT
-        if any(s.unreachable for s in self.stats.values()):
+        if self.verdicts:  # the engine judged every host: the verdicts decide
+            kinds = {v.kind for v in self.verdicts.values()}
+            if VerdictKind.UNREACHABLE in kinds:
+                return Outcome.UNREACHABLE
+            if any(kind.failing for kind in kinds):
+                return Outcome.HOST_FAILED
+        elif any(s.unreachable for s in self.stats.values()):
             return Outcome.UNREACHABLE
-        if any(s.failed for s in self.stats.values()) or self.left:
+        elif any(s.failed for s in self.stats.values()) or self.left:
             return Outcome.HOST_FAILED
         if check_changes_exit and any(s.changed for s in self.stats.values()):
             return Outcome.CHECK_CHANGES

@@ -104,6 +104,10 @@ class Action:
     """Checks literal params before anything runs; None when fine, else what is wrong."""
     result_probe: str | None = None
     """Parse the last command's output with this probe; `check` then sees its facts."""
+    repairs: bool = True
+    """Changes the node's health when it changes anything (a reboot, a reset, a cleanup);
+    False for taking the node out of service and back (drain, resume, reservations): a node
+    reserved for a test and released is not a changed node (its verdict: fleetfix/verdicts.py)."""
     active_test: bool = False
     """Loads the GPUs or fabric (nccl-tests, dcgmi diag -r 2+): the engine runs it only on a
     node out of scheduling, drained or in a fleetfix reservation (engine/gates.py)."""

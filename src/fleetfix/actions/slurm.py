@@ -232,6 +232,7 @@ def _check_released(ctx: ActionContext) -> str | None:
 ACTIONS = (
     Action(
         name="slurm_drain",
+        repairs=False,
         validate=params_checker({"wait_timeout": duration}),
         summary="drain the node in Slurm with a 'fleetfix:' reason; optionally wait for DRAINED",
         plan=_plan_drain,
@@ -250,6 +251,7 @@ ACTIONS = (
     ),
     Action(
         name="slurm_resume",
+        repairs=False,
         summary="resume the node in Slurm, only if fleetfix drained it and it validates",
         plan=_plan_resume,
         params={"node": "Slurm node name (default: short inventory hostname)"},
@@ -262,6 +264,7 @@ ACTIONS = (
     ),
     Action(
         name="slurm_reserve",
+        repairs=False,
         validate=params_checker({"duration": duration}),
         summary="reserve the node for fleetfix's active tests (a fleetfix- MAINT reservation)",
         plan=_plan_reserve,
@@ -277,6 +280,7 @@ ACTIONS = (
     ),
     Action(
         name="slurm_release",
+        repairs=False,
         summary="delete the fleetfix reservation holding the node (none: nothing to do)",
         plan=_plan_release,
         params={"node": "Slurm node name (default: short inventory hostname)"},

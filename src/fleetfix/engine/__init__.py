@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from fleetfix.actions.base import Action
-from fleetfix.engine import adopt, cap_slots
+from fleetfix.engine import adopt, cap_slots, verdict
 from fleetfix.engine.context import (
     Connections,
     HostSource,
@@ -25,7 +25,7 @@ from fleetfix.engine.play import run_play
 from fleetfix.engine.playkeys import rendered_play
 from fleetfix.engine.runhosts import LiveGroups, play_hosts
 from fleetfix.engine.safety import Safety
-from fleetfix.events import EventBus, HostLeft, RunFinished, RunStarted
+from fleetfix.events import EventBus, RunFinished, RunStarted
 from fleetfix.inventory.model import Inventory
 from fleetfix.inventory.vars_dirs import load_vars_directory
 from fleetfix.playbook.model import Playbook
@@ -35,6 +35,7 @@ from fleetfix.results import RunResult
 from fleetfix.topology import Topology
 from fleetfix.topology.caps import DomainCap
 from fleetfix.transport.base import Transport
+from fleetfix.verdicts import LeftKind
 
 __all__ = ["Engine", "RunOptions", "run_playbook"]
 
@@ -93,7 +94,7 @@ async def run_playbook(engine: Engine, playbook: Playbook, select: HostSelector)
     ctx.bus.emit(started)
     for host, holder in sorted(ctx.options.leased.items()):
         ctx.result.leased[host] = holder
-        ctx.bus.emit(HostLeft(host=host, kind="leased", reason=f"left out: leased by {holder}"))
+        verdict.left(ctx, host, LeftKind.LEASED, f"left out: leased by {holder}")
     renewal = asyncio.create_task(leases.renewing(ctx)) if leases is not None else None
     try:
         await _adopt(ctx, every_host, playbook_dir, read=False)
@@ -119,7 +120,8 @@ async def run_playbook(engine: Engine, playbook: Playbook, select: HostSelector)
     if not ctx.result.interrupted:
         for host, reason in left_unhealthy(ctx, planned=ctx.options.check).items():
             ctx.result.left[host] = reason
-            ctx.bus.emit(HostLeft(host=host, kind="unhealthy", reason=reason))
+            verdict.left(ctx, host, LeftKind.UNHEALTHY, reason)
+    verdict.judge_rest(ctx, (*every_host, *ctx.hosts))
     ctx.bus.emit(RunFinished(result=ctx.result))
     return ctx.result
 

@@ -177,6 +177,10 @@ class HostState:
     """The most GPUs any earlier run saw (the journal), read once: engine/gpus.py `most_seen`."""
     journal_gpus_read: bool = False
     last_failure: tuple[Step, StepResult] | None = None  # for a rescue's ansible_failed_*
+    actions_done: list[str] = field(default_factory=list)
+    """The actions done on the host in this run that did not fail, in order (its verdict)."""
+    changed_node: bool = False
+    """A step changed the node other than by taking it out of or back into service."""
     templated_vars: frozenset[str] | None = None
     """Names of `base_vars` whose values are templates (found once, reset when they change)."""
 

@@ -21,6 +21,7 @@ from fleetfix.actions.base import Action
 from fleetfix.engine.hoststep import HostStep
 from fleetfix.events import OwnershipOverridden
 from fleetfix.probes.slurm_node import SlurmNodeFacts
+from fleetfix.verdicts import LeftKind
 
 SLURM_PROBE = "slurm_node"
 NO_SLURM_VAR = "fleetfix_slurm"
@@ -33,7 +34,7 @@ HANDS_OFF_VAR = "fleetfix_hands_off"
 class Refusal:
     """Why the engine will not let an action touch this node now."""
 
-    kind: str  # "owned" | "refused"
+    kind: LeftKind  # OWNED or REFUSED
     reason: str
 
 
@@ -68,7 +69,7 @@ async def gate_facts(hs: HostStep, action: Action) -> dict[str, Any] | Refusal:
         needed = action.active_test and name == SLURM_PROBE
         if action.changes_state or name in action.requires or needed:
             return Refusal(
-                "refused",
+                LeftKind.REFUSED,
                 f"{action.name} refused: cannot evaluate its safety gates: {probed.message}",
             )
         facts[name] = None
@@ -89,7 +90,7 @@ def ownership(hs: HostStep, action: Action, facts: dict[str, Any]) -> Refusal | 
         by = ctx.options.operator or "unknown"
         ctx.bus.emit(OwnershipOverridden(host=host, owner=who, reason=reason, by=by))
         return None
-    return Refusal("owned", f"left alone: owned by {who}: {reason}")
+    return Refusal(LeftKind.OWNED, f"left alone: owned by {who}: {reason}")
 
 
 def _owner(hs: HostStep, facts: dict[str, Any]) -> tuple[str, str] | None:
@@ -130,7 +131,7 @@ def out_of_scheduling(hs: HostStep, action: Action, facts: dict[str, Any]) -> Re
         return None
     where = "its Slurm state is unknown" if slurm is None else _in_scheduling(slurm)
     return Refusal(
-        "refused",
+        LeftKind.REFUSED,
         f"{action.name} refused: an active test runs only on a node taken out of scheduling"
         f" (drained, or in a fleetfix reservation: slurm_reserve); {where}",
     )

@@ -45,13 +45,20 @@ def left_unhealthy(ctx: RunContext, *, planned: bool = False) -> dict[str, str]:
             verdict = "unreachable" if stats.unreachable else "failed"
             left[host] = f"{verdict}: {_last_failure(ctx, host)}"
             continue
-        problems = _unreadable(state) if planned else _problems(state)
-        short = None if planned else gpus_short(ctx, state)
-        if short is not None:
-            problems.append(f"nvidia_smi: {short}")
-        if problems and not _out_of_service(state.probe_data.get("slurm_node")):
+        problems = current_problems(ctx, state, planned=planned)
+        if problems and not out_of_service(state.probe_data.get("slurm_node")):
             left[host] = "unhealthy: " + "; ".join(problems)
     return left
+
+
+def current_problems(ctx: RunContext, state: HostState, *, planned: bool) -> list[str]:
+    """The faults the host's last probe reads still show (`planned`: only the health probes
+    that could not be read, as in `left_unhealthy`)."""
+    problems = _unreadable(state) if planned else _problems(state)
+    short = None if planned else gpus_short(ctx, state)
+    if short is not None:
+        problems.append(f"nvidia_smi: {short}")
+    return problems
 
 
 def _unreadable(state: HostState) -> list[str]:
@@ -83,7 +90,8 @@ def _problems(state: HostState) -> list[str]:
     return problems
 
 
-def _out_of_service(slurm: Mapping[str, Any] | None) -> bool:
+def out_of_service(slurm: Mapping[str, Any] | None) -> bool:
+    """Drained, draining or down in Slurm (its reason says why)."""
     return bool(slurm) and any(slurm.get(k) for k in ("drained", "draining", "down"))  # type: ignore[union-attr]
 
 

@@ -96,6 +96,8 @@ class HostStep:
             **fields,
         )
         self.ctx.bus.emit(event)
+        if isinstance(event, ActionTaken) and not fields.get("failed"):
+            self.state.actions_done.append(action)
 
     async def command(
         self,

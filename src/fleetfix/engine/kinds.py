@@ -14,11 +14,12 @@ from fleetfix.engine.hoststep import HostStep, Outcome, command_line
 from fleetfix.engine.inventory_kinds import add_host_step, group_by_step
 from fleetfix.engine.parking import PARK_KEY, PARKED, parked_from
 from fleetfix.engine.remediate import run_action, run_command_action
+from fleetfix.engine.verdict import left
 from fleetfix.errors import FleetfixError
-from fleetfix.events import HostLeft
 from fleetfix.playbook.includes import candidates
 from fleetfix.playbook.model import StepKind
 from fleetfix.results import CommandResult
+from fleetfix.verdicts import LeftKind
 
 KindHandler = Callable[[HostStep], Awaitable[Outcome]]
 
@@ -189,12 +190,12 @@ def leave(hs: HostStep, kind: str, reason: str, parked: Mapping[str, Any] | None
         if park is not None and ctx.parking.park(park, time.time()):
             hs.state.ended = True
             return
-        kind = "deferred"  # its wait is over already
+        kind = LeftKind.DEFERRED  # its wait is over already
         reason = park.deferred() if park is not None else reason.replace(PARKED, kind, 1)
     hs.state.ended = True
     ctx.result.left[host] = reason
-    ctx.bus.emit(HostLeft(host=host, kind=kind, reason=reason))
-    if kind == "deferred" and not hs.dry:
+    left(ctx, host, LeftKind(kind), reason)
+    if kind == LeftKind.DEFERRED and not hs.dry:
         ctx.safety.defer(host)
 
 

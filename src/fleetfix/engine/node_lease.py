@@ -35,6 +35,7 @@ from fleetfix.errors import TransportError, UsageError
 from fleetfix.events import CommandRan
 from fleetfix.results import CommandResult
 from fleetfix.transport.base import ConnectionSpec
+from fleetfix.verdicts import LeftKind
 
 if TYPE_CHECKING:
     from fleetfix.engine.context import RunContext, RunOptions
@@ -248,15 +249,17 @@ class NodeLeases:
             if dead and self.is_dead is not None and self.is_dead(dead):
                 answer = await self._take(hs, shell, dead)
         if isinstance(answer, str):
-            return Refusal("refused", f"{action} refused: cannot take the node lease: {answer}")
+            return Refusal(
+                LeftKind.REFUSED, f"{action} refused: cannot take the node lease: {answer}"
+            )
         if answer.verdict is Verdict.TAKEN:
             self.held[host] = shell
             self.lost.pop(host, None)
             return None
         if answer.verdict is Verdict.HELD and answer.record is not None:
             self.asked.pop(host, None)  # another run's: nothing of ours to release there
-            return Refusal("owned", answer.record.holder())
-        return Refusal("refused", f"{action} refused: the node lease said {answer.verdict}")
+            return Refusal(LeftKind.OWNED, answer.record.holder())
+        return Refusal(LeftKind.REFUSED, f"{action} refused: the node lease said {answer.verdict}")
 
     async def _take(self, hs: HostStep, shell: NodeShell, take_from: str) -> LeaseAnswer | str:
         script = self.script(Mode.TAKE, take_from)

@@ -27,6 +27,7 @@ from fleetfix.events import ActionStarted, ActionTaken
 from fleetfix.playbook.model import Step
 from fleetfix.results import CommandResult, OpenIntent
 from fleetfix.transport.pool import ConnectionLostError
+from fleetfix.verdicts import LeftKind
 
 HOLD_KEY = "fleetfix_hold"
 """In a held action's registered result: the hold as the run reports it (a resume replays it:
@@ -79,7 +80,7 @@ async def run_command_action(hs: HostStep, action: Action, handlers: Handlers) -
 def _not_listed(hs: HostStep) -> Outcome | None:
     """No fleetfix action on a host the inventory does not list (implicit localhost, add_host)."""
     not_listed = unlisted(hs.ctx, hs.state.name)
-    return _left(Refusal("refused", not_listed)) if not_listed is not None else None
+    return _left(Refusal(LeftKind.REFUSED, not_listed)) if not_listed is not None else None
 
 
 async def _one_rung(
@@ -267,7 +268,7 @@ def _not_now(
     why = (result.stdout.strip().splitlines() or [planned.why])[-1]
     own = hs.step.args.get("name") == action.name
     if planned.park_for is None or planned.park_for <= 0 or not own:
-        outcome.left = ("deferred", f"deferred: {why}")
+        outcome.left = (LeftKind.DEFERRED, f"deferred: {why}")
     else:
         until = time.time() + planned.park_for
         wait = result.duration + planned.park_for

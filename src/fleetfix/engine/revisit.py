@@ -11,6 +11,7 @@ from fleetfix.engine.kinds import leave
 from fleetfix.engine.parking import Parked
 from fleetfix.engine.verification import action_context
 from fleetfix.errors import FleetfixError
+from fleetfix.verdicts import LeftKind
 
 REVISIT_POLL = 3.0
 """Seconds between two looks at the parked hosts once the play's batches are done."""
@@ -60,12 +61,12 @@ async def _still_waiting(ctx: RunContext, parked: Parked) -> str | None:
 def defer(parked: Parked) -> None:
     """The wait is over and the host is still busy: deferred, as an action's `defer_rc`
     defers it (its place under the caps freed; the next run finishes the work)."""
-    leave(parked.hs, "deferred", parked.deferred())
+    leave(parked.hs, LeftKind.DEFERRED, parked.deferred())
 
 
 def defer_all(ctx: RunContext, why: str) -> None:
     """The play stops with hosts still parked (a safety stop, end_play): each is deferred now,
     saying so."""
     for parked in list(ctx.parking.waiting.values()):
-        leave(parked.hs, "deferred", parked.deferred(why))
+        leave(parked.hs, LeftKind.DEFERRED, parked.deferred(why))
     ctx.parking.waiting.clear()

@@ -75,7 +75,7 @@ class Safety:
         if host in self.out:
             return None
         if host in self.held and not self.override_holds:
-            return f"held: {self._why_held(host)} (override with --override-holds)"
+            return f"held: {self.why_held(host)} (override with --override-holds)"
         for domain in self.domain_caps(host, scheduler_out):
             out = self.known_out(domain, host)
             if len(out) >= domain.cap:
@@ -184,7 +184,7 @@ class Safety:
             )
         self.held = held_hosts(self.topology, self.findings)
 
-    def _why_held(self, host: str) -> str:
+    def why_held(self, host: str) -> str:
         for finding in self.findings:
             if self.topology is not None and host in self.topology.members(
                 finding.kind, finding.domain

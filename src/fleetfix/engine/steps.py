@@ -347,10 +347,21 @@ def _record(
         state.facts[step.register] = with_lines(result.data)
     if result.changed and step.notify:
         state.notified.update(step.notify)
+    if result.changed and not _in_and_out_of_service(ctx, step):
+        state.changed_node = True
     ctx.stats(state.name).count(result)
     ctx.bus.emit(HostStepFinished(result=result))
     ctx.result.results.append(_kept(result))
     return result
+
+
+def _in_and_out_of_service(ctx: RunContext, step: Step) -> bool:
+    """The step is an action that only takes the node out of service or back (a drain, a
+    reservation for a test): it changes Slurm's view of the node, not the node."""
+    if step.kind is not StepKind.ACTION:
+        return False
+    name = str(step.args.get("name", ""))
+    return name in ctx.actions and not ctx.actions.get(name).repairs
 
 
 def _kept(result: StepResult) -> StepResult:

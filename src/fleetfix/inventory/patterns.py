@@ -9,11 +9,14 @@ optional subscript on a group: `g[0]`, `g[-1]`, `g[1:3]` (inclusive), `g[2:]`.
 One deliberate difference: a term written as a host range, like `gpu[001:016]` or
 `rack1-gpu[01:08:2]`, where no group matches the part before the brackets, selects the hosts
 that range expands to (Ansible would read `[001:016]` as a subscript of a group `gpu` and select
-nothing). A term matching nothing selects nothing; only malformed terms raise PatternError.
+nothing). A term matching nothing selects nothing; only malformed terms raise PatternError,
+and, in a --limit (or a line of its @file), a plain name that is no host nor group of the
+inventory: `--limit gpu999` is a typo to stop at, not a pattern that happens to match nothing.
 """
 
 from __future__ import annotations
 
+import difflib
 import fnmatch
 import os
 import re
@@ -38,6 +41,10 @@ _HAS_RANGE = re.compile(_RANGE_BRACKET)
 _GLOB_CHARS = ("*", "?", "[")
 # Ansible also looks at host names, not only group names, when a term holds one of these.
 _HOST_HINT_CHARS = (".", "?", "*", "[")
+LOCALHOST_NAMES: tuple[str, ...] = ("localhost", "127.0.0.1")
+"""The names Ansible answers with an implicit localhost (its `::1` cannot be a pattern term)."""
+_SUGGEST_AMONG = 10_000
+"""Close-match suggestions for an unknown --limit name are looked for up to this many hosts."""
 
 
 def split_pattern(pattern: str) -> list[str]:
@@ -103,16 +110,57 @@ def limit(inventory: Inventory, hosts: list[str], limit_text: str) -> list[str]:
     made only of empty files selects nothing rather than everything.
 
     Raises:
-        PatternError: the limit is empty or malformed, or a limit file cannot be read.
+        PatternError: the limit is empty or malformed, a limit file cannot be read, or a term
+            names a host that is not in the inventory (every such name is listed, a file's with
+            its file and line).
     """
     terms = checked_terms(limit_text, "--limit")
-    expanded: list[str] = []
+    placed: list[tuple[str, str | None]] = []
     for term in terms:
-        expanded.extend(read_limit_file(term[1:]) if term.startswith("@") else [term])
-    if not expanded:
+        if term.startswith("@"):
+            placed.extend((line, f"{term[1:]}:{n}") for n, line in _limit_file_lines(term[1:]))
+        else:
+            placed.append((term, None))
+    if not placed:
         return []
-    allowed = set(_in_context(inventory, expanded, f"--limit {limit_text!r}"))
+    refuse_unknown_names(inventory, placed)
+    allowed = set(_in_context(inventory, [term for term, _ in placed], f"--limit {limit_text!r}"))
     return [host for host in hosts if host in allowed]
+
+
+def refuse_unknown_names(inventory: Inventory, placed: list[tuple[str, str | None]]) -> None:
+    """Raise PatternError naming every term (with where it was written, when from a file) that
+    is a plain name no host or group of `inventory` has."""
+    unknown = [(term, where) for term, where in placed if _unknown_name(inventory, term)]
+    if not unknown:
+        return
+    shown = ", ".join(f"{term} ({where})" if where else term for term, where in unknown)
+    raise PatternError(
+        f"--limit names {len(unknown)} host(s) not in the inventory: {shown}",
+        hint=_close_names(inventory, [term.lstrip("&!") for term, _ in unknown]),
+    )
+
+
+def _unknown_name(inventory: Inventory, term: str) -> bool:
+    """A term written as a plain name (no glob, regex or range) that names nothing."""
+    body = term[1:] if term[0] in "&!" else term
+    return not (
+        not body
+        or body[0] == "~"
+        or any(c in body for c in _GLOB_CHARS)
+        or body in inventory.hosts
+        or body in inventory.groups
+        or body in LOCALHOST_NAMES
+    )
+
+
+def _close_names(inventory: Inventory, names: list[str]) -> str | None:
+    if len(inventory.hosts) > _SUGGEST_AMONG:
+        return None
+    known = [*inventory.hosts, *inventory.groups]
+    close = {n: difflib.get_close_matches(n, known, n=1) for n in names}
+    found = [f"{name} -> {match[0]}" for name, match in close.items() if match]
+    return f"did you mean: {', '.join(found)}?" if found else None
 
 
 def _in_context(inventory: Inventory, terms: list[str], where: str) -> list[str]:
@@ -182,6 +230,11 @@ def read_limit_file(path: str) -> list[str]:
     Raises:
         PatternError: the file does not exist, is a directory or cannot be read.
     """
+    return [line for _, line in _limit_file_lines(path)]
+
+
+def _limit_file_lines(path: str) -> list[tuple[int, str]]:
+    """read_limit_file's terms, each with its line number."""
     if not os.path.exists(path):
         raise PatternError(f"Unable to find limit file {path}")
     if not os.path.isfile(path):
@@ -191,7 +244,8 @@ def read_limit_file(path: str) -> list[str]:
             text = handle.read()
     except (OSError, UnicodeDecodeError) as exc:
         raise PatternError(f"cannot read limit file {path}: {exc}") from exc
-    return [line.strip() for line in text.split("\n") if line.strip()]
+    lines = enumerate(text.split("\n"), 1)
+    return [(number, line.strip()) for number, line in lines if line.strip()]
 
 
 def _apply_subscript(hosts: list[str], subscript: Subscript | None, term: str) -> list[str]:

@@ -14,10 +14,7 @@ from dataclasses import replace
 from typing import Any
 
 from fleetfix.inventory.model import Group, Host, Inventory
-from fleetfix.inventory.patterns import split_pattern
-
-LOCALHOST_NAMES: tuple[str, ...] = ("localhost", "127.0.0.1")
-"""The names Ansible answers with an implicit localhost (its `::1` cannot be a pattern term)."""
+from fleetfix.inventory.patterns import LOCALHOST_NAMES, split_pattern
 
 EMPTY_INVENTORY_WARNING = "provided hosts list is empty, only localhost is available"
 

@@ -52,6 +52,7 @@ itself (it reports the current one; the log keeps every change).
 from __future__ import annotations
 
 import enum
+import re
 from collections.abc import Collection, Iterable, Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
@@ -65,6 +66,18 @@ GpuKey = int | str
 FABRIC_MANAGER = "nvidia-fabricmanager"
 RMA_CANDIDATE = "RMA candidate: run the field diagnostic"
 """How fleetfix words a GPU no reset fixes until NVIDIA's field diagnostic confirms an RMA."""
+RMA_REASON = re.compile(r"\bneeds RMA\b|\bRMA candidate\b")
+"""fleetfix's drain reason for a node to replace parts of: `fleetfix: ... RMA candidate: run
+the field diagnostic` (what fleetfix itself writes: NVIDIA's field diagnostic confirms an RMA)
+or `needs RMA` (a confirmed one): the convention of the shipped playbooks (their
+`left_for_rma`) and docs/gpu-procedures.md."""
+
+
+def is_rma_reason(reason: str) -> bool:
+    """A drain reason that says the node needs RMA, or is an RMA candidate."""
+    return RMA_REASON.search(reason) is not None
+
+
 GPU_GONE_XIDS = frozenset({79})
 """Xids that mean a GPU is gone from the bus (rule 4): only a reboot brings it back. The
 fallen-off-the-bus messages without an Xid line are read as Xid 79 too (probes/xid.py)."""

@@ -25,12 +25,6 @@ from fleetfix.results import CommandResult, Status, StepResult
 
 Facts = Mapping[str, Any]
 
-RMA_REASON = re.compile(r"\bneeds RMA\b|\bRMA candidate\b")
-"""fleetfix's drain reason for a node to replace parts of: `fleetfix: ... RMA candidate: run
-the field diagnostic` (what fleetfix itself writes: NVIDIA's field diagnostic confirms an RMA)
-or `needs RMA` (a confirmed one): the convention of the shipped playbooks (their
-`left_for_rma`) and docs/gpu-procedures.md. The ticket goes out for both: the field diagnostic
-is the vendor's step of the RMA process."""
 RMA_MARK = "RMA"
 DRAIN = "slurm_drain"
 COLLECT = "collect_evidence"
@@ -193,7 +187,7 @@ def rma_reason(before: CommandResult | None, after: CommandResult) -> str | None
     if RMA_MARK not in after.stdout:
         return None
     reason = _reason(after.stdout)
-    if reason is None or not RMA_REASON.search(reason):
+    if reason is None or not remedy.is_rma_reason(reason):
         return None
     return None if before is not None and _reason(before.stdout) == reason else reason
 

@@ -36,7 +36,6 @@ from fleetfix.report.model import (
     ActionRecord,
     CommandRecord,
     HostReport,
-    HostStatus,
     LeafNode,
     Report,
     SpineNode,
@@ -47,11 +46,11 @@ from fleetfix.results import HostStats, StepResult, failed_and_considered
 from fleetfix.topology.findings import (
     Finding,
     correlated_failures,
-    held_hosts,
     intra_node_mismatches,
     stragglers,
 )
 from fleetfix.topology.graph import NO_LEAF, NO_SPINE, Topology, natural_sorted
+from fleetfix.verdicts import Verdict, VerdictKind
 
 VERIFICATION_FAILED = "verification failed"
 """What the engine's step message says when an action ran but its `verify` did not pass."""
@@ -155,7 +154,6 @@ class ReportCollector:
         hosts = list(self._hosts) + [h for h in self._steps if h not in self._hosts]
         topology = topology or Topology.from_hosts({h: {} for h in hosts})
         chosen = tuple(findings) if findings is not None else tuple(self.findings(topology))
-        held = held_hosts(topology, chosen)
         stats = self._stats()
         run = self._run
         result = self._finished.result if self._finished else None
@@ -169,7 +167,7 @@ class ReportCollector:
             outcome=outcome.name.lower() if outcome is not None else "incomplete",
             exit_code=int(outcome) if outcome is not None else None,
             plays=tuple(self._plays),
-            hosts=tuple(self._host(h, topology, stats, held) for h in natural_sorted(hosts)),
+            hosts=tuple(self._host(h, topology, stats) for h in natural_sorted(hosts)),
             findings=chosen,
             tree=_tree(topology, hosts),
             actions=tuple(self._actions) + self._planned_actions(),
@@ -189,23 +187,29 @@ class ReportCollector:
             stats.setdefault(result.host, HostStats()).count(result)
         return stats
 
-    def _host(
-        self, name: str, topology: Topology, stats: Mapping[str, HostStats], held: set[str]
-    ) -> HostReport:
+    def verdict(self, host: str) -> Verdict:
+        """The engine's verdict on `host` (journaled with the run's end). A run that never
+        finished has none: its hosts read "interrupted", never a status made up from counts."""
+        verdicts = self._finished.result.verdicts if self._finished is not None else {}
+        found = verdicts.get(host)
+        if found is not None:
+            return found
+        why = "the run did not finish: no verdict was made" if not verdicts else "not judged"
+        return Verdict(host, VerdictKind.INTERRUPTED, why)
+
+    def _host(self, name: str, topology: Topology, stats: Mapping[str, HostStats]) -> HostReport:
         recap = stats[name].as_dict() if name in stats else HostStats().as_dict()
-        status = _host_status(recap, name in held, bool(self._steps.get(name)))
         try:
             domains = topology.domains_of(name)
         except KeyError:
             domains = {}
         return HostReport(
             name=name,
-            status=status,
+            verdict=self.verdict(name),
             recap=recap,
             domains=domains,
             steps=tuple(self._steps.get(name, ())),
             busbw=self._busbw.get(name),
-            held=status is HostStatus.HELD,
             left=self._left.get(name),
         )
 
@@ -340,18 +344,6 @@ def registered_busbw(data: Mapping[str, Any]) -> float | None:
         if isinstance(value, (int, float)) and not isinstance(value, bool) and isfinite(value):
             return float(value)
     return None
-
-
-def _host_status(recap: Mapping[str, int], held: bool, ran: bool) -> HostStatus:
-    if recap.get("unreachable"):
-        return HostStatus.UNREACHABLE
-    if recap.get("failed"):
-        return HostStatus.HELD if held else HostStatus.FAILED
-    if recap.get("changed"):
-        return HostStatus.CHANGED
-    if recap.get("ok") or recap.get("rescued"):
-        return HostStatus.OK
-    return HostStatus.SKIPPED if ran else HostStatus.NOT_RUN
 
 
 def _tree(topology: Topology, hosts: list[str]) -> tuple[SpineNode, ...]:

@@ -12,8 +12,8 @@ from __future__ import annotations
 import time
 from collections.abc import Mapping
 
-from fleetfix.report.html_hosts import SEVERITY, host_reason, hosts_html
-from fleetfix.report.model import HOST_STATUS_MEANING, ActionRecord, HostReport, HostStatus, Report
+from fleetfix.report.html_hosts import host_reason, hosts_html
+from fleetfix.report.model import ActionRecord, HostReport, Report
 from fleetfix.report.svg import (
     HOST_COLOURS,
     busbw_chart,
@@ -24,6 +24,7 @@ from fleetfix.report.svg import (
     topology_map,
 )
 from fleetfix.topology.findings import Finding, FindingCategory
+from fleetfix.verdicts import VerdictKind
 
 CSP = "default-src 'none'; style-src 'unsafe-inline'; img-src data:"
 OUTCOME_CLASS: Mapping[str, str] = {"ok": "good", "check_changes": "warn", "incomplete": "warn"}
@@ -174,10 +175,11 @@ def _chips(report: Report) -> str:
     chips = []
     for status, count in report.status_counts().items():
         if count:
-            fill, ink = HOST_COLOURS[HostStatus(status)]
+            kind = VerdictKind(status)
+            fill, ink = HOST_COLOURS[kind]
             chips.append(
                 f'<li class="chip" style="background:{fill};color:{ink}">'
-                f"{count} {esc(status.replace('_', ' '))}</li>"
+                f"{count} {esc(kind.label)}</li>"
             )
     return f'<ul class="chips" aria-label="hosts by status">{"".join(chips)}</ul>'
 
@@ -221,7 +223,7 @@ def _attention(report: Report, anchors: Mapping[str, str]) -> str:
     """Every failed, held, unreachable or left host with its reason, hosts sharing a reason on
     one line: what failed and why, on the first screen."""
     by_reason: dict[str, list[HostReport]] = {}
-    for host in sorted(report.hosts, key=lambda h: SEVERITY[h.status]):
+    for host in sorted(report.hosts, key=lambda h: h.status.rank):
         reason = host_reason(host)
         if reason is not None:
             by_reason.setdefault(reason, []).append(host)
@@ -239,22 +241,21 @@ def _attention(report: Report, anchors: Mapping[str, str]) -> str:
 def _host_links(hosts: list[HostReport], anchors: Mapping[str, str]) -> str:
     return ", ".join(
         f'<a href="#{esc(anchors.get(h.name, ""))}"><strong>{esc(h.name)}</strong></a> '
-        f'<span class="status {esc(h.status.value)}">{esc(h.status.value)}</span>'
+        f'<span class="status {esc(h.status.value)}">{esc(h.status.label)}</span>'
         for h in hosts
     )
 
 
 def _legend() -> str:
     items = []
-    for status in HostStatus:
+    for status in VerdictKind:
         fill, _ = HOST_COLOURS[status]
         swatch = (
             '<span class="swatch held-swatch"></span>'
-            if status is HostStatus.HELD
+            if status is VerdictKind.HELD
             else f'<span class="swatch" style="background:{fill}"></span>'
         )
-        meaning = HOST_STATUS_MEANING[status]
-        items.append(f"<li>{swatch}{esc(status.value)} <small>{esc(meaning)}</small></li>")
+        items.append(f"<li>{swatch}{esc(status.label)} <small>{esc(status.meaning)}</small></li>")
     items.append(
         '<li><span class="swatch" style="background:#ffebee;border:2px solid #b71c1c"></span>'
         "suspect switch <small>named by a correlated-failure finding</small></li>"

@@ -16,7 +16,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from functools import reduce
 
-from fleetfix.report.model import CommandRecord, HostReport, HostStatus, Report, StepRecord
+from fleetfix.report.model import CommandRecord, HostReport, Report, StepRecord
 from fleetfix.report.svg import esc, esc_text
 from fleetfix.report.text import excerpt
 
@@ -29,20 +29,16 @@ HTML_OUTPUT_CHARS = 1200
 """Output shown per command, head and tail (the JSON report keeps the full excerpt)."""
 OUTPUT_SHOWN_FOR = frozenset({"failed", "ignored", "unreachable", "rescued"})
 """Step statuses whose command output the page shows."""
-SEVERITY: Mapping[HostStatus, int] = {status: rank for rank, status in enumerate(HostStatus)}
 HOST_MARK = "\x00"
 """Where a host's own name stood in one of its commands (see `_keys`)."""
 RECAP_KEYS = ("ok", "changed", "failed", "unreachable", "skipped", "rescued", "ignored")
 
 
 def host_reason(host: HostReport) -> str | None:
-    """Why a host needs a look, in one line: why the run left it, else its failing step."""
-    if host.left is not None:
-        return host.left[1]
-    for step in reversed(host.steps):
-        if step.status in ("failed", "unreachable"):
-            return f"{step.step}: {step.message or step.status}"
-    return None
+    """Why a host needs a look, in one line: its verdict's reason (None for a good one)."""
+    if not host.verdict.failing:
+        return None
+    return host.verdict.reason or host.verdict.kind.meaning
 
 
 @dataclass(frozen=True, slots=True)
@@ -57,7 +53,7 @@ def hosts_html(report: Report, anchors: Mapping[str, str]) -> HostsHtml:
     """The hosts table, worst first (`anchors`: host -> its row's id), and its shared texts."""
     common = _Common(_usual_commands(report), _skipped_by_all(report))
     texts = _Texts(_shown_texts(report, common))
-    ordered = sorted(report.hosts, key=lambda h: SEVERITY[h.status])
+    ordered = sorted(report.hosts, key=lambda h: h.status.rank)
     rows = "".join(_host_rows(h, anchors[h.name], texts, common) for h in ordered)
     head = "".join(
         f"<th>{name}</th>"

@@ -22,6 +22,7 @@ from fleetfix.report.model import (
     StepRecord,
 )
 from fleetfix.topology.findings import Finding
+from fleetfix.verdicts import Verdict
 
 SCHEMA_ID = "fleetfix.report/v1"
 
@@ -96,6 +97,7 @@ def _duration(start: float | None, end: float | None) -> float | None:
 def _host(host: HostReport) -> dict[str, Any]:
     return {
         "name": host.name,
+        "verdict": verdict_data(host.verdict),
         "status": host.status.value,
         "held": host.held,
         "recap": dict(host.recap),
@@ -103,6 +105,19 @@ def _host(host: HostReport) -> dict[str, Any]:
         "busbw": host.busbw,
         "left": {"kind": host.left[0], "reason": host.left[1]} if host.left else None,
         "steps": [_step(s) for s in host.steps],
+    }
+
+
+def verdict_data(verdict: Verdict) -> dict[str, Any]:
+    """A verdict as the JSON report (and the webhook's run summary) writes it."""
+    return {
+        "kind": verdict.kind.value,
+        "label": verdict.kind.label,
+        "failing": verdict.failing,
+        "reason": verdict.reason,
+        "evidence": list(verdict.evidence),
+        "next_step": verdict.next_step,
+        "actions": list(verdict.actions),
     }
 
 

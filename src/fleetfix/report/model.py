@@ -7,35 +7,12 @@ removed; no_log output arrives redacted and stays so.
 
 from __future__ import annotations
 
-import enum
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from fleetfix.results import RECAP_FIELDS
 from fleetfix.topology.findings import Finding, FindingCategory
-
-
-class HostStatus(enum.StrEnum):
-    """A host's overall verdict for the map and the table (worst first)."""
-
-    UNREACHABLE = "unreachable"
-    HELD = "held"
-    FAILED = "failed"
-    CHANGED = "changed"
-    OK = "ok"
-    SKIPPED = "skipped"
-    NOT_RUN = "not_run"
-
-
-HOST_STATUS_MEANING: Mapping[HostStatus, str] = {
-    HostStatus.UNREACHABLE: "could not be reached",
-    HostStatus.HELD: "failed; disruptive fixes held: its domain is a suspect",
-    HostStatus.FAILED: "a step failed",
-    HostStatus.CHANGED: "changed, no failure",
-    HostStatus.OK: "all steps ok",
-    HostStatus.SKIPPED: "every step skipped",
-    HostStatus.NOT_RUN: "no step ran",
-}
+from fleetfix.verdicts import Verdict, VerdictKind
 
 
 @dataclass(frozen=True, slots=True)
@@ -71,17 +48,25 @@ class StepRecord:
 
 @dataclass(frozen=True, slots=True)
 class HostReport:
-    """One host: its verdict, PLAY RECAP counters, place in the topology and its steps."""
+    """One host: its verdict (the engine's, fleetfix/verdicts.py), PLAY RECAP counters,
+    place in the topology and its steps."""
 
     name: str
-    status: HostStatus
+    verdict: Verdict
     recap: Mapping[str, int]
     domains: Mapping[str, str] = field(default_factory=dict)
     steps: tuple[StepRecord, ...] = ()
     busbw: float | None = None
-    held: bool = False
     left: tuple[str, str] | None = None
-    """(kind, why) when the run left this host unhealthy or untouched; it exits non-zero."""
+    """(kind, why) when the engine left this host during the run (events.HostLeft)."""
+
+    @property
+    def status(self) -> VerdictKind:
+        return self.verdict.kind
+
+    @property
+    def held(self) -> bool:
+        return self.verdict.kind is VerdictKind.HELD
 
 
 @dataclass(frozen=True, slots=True)
@@ -164,8 +149,8 @@ class Report:
         return sorted(steps, key=lambda s: (s.started or 0.0, s.host))
 
     def status_counts(self) -> dict[str, int]:
-        """Hosts per HostStatus (every status present, zero when none)."""
-        counts = {status.value: 0 for status in HostStatus}
+        """Hosts per verdict (every verdict present, zero when none), worst first."""
+        counts = {kind.value: 0 for kind in VerdictKind}
         for host in self.hosts:
             counts[host.status.value] += 1
         return counts
@@ -188,11 +173,9 @@ class Report:
 
 
 __all__ = [
-    "HOST_STATUS_MEANING",
     "ActionRecord",
     "CommandRecord",
     "HostReport",
-    "HostStatus",
     "LeafNode",
     "Report",
     "SpineNode",

@@ -12,18 +12,29 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from html import escape
 
-from fleetfix.report.model import HostStatus, LeafNode, Report, SpineNode, StepRecord
+from fleetfix.report.model import LeafNode, Report, SpineNode, StepRecord
 from fleetfix.topology.graph import NO_LEAF, NO_SPINE, natural_key
+from fleetfix.verdicts import VerdictKind
 
-HOST_COLOURS: Mapping[HostStatus, tuple[str, str]] = {
-    # status -> (fill, text colour); held is drawn striped over the failed red.
-    HostStatus.OK: ("#2e7d32", "#ffffff"),
-    HostStatus.CHANGED: ("#f9a825", "#212121"),
-    HostStatus.FAILED: ("#c62828", "#ffffff"),
-    HostStatus.HELD: ("#c62828", "#ffffff"),
-    HostStatus.UNREACHABLE: ("#4a148c", "#ffffff"),
-    HostStatus.SKIPPED: ("#78909c", "#ffffff"),
-    HostStatus.NOT_RUN: ("#cfd8dc", "#37474f"),
+HOST_COLOURS: Mapping[VerdictKind, tuple[str, str]] = {
+    # verdict -> (fill, text colour): reds for what needs someone, ambers for what the next run
+    # finishes, browns for what is someone else's, green/teal for healthy and fixed; held is
+    # drawn striped over red.
+    VerdictKind.UNREACHABLE: ("#4a148c", "#ffffff"),
+    VerdictKind.NEEDS_RMA: ("#7f0000", "#ffffff"),
+    VerdictKind.NEEDS_HUMAN: ("#b71c1c", "#ffffff"),
+    VerdictKind.HELD: ("#c62828", "#ffffff"),
+    VerdictKind.UNHEALTHY: ("#d84315", "#ffffff"),
+    VerdictKind.FAILED: ("#e53935", "#ffffff"),
+    VerdictKind.DEFERRED: ("#ef6c00", "#ffffff"),
+    VerdictKind.LEFT_ALONE: ("#5d4037", "#ffffff"),
+    VerdictKind.LEFT_OUT: ("#8d6e63", "#ffffff"),
+    VerdictKind.DRAINED: ("#78909c", "#ffffff"),
+    VerdictKind.INTERRUPTED: ("#455a64", "#ffffff"),
+    VerdictKind.FIXED: ("#00796b", "#ffffff"),
+    VerdictKind.CHANGED: ("#9e9d24", "#ffffff"),
+    VerdictKind.HEALTHY: ("#2e7d32", "#ffffff"),
+    VerdictKind.NOT_RUN: ("#cfd8dc", "#37474f"),
 }
 STEP_COLOURS: Mapping[str, str] = {
     "ok": "#2e7d32",
@@ -169,18 +180,18 @@ def _leaf_box(box: _LeafBox, suspect: object) -> str:
 
 
 def _host_boxes(
-    box: _LeafBox, statuses: Mapping[str, HostStatus], anchors: Mapping[str, str]
+    box: _LeafBox, statuses: Mapping[str, VerdictKind], anchors: Mapping[str, str]
 ) -> list[str]:
     out = []
     for index, host in enumerate(box.leaf.hosts):
         column, row = divmod(index, PER_COLUMN)
         x = box.x + LEAF_PAD + column * (HOST_W + GAP)
         y = HOSTS_Y + row * (HOST_H + GAP)
-        status = statuses.get(host, HostStatus.NOT_RUN)
+        status = statuses.get(host, VerdictKind.NOT_RUN)
         # Coloured by its class (host_box_css), not by attributes on each of 64 boxes.
         out.append(
             f'<a href="#{esc(anchors.get(host, ""))}" class="host {status.value}">'
-            f"<title>{esc_text(host)}: {esc_text(status.value)}</title>"
+            f"<title>{esc_text(host)}: {esc_text(status.label)}</title>"
             f'<rect x="{x}" y="{y}" width="{HOST_W}" height="{HOST_H}" rx="3"/>'
             f'<text x="{x + 6}" y="{y + 13}">{esc_text(_short(host, 15))}</text></a>'
         )
@@ -192,7 +203,7 @@ def host_box_css() -> str:
     host striped)."""
     rules = []
     for status, (fill, ink) in HOST_COLOURS.items():
-        paint = f"url(#{HELD_PATTERN})" if status is HostStatus.HELD else fill
+        paint = f"url(#{HELD_PATTERN})" if status is VerdictKind.HELD else fill
         box = f"svg.map a.host.{status.value}"
         rules.append(f"{box} rect {{ fill: {paint}; }} {box} text {{ fill: {ink}; }}")
     return "\n".join(rules) + "\n"

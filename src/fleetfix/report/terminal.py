@@ -15,17 +15,26 @@ from rich.console import Console, ConsoleOptions, Group, RenderableType
 from rich.text import Text
 from rich.tree import Tree
 
-from fleetfix.report.model import ActionRecord, HostStatus, LeafNode, Report
+from fleetfix.report.model import ActionRecord, LeafNode, Report
 from fleetfix.topology.findings import Finding
+from fleetfix.verdicts import VerdictKind
 
-STATUS_STYLES: Mapping[HostStatus, str] = {
-    HostStatus.OK: "green",
-    HostStatus.CHANGED: "yellow",
-    HostStatus.FAILED: "red",
-    HostStatus.HELD: "bold red",
-    HostStatus.UNREACHABLE: "bold magenta",
-    HostStatus.SKIPPED: "cyan",
-    HostStatus.NOT_RUN: "dim",
+STATUS_STYLES: Mapping[VerdictKind, str] = {
+    VerdictKind.UNREACHABLE: "bold magenta",
+    VerdictKind.NEEDS_RMA: "bold red",
+    VerdictKind.NEEDS_HUMAN: "bold red",
+    VerdictKind.HELD: "bold red",
+    VerdictKind.UNHEALTHY: "red",
+    VerdictKind.FAILED: "red",
+    VerdictKind.DEFERRED: "yellow",
+    VerdictKind.LEFT_ALONE: "magenta",
+    VerdictKind.LEFT_OUT: "magenta",
+    VerdictKind.DRAINED: "cyan",
+    VerdictKind.INTERRUPTED: "yellow",
+    VerdictKind.FIXED: "bold green",
+    VerdictKind.CHANGED: "green",
+    VerdictKind.HEALTHY: "green",
+    VerdictKind.NOT_RUN: "dim",
 }
 LIST_ALL_UP_TO = 8
 LIST_AT_MOST = 20
@@ -86,22 +95,22 @@ def _add_leaf(
     branch: Tree,
     leaf: LeafNode,
     suspects: Mapping[tuple[str, str], Finding],
-    statuses: Mapping[str, HostStatus],
+    statuses: Mapping[str, VerdictKind],
 ) -> None:
     node = branch.add(_switch_label("leaf", leaf.name, suspects, list(leaf.hosts), statuses))
     if len(leaf.hosts) <= LIST_ALL_UP_TO:
         shown = list(leaf.hosts)
     else:
-        shown = [h for h in leaf.hosts if statuses.get(h) not in (HostStatus.OK, None)]
+        shown = [h for h in leaf.hosts if statuses.get(h) not in (VerdictKind.HEALTHY, None)]
     for host in shown[:LIST_AT_MOST]:
-        status = statuses.get(host, HostStatus.NOT_RUN)
-        node.add(Text.assemble((host, "bold"), "  ", (status.value, STATUS_STYLES[status])))
+        status = statuses.get(host, VerdictKind.NOT_RUN)
+        node.add(Text.assemble((host, "bold"), "  ", (status.label, STATUS_STYLES[status])))
     hidden = len(shown) - LIST_AT_MOST
     if hidden > 0:
         node.add(Text(f"... and {hidden} more", style="dim"))
     quiet = len(leaf.hosts) - len(shown)
     if quiet > 0:
-        node.add(Text(f"{quiet} ok", style="green"))
+        node.add(Text(f"{quiet} healthy", style="green"))
 
 
 def _switch_label(
@@ -109,11 +118,11 @@ def _switch_label(
     name: str,
     suspects: Mapping[tuple[str, str], Finding],
     hosts: list[str],
-    statuses: Mapping[str, HostStatus],
+    statuses: Mapping[str, VerdictKind],
 ) -> Text:
-    counts = Counter(statuses.get(h, HostStatus.NOT_RUN) for h in hosts)
+    counts = Counter(statuses.get(h, VerdictKind.NOT_RUN) for h in hosts)
     label = Text.assemble((name, "bold"), "  ")
-    summary = [(f"{counts[s]} {s.value}", STATUS_STYLES[s]) for s in HostStatus if counts[s]]
+    summary = [(f"{counts[s]} {s.label}", STATUS_STYLES[s]) for s in VerdictKind if counts[s]]
     for index, (words, style) in enumerate(summary):
         label.append(words, style)
         if index < len(summary) - 1:
