@@ -30,11 +30,12 @@ from fleetfix.metrics.exposition import Family, Labels, Sample, histogram_sample
 from fleetfix.metrics.phases import PHASES, PhaseClock
 from fleetfix.results import Outcome, Status, StepResult
 from fleetfix.topology.graph import DOMAIN_KINDS
+from fleetfix.verdicts import LeftKind, Verdict, VerdictKind
 
 HOLD_KEY = "fleetfix_hold"
 """engine.remediate.HOLD_KEY: a held action's hold, in its step's registered data (the metrics
 read events and results, never the engine; a test pins the two equal)."""
-LEFT_KINDS: tuple[str, ...] = ("owned", "deferred", "refused", "unhealthy", "leased")
+LEFT_KINDS: tuple[str, ...] = tuple(LeftKind)
 HOLD_REASONS: tuple[str, ...] = (
     "suspect_domain",
     "max_unavailable_per",
@@ -119,6 +120,7 @@ class RunMetrics:
         self.findings: Counter[tuple[str, bool]] = Counter()
         self.safety_stops = 0
         self.left: dict[str, str] = {}
+        self.verdicts: dict[str, Verdict] = {}
         self.phase_seconds = _Histogram(PHASE_BUCKETS)
         self.repair_seconds = _Histogram(PHASE_BUCKETS)
         self.phases = PhaseClock(self.phase_seconds.observe, self._repaired)
@@ -220,6 +222,7 @@ class RunMetrics:
         self._settle_the_rest()
         self.finished = event.at
         self.outcome = int(event.result.outcome(check_changes_exit=self.check_changes_exit))
+        self.verdicts = dict(event.result.verdicts)
         # The run's own list of holds is the one its exit code reads (one per held rung of an
         # escalation ladder, replayed holds of a resumed run included); the attempt gates'
         # refusals are not on it, so they keep their count from the steps. Never less than
@@ -419,6 +422,28 @@ class RunMetrics:
                 "gauge",
                 "Hosts the run leaves unhealthy or untouched on purpose, by why.",
                 tuple(Sample(self._base(kind=kind), left[kind]) for kind in kinds),
+            ),
+            *self._verdict_families(),
+        ]
+
+    def _verdict_families(self) -> list[Family]:
+        """Hosts by the engine's verdict (every verdict from 0), and one series per host whose
+        verdict fails the run: what an alert names. Healthy hosts get no series of their
+        own, so a 10,000-host sweep does not write 10,000 of them."""
+        counts = Counter(v.kind for v in self.verdicts.values())
+        failing = sorted((v for v in self.verdicts.values() if v.failing), key=lambda v: v.host)
+        return [
+            Family(
+                "fleetfix_hosts_by_verdict",
+                "gauge",
+                "Hosts of the run by the verdict fleetfix reached (fleetfix/verdicts.py).",
+                tuple(Sample(self._base(verdict=k.value), counts[k]) for k in VerdictKind),
+            ),
+            Family(
+                "fleetfix_host_verdict",
+                "gauge",
+                "1 for each host whose verdict fails the run (needs RMA, deferred, ...).",
+                tuple(Sample(self._base(host=v.host, verdict=v.kind.value), 1) for v in failing),
             ),
         ]
 

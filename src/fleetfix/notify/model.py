@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import enum
-from dataclasses import dataclass
+from collections.abc import Mapping
+from dataclasses import dataclass, field
 
 
 class Kind(enum.StrEnum):
@@ -124,6 +125,8 @@ class HostCounts:
 class LeftHost:
     host: str
     reason: str
+    verdict: str = ""
+    """The host's verdict (fleetfix/verdicts.py VerdictKind value): `needs_rma`, `deferred`."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -145,6 +148,8 @@ class RunEnd:
     journal_lost: str | None = None
     """Why the run stopped when it lost its journal (exit 6: it starts no action it cannot
     record); the other fields then say what it had seen until then."""
+    verdicts: Mapping[str, int] = field(default_factory=dict)
+    """Hosts by the engine's verdict (only verdicts some host has)."""
 
 
 Body = Rma | Hold | BudgetRefused | RunEnd

@@ -21,7 +21,7 @@ import asyncio
 import dataclasses
 import functools
 import time
-from collections import deque
+from collections import Counter, deque
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -55,6 +55,7 @@ from fleetfix.notify.model import (
 from fleetfix.notify.render import render
 from fleetfix.notify.webhook import DeliveryFailed, DeliveryPolicy, Sending, Webhook, deliver
 from fleetfix.results import HostStats, Outcome, RunResult
+from fleetfix.verdicts import VerdictKind
 
 FINISH_WITHIN = 15.0
 """Seconds `finish()` waits, in all, for what is still queued when the run ends."""
@@ -231,7 +232,11 @@ class Notifier:
             self._refused.clear()
 
     def _run_end(self, result: RunResult, at: float, outcome: Outcome) -> RunEnd:
-        left = tuple(LeftHost(h, why) for h, why in sorted(result.left.items()))
+        failing = sorted((v for v in result.verdicts.values() if v.failing), key=lambda v: v.host)
+        left = tuple(LeftHost(v.host, v.reason, v.kind.value) for v in failing)
+        if not result.verdicts:  # a run that lost its journal stops before any verdict
+            left = tuple(LeftHost(h, why) for h, why in sorted(result.left.items()))
+        verdicts = Counter(v.kind.value for v in result.verdicts.values())
         return RunEnd(
             outcome=outcome.name.lower(),
             exit_code=int(outcome),
@@ -239,6 +244,7 @@ class Notifier:
             host_counts=host_counts(result),
             left=left[:LIST_LIMIT],
             left_total=len(left),
+            verdicts=dict(sorted(verdicts.items())),
             holds=len(result.holds),
             interrupted=result.interrupted,
             safety_stop=result.aborted_by_safety,
@@ -331,8 +337,13 @@ def _what(note: Notification) -> str:
 
 
 def host_counts(result: RunResult) -> HostCounts:
-    """Hosts by their worst verdict: unreachable, then failed, then changed, else ok."""
-    worst = [_worst(stats) for stats in result.stats.values()]
+    """Hosts in the four buckets of schema v1, read from the engine's verdicts: unreachable;
+    failed (every other verdict that fails the run); changed (fixed or changed); ok (the
+    rest). Without verdicts (the run lost its journal first), from the recap."""
+    if result.verdicts:
+        worst = [_bucket(v.kind) for v in result.verdicts.values()]
+    else:
+        worst = [_worst(stats) for stats in result.stats.values()]
     return HostCounts(
         total=len(worst),
         ok=worst.count("ok"),
@@ -340,6 +351,14 @@ def host_counts(result: RunResult) -> HostCounts:
         failed=worst.count("failed"),
         unreachable=worst.count("unreachable"),
     )
+
+
+def _bucket(kind: VerdictKind) -> str:
+    if kind is VerdictKind.UNREACHABLE:
+        return "unreachable"
+    if kind.failing:
+        return "failed"
+    return "changed" if kind in (VerdictKind.FIXED, VerdictKind.CHANGED) else "ok"
 
 
 def _worst(stats: HostStats) -> str:

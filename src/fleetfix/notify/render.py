@@ -21,6 +21,7 @@ from fleetfix.notify.model import (
     XidSeen,
 )
 from fleetfix.probes.base import to_data
+from fleetfix.verdicts import VerdictKind
 
 SCHEMA_VERSION = 1
 """`"fleetfix": 1` in every JSON body. Added fields keep it; a renamed, removed or retyped
@@ -182,11 +183,16 @@ def _slack_end(end: RunEnd) -> tuple[str, list[str]]:
         notes.append(f"*safety stop*: {_esc(end.safety_stop)}")
     if end.journal_lost:
         notes.append(f"*stopped: it lost its journal*: {_esc(end.journal_lost)}")
-    left = (f"`{_esc(h.host)}`: {_esc(h.reason)}" for h in end.left)
+    left = (f"`{_esc(h.host)}` {_label(h.verdict)}: {_esc(h.reason)}" for h in end.left)
     return title, [
         "\n".join(notes),
         _bullets(f"Left unhealthy or untouched ({end.left_total})", left),
     ]
+
+
+def _label(verdict: str) -> str:
+    """A verdict's words (`needs RMA`) for a LeftHost; nothing for one without."""
+    return f"*{_esc(VerdictKind(verdict).label)}*" if verdict in set(VerdictKind) else ""
 
 
 _SLACK: dict[type, Callable[[Any], tuple[str, list[str]]]] = {
