@@ -173,8 +173,10 @@ def test_limit_from_retry_file(fleet: Inventory, tmp_path: Path) -> None:
 
 
 def test_limit_file_lines_are_single_terms(fleet: Inventory, tmp_path: Path) -> None:
+    # One term, as Ansible reads it: a name no host has, which a --limit refuses (issue 20).
     retry = write(tmp_path, "one.retry", "gpu001,gpu002\n")
-    assert fleet.limit(fleet.select("all"), f"@{retry}") == []
+    with pytest.raises(PatternError, match=r"gpu001,gpu002 \(.*one\.retry:1\)"):
+        fleet.limit(fleet.select("all"), f"@{retry}")
 
 
 def test_empty_limit_file_selects_nothing(fleet: Inventory, tmp_path: Path) -> None:
