@@ -30,8 +30,11 @@ from fleetfix.results import Outcome
 
 def add_parsers(sub: Any) -> None:
     parse = sub.add_parser("parse", help="run a probe's parser on saved output, print JSON")
-    parse.add_argument("probe", help="probe name (fleetfix parse --list shows them)")
-    parse.add_argument("file", help="saved tool output, or - for standard input")
+    parse.add_argument("probe", nargs="?", help="probe name (fleetfix parse --list shows them)")
+    parse.add_argument("file", nargs="?", help="saved tool output, or - for standard input")
+    parse.add_argument(
+        "--list", action="store_true", help="list the probes whose parsers can be run, and exit"
+    )
     parse.set_defaults(handler=parse_command)
 
     xid = sub.add_parser(
@@ -57,6 +60,12 @@ def _probe(name: str) -> Probe[Any]:
 
 
 def parse_command(args: argparse.Namespace) -> int:
+    if args.list:
+        if args.probe is not None:
+            raise UsageError("parse --list takes no probe or file")
+        return _list_parsers()
+    if args.probe is None or args.file is None:
+        raise UsageError("parse needs a probe and a file (fleetfix parse --list shows the probes)")
     probe = _probe(args.probe)
     if args.file == "-":
         text = sys.stdin.read() if sys.stdin is not None else ""  # None: stdin closed
@@ -67,6 +76,14 @@ def parse_command(args: argparse.Namespace) -> int:
             raise UsageError(f"cannot read {args.file}: {exc.strerror}") from None
     facts = probe.read(text)  # ProbeParseError -> exit 1 with the excerpt, via the CLI
     print(json.dumps(to_data(facts), indent=2, default=str))
+    return Outcome.OK
+
+
+def _list_parsers() -> int:
+    """One line per probe: its name and the first line of its summary."""
+    for probe in sorted(probe_registry(), key=lambda p: p.name):
+        summary = probe.summary.strip().splitlines()[0] if probe.summary.strip() else ""
+        print(f"{probe.name:<16} {summary}".rstrip())
     return Outcome.OK
 
 
