@@ -28,7 +28,7 @@ demo: venv
 		--journal demo-journal.sqlite --report demo-report.html --report demo-report.json; \
 	code=$$?; echo "fleetfix exited $$code"; \
 	if [ $$code -eq 2 ]; then echo "(2 = hosts left unhealthy or untouched, as the scenario intends: gpu007 is an RMA candidate, gpu005 was deferred because alice's job kept running, gpu014 is bob's)"; fi; \
-	echo "report: demo-report.html (open it in a browser); journal: demo-journal.sqlite"; \
+	if [ $$code -eq 0 ] || [ $$code -eq 2 ]; then echo "report: demo-report.html (open it in a browser); journal: demo-journal.sqlite"; fi; \
 	test $$code -eq 0 -o $$code -eq 2
 
 lint: venv

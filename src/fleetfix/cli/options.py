@@ -4,6 +4,9 @@ from __future__ import annotations
 
 import argparse
 
+from fleetfix.inventory import Inventory
+from fleetfix.inventory.runtime import with_host_var
+
 
 def add_inventory_option(parser: argparse.ArgumentParser, *, required: bool = True) -> None:
     """A required inventory may also come from ansible.cfg or $ANSIBLE_INVENTORY: the command
@@ -83,3 +86,30 @@ def run_id(text: str) -> str:
             "expected the id of the run to resume (fleetfix history lists them), not an empty value"
         )
     return text.strip()
+
+
+def port_number(text: str) -> int:
+    """A TCP port as an option takes it: 1 to 65535."""
+    try:
+        port = int(text)
+    except ValueError:
+        port = -1
+    if not 1 <= port <= 65535:
+        raise argparse.ArgumentTypeError(f"expected a port number (1-65535), not {text!r}")
+    return port
+
+
+def add_lab_port_option(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--lab-port",
+        type=port_number,
+        metavar="PORT",
+        help="SSH port of the lab an inventory with fleetfix_lab_scenario starts (default: the"
+        " scenario's, else a free one; a port in use is an error)",
+    )
+
+
+def with_lab_port(args: argparse.Namespace, inventory: Inventory) -> Inventory:
+    """The inventory with --lab-port as its fleetfix_lab_port (what the embedded lab reads)."""
+    port = getattr(args, "lab_port", None)
+    return inventory if port is None else with_host_var(inventory, "fleetfix_lab_port", port)

@@ -21,7 +21,9 @@ from fleetfix.cli.options import (
     add_connection_options,
     add_inventory_option,
     add_journal_option,
+    add_lab_port_option,
     run_id,
+    with_lab_port,
 )
 from fleetfix.cli.questions import CONFIRM_ABOVE, ask_each_step, confirm, leaf_steps
 from fleetfix.cli.resume_scope import (
@@ -83,6 +85,7 @@ def add_parsers(sub: Any) -> None:
     run.add_argument("playbook", help="playbook YAML file")
     add_inventory_option(run)
     add_connection_options(run)
+    add_lab_port_option(run)
     run.add_argument("-l", "--limit", help="further limit hosts with a pattern (or @file)")
     run.add_argument(
         "-f", "--forks", type=int, help="hosts worked on at once ($ANSIBLE_FORKS, ansible.cfg, 50)"
@@ -190,6 +193,7 @@ def run_command(args: argparse.Namespace) -> int:
     if not inventory.host_names():
         print(f"[WARNING]: {EMPTY_INVENTORY_WARNING}", file=sys.stderr)
     inventory = with_implicit_localhost(inventory, [play.hosts for play in playbook.plays])
+    inventory = with_lab_port(args, inventory)
     selection = _select(inventory, playbook, args.limit)
     if args.list_hosts or args.list_tasks:
         _list(args, inventory, playbook, selection)

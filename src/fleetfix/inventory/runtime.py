@@ -41,6 +41,16 @@ def with_implicit_localhost(inventory: Inventory, patterns: Iterable[str]) -> In
     return _rebuilt(inventory, inventory.groups, hosts, inventory.implicit | set(names))
 
 
+def with_host_var(inventory: Inventory, key: str, value: Any) -> Inventory:
+    """`inventory` with `key` set to `value` on every host, over what the sources set inline
+    (a command-line option such as `fleetfix run --lab-port`, which sets fleetfix_lab_port)."""
+    hosts = {
+        name: replace(host, vars={**host.vars, key: value})
+        for name, host in inventory.hosts.items()
+    }
+    return _rebuilt(inventory, inventory.groups, hosts, inventory.implicit)
+
+
 def select(inventory: Inventory, pattern: str) -> list[str]:
     """The hosts `pattern` selects; an implicit host only where a term names it."""
     named = set(implicit_names(inventory, pattern))

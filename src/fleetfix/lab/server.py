@@ -223,7 +223,8 @@ class LabRuntime:
         if failures:
             raise LabError(
                 f"cannot listen on port {self.port} for {len(failures)} lab nodes: {failures[0]}",
-                hint="is another lab running? stop it with `fleetfix lab down`, or pick --port",
+                hint="is another lab running? stop it with `fleetfix lab down`, or choose another"
+                " port: `fleetfix lab up --port PORT`, `fleetfix run --lab-port PORT`",
             )
 
     async def _listen(self, node: NodeState) -> None:
