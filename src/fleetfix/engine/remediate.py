@@ -210,7 +210,12 @@ async def _carry_out(
         planned_text = f"check mode: {action.name} would run {len(plan.commands)} command(s)"
         if plan.failure is not None:
             return Outcome(failed=True, message=f"check mode: {action.name}: {plan.failure}")
-        return Outcome(changed=action.changes_state, message=planned_text)
+        outcome = Outcome(changed=action.changes_state, message=planned_text)
+        waits = _would_wait(hs, action, plan)
+        if waits is not None:  # what the real run would most likely do: defer the node
+            outcome.left = (LeftKind.DEFERRED, waits)
+            outcome.message = waits
+        return outcome
     evidence = await _evidence(hs, plan)
     started = time.time()
     hs.action_event(ActionStarted, action.name, disruptive=action.disruptive, evidence=evidence)
@@ -222,6 +227,22 @@ async def _carry_out(
         outcome = await lost_during(hs, action, params, handlers, evidence=evidence, at=started)
     hs.action_event(ActionTaken, action.name, failed=outcome.failed)
     return outcome
+
+
+def _would_wait(hs: HostStep, action: Action, plan: ActionPlan) -> str | None:
+    """In --check: the plan waits for jobs to leave (a command that defers) and Slurm shows
+    jobs on the node now. The real run would wait, then defer the node unless they end in
+    time; the check says so, so its plan is the real run's, not the steps after a drain that
+    the busy node would never reach."""
+    waiting = [c for c in plan.commands if c.defer_rc is not None]
+    slurm = hs.state.probe_facts.get("slurm_node")
+    if not waiting or slurm is None or not getattr(slurm, "has_jobs", False):
+        return None
+    return (
+        f"check mode: {action.name}: jobs are running on {hs.state.name}: the run would wait"
+        " for them to leave (wait_timeout), then defer the node (left drained, the next run"
+        " finishes the work) unless they end first"
+    )
 
 
 async def _evidence(hs: HostStep, plan: ActionPlan) -> dict[str, str]:

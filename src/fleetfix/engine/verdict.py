@@ -61,7 +61,8 @@ def left(ctx: RunContext, host: str, kind: LeftKind, reason: str) -> None:
     if kind is LeftKind.UNHEALTHY:
         judged = _judge(ctx, host, reason)
     else:
-        judged = _verdict(ctx, host, verdict_kind, reason, next_step=next_step)
+        said = reason.removeprefix(f"{verdict_kind.label}: ")  # "deferred: deferred: ..."
+        judged = _verdict(ctx, host, verdict_kind, said, next_step=next_step)
     ctx.result.verdicts[host] = judged
     ctx.bus.emit(HostLeft(host=host, kind=kind, reason=reason))
 
@@ -106,6 +107,10 @@ def _judge(ctx: RunContext, host: str, unhealthy: str | None) -> Verdict:
     if problems:
         why = str((slurm or {}).get("reason") or "out of service")
         return _verdict(ctx, host, VerdictKind.DRAINED, why, tuple(problems))
+    if ctx.options.check and state.changed_node:
+        now = current_problems(ctx, state, planned=False)
+        shows = f"; it shows now: {'; '.join(now)}" if now else ""
+        return _verdict(ctx, host, VerdictKind.CHANGED, f"check mode: would change it{shows}")
     repairs = _repairs(ctx, state)
     if repairs:
         return _verdict(ctx, host, VerdictKind.FIXED, "repaired by " + ", ".join(repairs))
