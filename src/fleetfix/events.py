@@ -28,6 +28,9 @@ class RunStarted(Event):
     playbook: str
     hosts: tuple[str, ...]
     check: bool
+    topology: dict[str, dict[str, str]] = field(default_factory=dict)
+    """Each host's domains (rack, leaf, spine, ...) and `gpu_model`: journaled with the run,
+    so `fleetfix report RUN` draws the tree the live run drew (topology/snapshot.py)."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -8,6 +8,12 @@
 
 Commands come from `CommandRan` events, which the engine redacts for no_log steps, never from
 `StepResult.commands` (which holds what really ran). Timing comes from the events' `at`.
+
+A resumed run keeps its run id: its journal holds every attempt, one `RunStarted` each. Fed
+them in order (`fleetfix report RUN`, or `resumed_collector` before a resumed run starts), the
+collector keeps the actions of the attempts before the interruption (the reboots and drains
+done then) and reports the last attempt's steps, recap and verdicts: the report covers the
+whole run, as the live report of the resumed run does.
 """
 
 from __future__ import annotations
@@ -42,7 +48,7 @@ from fleetfix.report.model import (
     StepRecord,
 )
 from fleetfix.report.text import EXCERPT_CHARS, clean, excerpt
-from fleetfix.results import HostStats, StepResult, failed_and_considered
+from fleetfix.results import HostStats, RunResult, StepResult, failed_and_considered
 from fleetfix.topology.findings import (
     Finding,
     correlated_failures,
@@ -50,6 +56,7 @@ from fleetfix.topology.findings import (
     stragglers,
 )
 from fleetfix.topology.graph import NO_LEAF, NO_SPINE, Topology, natural_sorted
+from fleetfix.topology.snapshot import from_places
 from fleetfix.verdicts import Verdict, VerdictKind
 
 VERIFICATION_FAILED = "verification failed"
@@ -95,11 +102,15 @@ class ReportCollector:
         self._stops: list[str] = []
         self._left: dict[str, tuple[str, str]] = {}
         self._unfinished: dict[tuple[str, str], list[int]] = {}  # (host, step) -> its actions
+        self._first_start: float | None = None
+        self._places: dict[str, dict[str, str]] = {}
+        self._earlier = 0  # self._actions[:n] were done before an interruption
+        self._keys: list[tuple[str, str, str]] = []  # each action's (host, step key, action)
+        self._open_earlier: dict[tuple[str, str, str], int] = {}
 
     def __call__(self, event: Event) -> None:
         if isinstance(event, RunStarted):
-            self._run = event
-            self._hosts.update(dict.fromkeys(event.hosts))
+            self._started(event)
         elif isinstance(event, PlayStarted):
             self._play = event.name
             self._plays.append(event.name)
@@ -120,6 +131,50 @@ class ReportCollector:
             self._finished = event
 
     # -- what the run said, for computing findings ----------------------------------------
+
+    def _started(self, event: RunStarted) -> None:
+        """A run starts, or a resumed run starts again: the attempt before it was interrupted;
+        its actions stay in the report, the rest is the new attempt's to tell."""
+        if self._run is not None:
+            self._resumed()
+        self._run = event
+        if self._first_start is None:
+            self._first_start = event.at
+        self._places = dict(event.topology) or self._places
+        self._hosts.update(dict.fromkeys(event.hosts))
+
+    def _resumed(self) -> None:
+        unfinished = {i for indexes in self._unfinished.values() for i in indexes}
+        # An action whose step got no verdict: the resumed run settles it (its ActionTaken
+        # then updates this record rather than adding a second one).
+        self._open_earlier = {self._keys[i]: i for i in unfinished if not self._actions[i].failed}
+        self._earlier = len(self._actions)
+        self._finished = None
+        self._play = ""
+        self._plays = []
+        self._hosts = {}
+        self._open = {}
+        self._steps = {}
+        self._results = []
+        self._planned = {}
+        self._busbw = {}
+        self._links = {}
+        self._left = {}
+        self._unfinished = {}
+
+    @property
+    def run_result(self) -> RunResult | None:
+        """The engine's result from the run's end (None: the run did not finish)."""
+        return self._finished.result if self._finished is not None else None
+
+    @property
+    def earlier_actions(self) -> tuple[ActionRecord, ...]:
+        """The actions done before the run was interrupted (and resumed)."""
+        return tuple(self._actions[: self._earlier])
+
+    def journaled_topology(self) -> Topology | None:
+        """The topology the run journaled with its start (events.RunStarted.topology)."""
+        return from_places(self._places) if self._places else None
 
     def considered_hosts(self) -> set[str]:
         """Hosts with at least one step that was not skipped."""
@@ -152,7 +207,9 @@ class ReportCollector:
         """The report. Without `findings` they are computed from the run (without a topology
         only stragglers can be: every host then sits in one unknown domain)."""
         hosts = list(self._hosts) + [h for h in self._steps if h not in self._hosts]
-        topology = topology or Topology.from_hosts({h: {} for h in hosts})
+        topology = (
+            topology or self.journaled_topology() or Topology.from_hosts({h: {} for h in hosts})
+        )
         chosen = tuple(findings) if findings is not None else tuple(self.findings(topology))
         stats = self._stats()
         run = self._run
@@ -161,7 +218,7 @@ class ReportCollector:
         return Report(
             run_id=self.run_id or _default_run_id(run),
             playbook=run.playbook if run else "",
-            started=run.at if run else None,
+            started=self._first_start,
             finished=self._finished.at if self._finished else None,
             check=run.check if run else False,
             outcome=outcome.name.lower() if outcome is not None else "incomplete",
@@ -235,19 +292,28 @@ class ReportCollector:
         open_step = self._open_step(event.host, event.step)
         ran = [c.command for c in open_step.commands[open_step.attributed :] if not c.planned_only]
         open_step.attributed = len(open_step.commands)
-        # By step name: a `verify` runs sub-steps of its own between this and the step's end.
-        self._unfinished.setdefault((event.host, event.step), []).append(len(self._actions))
-        self._actions.append(
-            ActionRecord(
-                host=event.host,
-                step=event.step,
-                action=event.action,
-                failed=event.failed,
-                planned=False,
-                commands=tuple(ran),
-                at=event.at,
-            )
+        key = (event.host, event.key or event.step, event.action)
+        record = ActionRecord(
+            host=event.host,
+            step=event.step,
+            action=event.action,
+            failed=event.failed,
+            planned=False,
+            commands=tuple(ran),
+            at=event.at,
         )
+        settled = self._open_earlier.pop(key, None)
+        if settled is not None:  # the interrupted attempt's action, settled now: one record
+            earlier = self._actions[settled]
+            record = replace(record, commands=earlier.commands + record.commands, at=earlier.at)
+            self._actions[settled] = record
+            index = settled
+        else:
+            index = len(self._actions)
+            self._actions.append(record)
+            self._keys.append(key)
+        # By step name: a `verify` runs sub-steps of its own between this and the step's end.
+        self._unfinished.setdefault((event.host, event.step), []).append(index)
 
     def _open_step(self, host: str, step: str) -> _OpenStep:
         """The host's running step; one is made up if events arrive without a start."""
@@ -303,6 +369,18 @@ class ReportCollector:
             ActionRecord(host=h, step=s, action=None, failed=False, planned=True, commands=tuple(c))
             for (h, s), c in self._planned.items()
         )
+
+
+def run_collector(
+    run_id: str | None, *, journaled: Iterable[Event] = (), detailed_exitcode: bool = False
+) -> ReportCollector:
+    """The collector of a run's reports, fed the run's `journaled` events first
+    (Journal.events(RUN)): for `fleetfix report RUN` all of them; for a `--resume`, those of
+    the attempts before it, so its report keeps what was done before the interruption."""
+    collector = ReportCollector(run_id, detailed_exitcode=detailed_exitcode)
+    for event in journaled:
+        collector(event)
+    return collector
 
 
 def registered_gpu_links(data: Mapping[str, Any]) -> dict[str, dict[str, str]] | None:
@@ -375,4 +453,4 @@ def _default_run_id(run: RunStarted | None) -> str:
     return time.strftime("run-%Y%m%d-%H%M%S", time.gmtime(stamp))
 
 
-__all__ = ["ReportCollector", "registered_busbw"]
+__all__ = ["ReportCollector", "registered_busbw", "run_collector"]

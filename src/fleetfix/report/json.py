@@ -1,11 +1,18 @@
-"""The JSON report: a stable, versioned shape (schema `fleetfix.report/v1`) for tools and trends.
+"""The JSON report: a stable, versioned shape (schema `fleetfix.report/v2`) for tools and trends.
 
-The JSON Schema is `schema/report-v1.json` beside this module; docs/report.md states the
-version policy (additive changes keep v1; renames, removals and type changes make v2).
+Compact by default: per host its verdict, recap, domains, and a digest of each command's output
+(sha256 and length), not the output; the run's actions without their command text. At 1,000
+hosts that is a few KB per host. `steps=True` (`--report-steps`) adds every step record with its
+commands and output excerpts, the actions' commands and the timeline: the detail the journal
+keeps, for a post-mortem.
+
+The JSON Schema is `schema/report-v2.json` beside this module; docs/report.md states the
+version policy (additive changes keep v2; renames, removals and type changes make v3).
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
 import math
 import time
@@ -24,22 +31,40 @@ from fleetfix.report.model import (
 from fleetfix.topology.findings import Finding
 from fleetfix.verdicts import Verdict
 
-SCHEMA_ID = "fleetfix.report/v1"
+SCHEMA_ID = "fleetfix.report/v2"
 
 
 def schema_path() -> Path:
     """Where the JSON Schema of this report version lives."""
-    return Path(__file__).with_name("schema") / "report-v1.json"
+    return Path(__file__).with_name("schema") / "report-v2.json"
 
 
-def render_json(report: Report) -> str:
-    """The report as indented JSON text (ends with a newline)."""
-    return json.dumps(report_to_dict(report), indent=2, allow_nan=False, ensure_ascii=False) + "\n"
+def render_json(report: Report, *, steps: bool = False) -> str:
+    """The report as JSON text (ends with a newline); `steps`: with every step's detail.
+
+    One host (one finding, action, ...) per line: readable with `less` and `grep`, without
+    the indentation that would be a third of a 1,000-host file.
+    """
+    data = report_to_dict(report, steps=steps)
+    lines = []
+    for key, value in data.items():
+        text = _dump(key)
+        if isinstance(value, list) and value:
+            items = ",\n    ".join(_dump(item) for item in value)
+            lines.append(f"  {text}: [\n    {items}\n  ]")
+        else:
+            lines.append(f"  {text}: {_dump(value)}")
+    return "{\n" + ",\n".join(lines) + "\n}\n"
 
 
-def report_to_dict(report: Report) -> dict[str, Any]:
-    """The report as plain JSON data, keys in a fixed order."""
-    return {
+def _dump(value: Any) -> str:
+    return json.dumps(value, allow_nan=False, ensure_ascii=False, separators=(",", ":"))
+
+
+def report_to_dict(report: Report, *, steps: bool = False) -> dict[str, Any]:
+    """The report as plain JSON data, keys in a fixed order; `steps`: with every step's
+    detail (the step records, the actions' commands, the timeline)."""
+    data = {
         "schema": SCHEMA_ID,
         "run_id": report.run_id,
         "playbook": report.playbook,
@@ -50,20 +75,23 @@ def report_to_dict(report: Report) -> dict[str, Any]:
         "outcome": report.outcome,
         "exit_code": report.exit_code,
         "interrupted": report.interrupted,
+        "detail": "steps" if steps else "compact",
         "plays": list(report.plays),
         "safety_stops": list(report.safety_stops),
         "summary": {
             "hosts": len(report.hosts),
-            "by_status": report.status_counts(),
+            "by_verdict": report.status_counts(),
             "recap": report.recap_totals(),
         },
-        "hosts": [_host(h) for h in report.hosts],
+        "hosts": [_host(h, steps=steps) for h in report.hosts],
         "findings": [finding_to_dict(f) for f in report.findings],
         "topology": {"spines": [_spine(s) for s in report.tree]},
-        "actions": [_action(a) for a in report.actions],
+        "actions": [_action(a, commands=steps) for a in report.actions],
         "busbw": report.busbw,
-        "timeline": [_timeline(s, report.started) for s in report.timeline],
     }
+    if steps:
+        data["timeline"] = [_timeline(s, report.started) for s in report.timeline]
+    return data
 
 
 def iso_time(at: float | None) -> str | None:
@@ -94,18 +122,36 @@ def _duration(start: float | None, end: float | None) -> float | None:
     return round(end - start, 3) if start is not None and end is not None else None
 
 
-def _host(host: HostReport) -> dict[str, Any]:
-    return {
+def _host(host: HostReport, *, steps: bool) -> dict[str, Any]:
+    data = {
         "name": host.name,
         "verdict": verdict_data(host.verdict),
-        "status": host.status.value,
-        "held": host.held,
         "recap": dict(host.recap),
         "domains": dict(host.domains),
         "busbw": host.busbw,
         "left": {"kind": host.left[0], "reason": host.left[1]} if host.left else None,
-        "steps": [_step(s) for s in host.steps],
+        "evidence": [_digest(s, c) for s in host.steps for c in s.commands],
     }
+    if steps:
+        data["steps"] = [_step(s) for s in host.steps]
+    return data
+
+
+def _digest(step: StepRecord, command: CommandRecord) -> dict[str, Any]:
+    """A command's output as evidence without the text: the step, its exit, and the sha256
+    and UTF-8 length of its stdout and stderr as the detail report keeps them."""
+    return {
+        "step": step.step,
+        "rc": command.rc,
+        "stdout": output_digest(command.stdout),
+        "stderr": output_digest(command.stderr),
+    }
+
+
+def output_digest(text: str) -> dict[str, Any]:
+    """{"sha256": hex digest, "bytes": length} of `text` as UTF-8."""
+    data = text.encode("utf-8")
+    return {"sha256": hashlib.sha256(data).hexdigest(), "bytes": len(data)}
 
 
 def verdict_data(verdict: Verdict) -> dict[str, Any]:
@@ -159,17 +205,19 @@ def _spine(spine: SpineNode) -> dict[str, Any]:
     }
 
 
-def _action(action: ActionRecord) -> dict[str, Any]:
-    return {
+def _action(action: ActionRecord, *, commands: bool) -> dict[str, Any]:
+    data: dict[str, Any] = {
         "host": action.host,
         "step": action.step,
         "action": action.action,
         "failed": action.failed,
         "planned": action.planned,
         "outcome": action.outcome,
-        "commands": list(action.commands),
         "at": iso_time(action.at),
     }
+    if commands:
+        data["commands"] = list(action.commands)
+    return data
 
 
 def _timeline(step: StepRecord, run_start: float | None) -> dict[str, Any]:
@@ -204,6 +252,7 @@ __all__ = [
     "SCHEMA_ID",
     "finding_to_dict",
     "iso_time",
+    "output_digest",
     "render_json",
     "report_to_dict",
     "schema_path",

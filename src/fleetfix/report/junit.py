@@ -1,40 +1,65 @@
-"""The JUnit XML report for CI and schedulers: a testsuite per play, a testcase per host per step.
+"""The JUnit XML report for CI and schedulers: one testcase per host, named by its verdict.
 
-A failed step is a <failure>, an unreachable host an <error>, a skipped step <skipped/>; an
-ignored failure passes with the message in <system-out>. Every finding is a failing testcase of
-its own (suite "findings"): the straggler node, or the suspect switch. A host whose failure a
-correlated-failure finding explains (the switch, not the node) has that step <skipped/> with the
-finding's message: it is not the node to fix. Findings also go in each suite's <properties>.
-A suite's time is its play's wall time, the whole file's the run's (not the sum of host-steps).
+Suite `fleetfix.<playbook>` holds a case per host, `gpu007: needs RMA`: a failing verdict
+(fleetfix/verdicts.py: needs RMA, needs a human, held, unhealthy, failed, deferred, left alone)
+is a <failure>, unreachable an <error>, each with the reason, the evidence and the next step in
+its body; fixed, healthy, changed and drained pass; not run, left out and interrupted are
+<skipped/>. A case's <system-out> lists the host's steps (with `steps=True`, their commands and
+output excerpts too). Every finding is a failing case of its own (suite "findings"): the
+straggler node, or the suspect switch; findings also go in each suite's <properties>.
+
+The file is valid against Jenkins' junit-10.xsd (the Ant JUnit format; tests/fixtures/junit):
+no `skipped` on <testsuites>, nothing but skipped/error/failure/system-out/system-err in a case.
+A suite's time is the run's wall time, as is the whole file's (not the sum of host-steps).
 """
 
 from __future__ import annotations
 
 import xml.etree.ElementTree as ET
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable
+from pathlib import PurePath
 
 from fleetfix.report.json import iso_time
-from fleetfix.report.model import CommandRecord, Report, StepRecord
+from fleetfix.report.model import CommandRecord, HostReport, Report, StepRecord
 from fleetfix.report.text import clean
-from fleetfix.results import Status
 from fleetfix.topology.findings import Finding, FindingCategory
+from fleetfix.verdicts import VerdictKind
+
+SKIPPED = frozenset({VerdictKind.NOT_RUN, VerdictKind.LEFT_OUT, VerdictKind.INTERRUPTED})
+"""Verdicts reported as <skipped/>: nothing was judged on the host in this run."""
 
 
-def render_junit(report: Report) -> str:
-    """The report as a JUnit XML document (UTF-8 text with an XML declaration)."""
+def render_junit(report: Report, *, steps: bool = False) -> str:
+    """The report as a JUnit XML document (UTF-8 text with an XML declaration); `steps`:
+    each case's <system-out> carries its steps' commands and output excerpts."""
     root = ET.Element("testsuites", name=_text(f"fleetfix {report.run_id}"))
-    steps = [s for h in report.hosts for s in h.steps]
-    plays = list(dict.fromkeys([*report.plays, *(s.play for s in steps)]))
-    victims = _explained(report)
-    for play in plays:
-        mine = [s for s in steps if s.play == play]
-        if mine:
-            root.append(_suite(play or "(no play)", mine, report, victims))
+    root.append(_hosts_suite(report, steps=steps))
     if report.findings:
         root.append(_findings_suite(report))
-    _count(root, root.findall("testsuite"), _run_seconds(report, steps))
+    _count(root, root.findall("testsuite"), _run_seconds(report))
     ET.indent(root)
     return '<?xml version="1.0" encoding="UTF-8"?>\n' + ET.tostring(root, "unicode") + "\n"
+
+
+def suite_name(report: Report) -> str:
+    """`fleetfix.<playbook>`: the playbook's file name without its suffix (a dot would
+    split Jenkins' package from its class)."""
+    stem = PurePath(report.playbook).stem.replace(".", "_") if report.playbook else "run"
+    return _text(f"fleetfix.{stem}")
+
+
+def _hosts_suite(report: Report, *, steps: bool) -> ET.Element:
+    name = suite_name(report)
+    suite = ET.Element("testsuite", name=name)
+    stamp = iso_time(report.started)
+    if stamp:
+        suite.set("timestamp", stamp.removesuffix("Z"))
+    _properties(suite, report)
+    explained = _explained(report)
+    for host in report.hosts:
+        suite.append(_case(name, host, explained.get(host.name), steps=steps))
+    _count(suite, suite.findall("testcase"), _run_seconds(report))
+    return suite
 
 
 def _explained(report: Report) -> dict[str, Finding]:
@@ -46,32 +71,64 @@ def _explained(report: Report) -> dict[str, Finding]:
     }
 
 
-def _run_seconds(report: Report, steps: list[StepRecord]) -> float:
-    """The run's wall time; the span of its steps when it has no finish (interrupted)."""
-    if report.started is not None and report.finished is not None:
-        return max(0.0, report.finished - report.started)
-    return _span(steps)
+def _case(classname: str, host: HostReport, finding: Finding | None, *, steps: bool) -> ET.Element:
+    verdict = host.verdict
+    case = ET.Element(
+        "testcase",
+        classname=classname,
+        name=_text(f"{host.name}: {verdict.kind.label}"),
+        time=f"{_span(list(host.steps)):.3f}",
+    )
+    message = _text(verdict.reason) or verdict.kind.meaning
+    if verdict.kind is VerdictKind.UNREACHABLE:
+        ET.SubElement(case, "error", message=message, type=verdict.kind.value).text = _body(
+            host, finding
+        )
+    elif verdict.failing:
+        ET.SubElement(case, "failure", message=message, type=verdict.kind.value).text = _body(
+            host, finding
+        )
+    elif verdict.kind in SKIPPED:
+        ET.SubElement(case, "skipped", message=_text(f"{verdict.kind.label}: {message}"))
+    out = _steps_text(host.steps, commands=steps)
+    if out:
+        ET.SubElement(case, "system-out").text = out
+    return case
 
 
-def _span(steps: list[StepRecord]) -> float:
-    """Wall time from the first step's start to the last one's finish (hosts run at once)."""
-    starts = [s.started for s in steps if s.started is not None]
-    ends = [s.finished for s in steps if s.finished is not None]
-    return max(0.0, max(ends) - min(starts)) if starts and ends else 0.0
+def _body(host: HostReport, finding: Finding | None) -> str:
+    """What an on-call engineer needs in the failure: why, the evidence, what to do next."""
+    verdict = host.verdict
+    lines = [f"{host.name}: {verdict.kind.label}: {verdict.reason or verdict.kind.meaning}"]
+    lines += [f"evidence: {line}" for line in verdict.evidence]
+    if finding is not None:
+        lines.append(f"finding: {finding.message}")
+    if verdict.actions:
+        lines.append("actions done: " + ", ".join(verdict.actions))
+    if verdict.next_step:
+        lines.append(f"next step: {verdict.next_step}")
+    return _text("\n".join(lines))
 
 
-def _suite(
-    play: str, steps: list[StepRecord], report: Report, victims: Mapping[str, Finding]
-) -> ET.Element:
-    suite = ET.Element("testsuite", name=_text(play))
-    stamp = iso_time(report.started)
-    if stamp:
-        suite.set("timestamp", stamp.removesuffix("Z"))
-    _properties(suite, report)
-    for step in sorted(steps, key=lambda s: (s.started or 0.0, s.host)):
-        suite.append(_case(step, victims.get(step.host)))
-    _count(suite, suite.findall("testcase"), _span(steps))
-    return suite
+def _steps_text(steps: Iterable[StepRecord], *, commands: bool) -> str:
+    """One line per step (`status  step: message`); with `commands`, each command and its
+    output excerpts under its step."""
+    lines: list[str] = []
+    for step in steps:
+        line = f"{step.status:<11} {step.step}"
+        lines.append(f"{line}: {step.message}" if step.message else line)
+        if commands:
+            lines.extend(_command_text(c) for c in step.commands)
+    return _text("\n".join(lines))
+
+
+def _command_text(command: CommandRecord) -> str:
+    verdict = "timed out" if command.timed_out else f"rc={command.rc}"
+    lines = [f"  $ {command.command}  ({verdict}, {command.duration:.2f}s)"]
+    for label, text in (("stdout", command.stdout), ("stderr", command.stderr)):
+        if text.strip():
+            lines.append(f"  --- {label}\n{text.rstrip()}")
+    return "\n".join(lines)
 
 
 def _findings_suite(report: Report) -> ET.Element:
@@ -91,44 +148,23 @@ def _findings_suite(report: Report) -> ET.Element:
     return suite
 
 
-def _case(step: StepRecord, explained_by: Finding | None = None) -> ET.Element:
-    case = ET.Element(
-        "testcase", classname=_text(step.host), name=_text(step.step), time=f"{step.duration:.3f}"
-    )
-    status = Status(step.status)
-    message = _text(step.message) or status.value
-    if explained_by is not None and status is Status.FAILED:
-        why = f"not this node: {explained_by.message}; {message}"
-        ET.SubElement(case, "skipped", message=_text(why)).text = _evidence(step)
-    elif status is Status.FAILED:
-        ET.SubElement(case, "failure", message=message, type="failed").text = _evidence(step)
-    elif status is Status.UNREACHABLE:
-        ET.SubElement(case, "error", message=message, type="unreachable").text = _evidence(step)
-    elif status is Status.SKIPPED:
-        ET.SubElement(case, "skipped", message=message)
-    elif status is Status.IGNORED:
-        ET.SubElement(case, "system-out").text = f"failed, ignored: {message}\n{_evidence(step)}"
-    return case
+def _run_seconds(report: Report) -> float:
+    """The run's wall time; the span of its steps when it has no finish (interrupted)."""
+    if report.started is not None and report.finished is not None:
+        return max(0.0, report.finished - report.started)
+    return _span([s for h in report.hosts for s in h.steps])
 
 
-def _evidence(step: StepRecord) -> str:
-    """The step's message and commands with output excerpts, for the failure body."""
-    parts = [_text(step.message)]
-    parts.extend(_command_text(c) for c in step.commands)
-    return "\n".join(p for p in parts if p)
-
-
-def _command_text(command: CommandRecord) -> str:
-    verdict = "timed out" if command.timed_out else f"rc={command.rc}"
-    lines = [f"$ {command.command}  ({verdict}, {command.duration:.2f}s)"]
-    for label, text in (("stdout", command.stdout), ("stderr", command.stderr)):
-        if text.strip():
-            lines.append(f"--- {label}\n{text.rstrip()}")
-    return _text("\n".join(lines))
+def _span(steps: list[StepRecord]) -> float:
+    """Wall time from the first step's start to the last one's finish (hosts run at once)."""
+    starts = [s.started for s in steps if s.started is not None]
+    ends = [s.finished for s in steps if s.finished is not None]
+    return max(0.0, max(ends) - min(starts)) if starts and ends else 0.0
 
 
 def _count(element: ET.Element, children: Iterable[ET.Element], seconds: float) -> None:
-    """tests/failures/errors/skipped totals, from cases or from suites, and the wall time."""
+    """tests/failures/errors (and, on a suite, skipped) totals and the wall time. The schema
+    has no `skipped` on <testsuites>."""
     totals = {"tests": 0, "failures": 0, "errors": 0, "skipped": 0}
     for child in children:
         if child.tag == "testcase":
@@ -138,6 +174,8 @@ def _count(element: ET.Element, children: Iterable[ET.Element], seconds: float) 
         else:
             for key in totals:
                 totals[key] += int(child.get(key, "0"))
+    if element.tag == "testsuites":
+        del totals["skipped"]
     for key, value in totals.items():
         element.set(key, str(value))
     element.set("time", f"{seconds:.3f}")
@@ -147,6 +185,7 @@ def _properties(suite: ET.Element, report: Report) -> None:
     props = ET.Element("properties")
     values = [("run_id", report.run_id), ("playbook", report.playbook)]
     values += [("outcome", report.outcome), ("check", str(report.check).lower())]
+    values += [(f"hosts.{kind}", str(n)) for kind, n in report.status_counts().items() if n]
     values += [("finding", f.message) for f in report.findings]
     values += [("safety_stop", reason) for reason in report.safety_stops]
     for name, value in values:
@@ -159,4 +198,4 @@ def _text(value: str) -> str:
     return clean(value)
 
 
-__all__ = ["render_junit"]
+__all__ = ["render_junit", "suite_name"]

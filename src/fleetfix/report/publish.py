@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import argparse
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any, Protocol
@@ -30,15 +31,32 @@ def fleet_topology(
     return Topology.from_hosts(host_vars, Path(topology_file) if topology_file else None)
 
 
-def publish(report: Report, paths: Iterable[str], console: Console | None = None) -> list[str]:
-    """Print the topology summary and write every requested report file; returns why each
-    file that could not be written was not (the others are written all the same)."""
+def add_report_steps_option(parser: argparse.ArgumentParser) -> None:
+    """`--report-steps`, for `fleetfix run` and `fleetfix report`."""
+    parser.add_argument(
+        "--report-steps",
+        action="store_true",
+        help="JSON and JUnit reports carry every step's record with its commands and output"
+        " excerpts (default: compact, each host's verdict and output digests)",
+    )
+
+
+def publish(
+    report: Report,
+    paths: Iterable[str],
+    console: Console | None = None,
+    *,
+    steps: bool = False,
+) -> list[str]:
+    """Print the topology summary and write every requested report file (`steps`: with
+    every step's detail); returns why each file that could not be written was not (the
+    others are written all the same)."""
     out = console or Console(highlight=False)
     out.print(TerminalReport(report))
     failed = []
     for path in paths:
         try:
-            write_report(report, Path(path))
+            write_report(report, Path(path), steps=steps)
         except UsageError as exc:
             failed.append(str(exc))
         else:

@@ -1,10 +1,15 @@
-"""Writing a report file in the format its suffix names: .json, .html (or .htm), .xml (JUnit)."""
+"""Writing a report file in the format its suffix names: .json, .html (or .htm), .xml (JUnit).
+
+`steps=True` (`--report-steps`) asks the JSON and JUnit reports for every step's detail; the
+HTML report always has it (collapsed).
+"""
 
 from __future__ import annotations
 
 import os
 import stat
 from collections.abc import Callable, Mapping
+from functools import partial
 from pathlib import Path
 
 from fleetfix.errors import UsageError
@@ -21,11 +26,18 @@ RENDERERS: Mapping[str, Callable[[Report], str]] = {
     ".htm": render_html,
     ".xml": render_junit,
 }
+DETAILED: Mapping[str, Callable[[Report], str]] = {
+    ".json": partial(render_json, steps=True),
+    ".xml": partial(render_junit, steps=True),
+}
+"""Renderers whose step detail is asked for (`--report-steps`)."""
 
 
-def renderer_for(path: Path) -> Callable[[Report], str]:
-    """The renderer for `path`'s suffix. Raises UsageError for any other suffix."""
-    renderer = RENDERERS.get(path.suffix.lower())
+def renderer_for(path: Path, *, steps: bool = False) -> Callable[[Report], str]:
+    """The renderer for `path`'s suffix (with step detail when `steps`). Raises UsageError
+    for any other suffix."""
+    suffix = path.suffix.lower()
+    renderer = (DETAILED.get(suffix) if steps else None) or RENDERERS.get(suffix)
     if renderer is None:
         known = ", ".join(sorted(RENDERERS))
         raise UsageError(f"--report {path}: unknown report format {path.suffix!r}; use {known}")
@@ -45,13 +57,14 @@ def check_report_path(path: Path) -> None:
         raise UsageError(f"--report {path}: cannot write in {str(directory)!r}")
 
 
-def write_report(report: Report, path: Path) -> None:
-    """Render and write atomically (a reader never sees half a file).
+def write_report(report: Report, path: Path, *, steps: bool = False) -> None:
+    """Render and write atomically (a reader never sees half a file); `steps`: with every
+    step's detail (JSON, JUnit).
 
     Raises:
         UsageError: unknown suffix, or the file cannot be written.
     """
-    text = renderer_for(path)(report)
+    text = renderer_for(path, steps=steps)(report)
     # A sibling temp file renamed over the target. A report holds hosts, commands and output:
     # it is created 0600 (the umask may narrow it further), and replacing an existing report
     # never widens it (a 0400 file stays 0400).

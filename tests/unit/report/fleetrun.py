@@ -2,14 +2,18 @@
 
 Built event by event the way the engine emits them (steps.py, commands.py, remediate.py):
 HostStepStarted, CommandRan (redacted for no_log), ActionTaken, HostStepFinished (whose
-StepResult keeps the unredacted commands, as the engine's does), RunFinished.
+StepResult keeps the unredacted commands, as the engine's does), RunFinished with the
+verdicts the engine's rules give (engine/verdict.py): leaf-03's failed nodes held by the
+suspect leaf, gpu002 failed, gpu032 unreachable, gpu005 fixed by clean_shm (changed in check
+mode, where nothing ran), the rest healthy. RunStarted carries the topology, as the engine's.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
+from fleetfix.engine.verdict import NEXT_STEPS
 from fleetfix.errors import SourcePosition
 from fleetfix.events import (
     ActionTaken,
@@ -26,6 +30,9 @@ from fleetfix.events import (
     TaskStarted,
 )
 from fleetfix.results import CommandResult, HostStats, RunResult, Status, StepResult
+from fleetfix.topology.graph import Topology
+from fleetfix.topology.snapshot import host_places
+from fleetfix.verdicts import Verdict, VerdictKind
 
 T0 = 1_714_532_400.0  # 2024-05-01 03:00:00 UTC
 PLAYBOOK = "playbooks/nccl-health.yml"
@@ -37,6 +44,7 @@ STRAGGLER = "gpu005"
 SURVIVOR = "gpu024"  # the one leaf-03 node whose nccl-tests pass
 SECRET = "hunter2-SECRET-TOKEN"
 NO_LOG_TEXT = "the output has been hidden due to the fact that 'no_log: true' was specified"
+HELD_WHY = "held: leaf leaf-03 is a suspect (7 of 9 nccl failures sit under it)"
 HOSTILE = (
     '<script>alert("pwned")</script><img src="http://evil.example/p.png"> '
     "\x1b[31mRED\x1b[0m \x00nul ]]> {{ lookup('pipe', 'id') }} & <b>bold</b>"
@@ -78,6 +86,7 @@ class FleetRun:
     check: bool = False
     safety_stop: str | None = None
     finish: bool = True
+    places: bool = True
     events: list[Event] = field(default_factory=list)
     results: list[StepResult] = field(default_factory=list)
     clock: float = T0
@@ -91,7 +100,12 @@ class FleetRun:
 
     def build(self) -> list[Event]:
         hosts = tuple(host_vars())
-        self.emit(RunStarted(playbook=PLAYBOOK, hosts=hosts, check=self.check, at=self.tick()))
+        topology = host_places(Topology.from_hosts(host_vars()), hosts) if self.places else {}
+        self.emit(
+            RunStarted(
+                playbook=PLAYBOOK, hosts=hosts, check=self.check, topology=topology, at=self.tick()
+            )
+        )
         position = SourcePosition(PLAYBOOK, 2, 3)
         self.emit(PlayStarted(name=PLAY, hosts=hosts, position=position, at=self.tick()))
         self.emit(BatchStarted(index=1, count=1, hosts=hosts, at=self.tick()))
@@ -112,8 +126,33 @@ class FleetRun:
         for result in self.results:
             stats.setdefault(result.host, HostStats()).count(result)
         return RunResult(
-            stats=stats, results=list(self.results), aborted_by_safety=self.safety_stop
+            stats=stats,
+            results=list(self.results),
+            aborted_by_safety=self.safety_stop,
+            verdicts={host: self.verdict(host) for host in host_vars()},
         )
+
+    def verdict(self, host: str) -> Verdict:
+        """The engine's rules (engine/verdict.py) on what this run did to `host`."""
+        judged = self._judge(host)
+        return replace(judged, next_step=NEXT_STEPS.get(judged.kind, ""))
+
+    def _judge(self, host: str) -> Verdict:
+        failures = [r for r in self.results if r.host == host and r.status is Status.FAILED]
+        if host == UNREACHABLE:
+            message = next(r.message for r in self.results if r.host == host)
+            return Verdict(host, VerdictKind.UNREACHABLE, f"probe GPUs: {message}")
+        if failures and busbw_of(host) < 100.0 and host != NOISE_FAILURE:
+            why = f"nccl all_reduce_perf: {failures[0].message}"
+            return Verdict(host, VerdictKind.HELD, HELD_WHY, (why,))
+        if failures:
+            why = f"nccl all_reduce_perf: {failures[0].message}"
+            return Verdict(host, VerdictKind.FAILED, why)
+        if host == STRAGGLER and self.check:
+            return Verdict(host, VerdictKind.CHANGED, "changed, no fault found")
+        if host == STRAGGLER:
+            return Verdict(host, VerdictKind.FIXED, "repaired by clean_shm", actions=("clean_shm",))
+        return Verdict(host, VerdictKind.HEALTHY, "every step ok")
 
     # -- one step across the batch, the way the engine runs it ----------------------------
 

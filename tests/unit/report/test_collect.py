@@ -10,10 +10,11 @@ from fleetfix.events import (
     RunStarted,
 )
 from fleetfix.report.collect import ReportCollector, registered_busbw
-from fleetfix.report.model import HostStatus, Report
+from fleetfix.report.model import Report
 from fleetfix.results import CommandResult, HostStats, RunResult, Status, StepResult
 from fleetfix.topology.findings import FindingCategory
 from fleetfix.topology.graph import NO_LEAF, NO_SPINE, Topology
+from fleetfix.verdicts import Verdict, VerdictKind
 from tests.unit.report.conftest import collect
 from tests.unit.report.fleetrun import (
     NOISE_FAILURE,
@@ -42,22 +43,19 @@ def test_run_header_and_outcome(report: Report) -> None:
 
 def test_every_host_with_its_verdict(report: Report) -> None:
     assert len(report.hosts) == 32
-    assert report.status_counts() == {
-        "unreachable": 1,
-        "held": 7,
-        "failed": 1,
-        "changed": 1,
-        "ok": 22,
-        "skipped": 0,
-        "not_run": 0,
-    }
-    assert report.host(UNREACHABLE).status is HostStatus.UNREACHABLE
+    expected = {"unreachable": 1, "held": 7, "failed": 1, "fixed": 1, "healthy": 22}
+    assert report.status_counts() == {k.value: expected.get(k.value, 0) for k in VerdictKind}
+    assert report.host(UNREACHABLE).status is VerdictKind.UNREACHABLE
     held = report.host("gpu017")
-    assert held.status is HostStatus.HELD and held.held
+    assert held.status is VerdictKind.HELD and held.held
     assert held.domains == {"rack": "r05", "leaf": "leaf-03", "spine": "spine-02"}
-    assert report.host("gpu002").status is HostStatus.FAILED  # failed, not under a suspect
-    assert report.host("gpu024").status is HostStatus.OK
-    assert report.host(STRAGGLER).status is HostStatus.CHANGED
+    assert report.host("gpu002").status is VerdictKind.FAILED  # failed, not under a suspect
+    assert report.host("gpu024").status is VerdictKind.HEALTHY
+    assert report.host(STRAGGLER).status is VerdictKind.FIXED
+    # The engine's verdict, as the RunFinished event carried it: not re-derived from counts.
+    finished = fleet_events()[-1]
+    assert isinstance(finished, RunFinished)
+    assert all(h.verdict == finished.result.verdicts[h.name] for h in report.hosts)
 
 
 def test_recap_is_the_engines(report: Report) -> None:
@@ -140,9 +138,20 @@ def test_tree_is_spine_leaf_hosts(report: Report) -> None:
     assert set(report.suspects()) == {("leaf", "leaf-03")}
 
 
+def test_the_journaled_topology_draws_the_same_tree(report: Report) -> None:
+    collector = ReportCollector(run_id=report.run_id)
+    for event in fleet_events():
+        collector(event)
+    replayed = collector.model()  # no topology given: the one RunStarted carried
+    assert replayed.tree == report.tree
+    assert [h.domains for h in replayed.hosts] == [h.domains for h in report.hosts]
+    assert replayed.findings == report.findings
+    assert replayed == report
+
+
 def test_explicit_findings_and_no_topology() -> None:
     collector = ReportCollector()
-    for event in fleet_events():
+    for event in fleet_events(places=False):
         collector(event)
     bare = collector.model()  # no topology: one unknown leaf, no correlation possible
     assert bare.tree[0].name == NO_SPINE
@@ -154,7 +163,7 @@ def test_explicit_findings_and_no_topology() -> None:
     assert bare.run_id == "run-20240501-030000"
     quiet = collector.model(Topology.from_hosts(host_vars()), findings=())
     assert quiet.findings == ()
-    assert quiet.host("gpu017").status is HostStatus.FAILED  # nothing held without a finding
+    assert quiet.host("gpu017").status is VerdictKind.HELD  # the engine's verdict, not ours
 
 
 def test_unfinished_run_is_incomplete_and_recounted() -> None:
@@ -166,6 +175,8 @@ def test_unfinished_run_is_incomplete_and_recounted() -> None:
     assert report.exit_code is None and report.finished is None
     assert report.safety_stops == ("topology hold on leaf-03",)
     assert report.host("gpu001").recap["ok"] == 3
+    # No RunFinished, no verdict: never a status made up from the counts.
+    assert {h.status for h in report.hosts} == {VerdictKind.INTERRUPTED}
 
 
 def test_events_without_a_start_and_hosts_outside_the_topology() -> None:
@@ -182,7 +193,7 @@ def test_events_without_a_start_and_hosts_outside_the_topology() -> None:
     assert stray.steps[0].started is None
     assert stray.busbw is None  # a bool is not a bandwidth
     assert report.tree[-1].leaves[-1].hosts == ("stray1",)
-    assert report.host("gpu001").status is HostStatus.NOT_RUN  # named by the run, no step
+    assert report.host("gpu001").status is VerdictKind.INTERRUPTED  # the run did not finish
     assert [h.name for h in report.hosts] == ["gpu001", "stray1"]  # only the run's hosts
 
 
@@ -217,9 +228,11 @@ def test_a_rescued_failure_still_counts_for_correlation() -> None:
         collector(HostStepFinished(result=step, at=T0 + 1))
     assert collector.failed_hosts() == {"gpu001"}  # while running: what the steps said
     stats = HostStats(ok=1, changed=1, rescued=1)  # the engine's recap after the rescue
-    run = RunResult(stats={"gpu001": stats}, results=[failed, rescue])
+    # The engine judges the rescued host by its recap and actions: changed, no fault left.
+    verdict = Verdict("gpu001", VerdictKind.CHANGED, "changed, no fault found")
+    run = RunResult(stats={"gpu001": stats}, results=[failed, rescue], verdicts={"gpu001": verdict})
     collector(RunFinished(result=run, at=T0 + 2))
     assert collector.failed_hosts() == {"gpu001"}  # the node showed the symptom
     report = collector.model(Topology.from_hosts(host_vars()))
-    assert report.host("gpu001").status is HostStatus.CHANGED
+    assert report.host("gpu001").status is VerdictKind.CHANGED
     assert report.outcome == "ok"

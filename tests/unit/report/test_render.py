@@ -17,7 +17,7 @@ from fleetfix.report.render import write_report
 def test_each_suffix_writes_its_format(report: Report, tmp_path: Path) -> None:
     for name in ("run.json", "run.html", "RUN.HTM", "run.xml"):
         write_report(report, tmp_path / name)
-    assert json.loads((tmp_path / "run.json").read_text())["schema"] == "fleetfix.report/v1"
+    assert json.loads((tmp_path / "run.json").read_text())["schema"] == "fleetfix.report/v2"
     assert (tmp_path / "run.html").read_text().startswith("<!DOCTYPE html>")
     assert (tmp_path / "RUN.HTM").read_text().startswith("<!DOCTYPE html>")
     assert SafeET.fromstring((tmp_path / "run.xml").read_bytes()).tag == "testsuites"
