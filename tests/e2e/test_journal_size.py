@@ -105,7 +105,7 @@ def test_report_and_history_read_every_step_from_the_journal(journaled: Journale
     argv = [sys.executable, "-m", "fleetfix"]
     journal = ["--journal", str(journaled.journal)]
     done = subprocess.run(
-        [*argv, "report", journaled.run_id, *journal, "--report", str(report)],
+        [*argv, "report", journaled.run_id, *journal, "--report", str(report), "--report-steps"],
         capture_output=True,
         text=True,
         env=run_env(),

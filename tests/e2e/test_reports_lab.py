@@ -134,15 +134,22 @@ def test_html_keeps_what_the_operator_reads_first(bad_leaf: BadLeafRun) -> None:
     assert "nccl_tests <em>failed verification</em> (3 times)" in straggler
 
 
-def test_junit_fails_the_straggler_and_spares_the_switchs_victims(bad_leaf: BadLeafRun) -> None:
-    cases = bad_leaf.junit.findall(".//testcase")
-    failing = {c.get("classname") for c in cases if c.find("failure") is not None}
-    assert failing == {STRAGGLER, "leaf leaf-03"}
-    for host in LEAF_03:
-        (drain,) = [c for c in cases if c.get("classname") == host and c.get("name") == "drain"]
-        skipped = drain.find("skipped")
-        assert skipped is not None and "not this node" in (skipped.get("message") or "")
-    assert bad_leaf.junit.get("failures") == "2"
+def test_junit_fails_each_host_by_its_verdict_and_names_the_switch(bad_leaf: BadLeafRun) -> None:
+    hosts = bad_leaf.data["hosts"]
+    assert isinstance(hosts, list)
+    verdicts = {h["name"]: h["verdict"] for h in hosts}
+    (suite,) = bad_leaf.junit.findall("testsuite[@name='fleetfix.nccl-health']")
+    cases = {str(c.get("name")).partition(": ")[0]: c for c in suite.findall("testcase")}
+    assert set(cases) == set(verdicts)
+    failing = {h for h, c in cases.items() if c.find("failure") is not None}
+    assert failing == {h for h, v in verdicts.items() if v["failing"]}
+    for host in set(LEAF_03) & failing:  # the switch's victims: the finding names the switch
+        failure = cases[host].find("failure")
+        assert failure is not None and "finding: " in (failure.text or "")
+        assert "leaf-03" in (failure.text or "")
+    findings = bad_leaf.junit.findall("testsuite[@name='findings']/testcase")
+    assert {c.get("classname") for c in findings} >= {STRAGGLER, "leaf leaf-03"}
+    assert bad_leaf.junit.get("failures") == str(len(failing) + len(findings))
 
 
 def test_junit_time_is_the_runs_wall_time(bad_leaf: BadLeafRun) -> None:
