@@ -1,10 +1,12 @@
 """The HTML report: one self-contained file (inline CSS and SVG, no script, no external URL).
 
-It opens from a ticket attachment on a laptop with no network: header with the outcome,
-findings, an SVG topology map coloured by status, busbw chart, actions taken, a per-host table
-with expandable evidence (commands and output excerpts) and a step timeline. Everything that
-came from a host, an inventory or a playbook is escaped; a Content-Security-Policy forbids any
-fetch, should anything ever slip through.
+It opens from a ticket attachment on a laptop with no network: header with the outcome and
+the hosts per verdict, findings, the hosts that need a look, the topology (the fabric, then
+leaves > racks > hosts coloured by verdict, failing domains first and open, the rest folded),
+the hosts table (failing hosts first, each with its verdict, reason, evidence and next step;
+the rest folded), actions taken, busbw chart and a step timeline. Everything that came from a
+host, an inventory or a playbook is escaped; a Content-Security-Policy forbids any fetch,
+should anything ever slip through.
 """
 
 from __future__ import annotations
@@ -13,15 +15,15 @@ import time
 from collections.abc import Mapping
 
 from fleetfix.report.html_hosts import host_reason, hosts_html
+from fleetfix.report.html_map import host_map, leaves_in_order
 from fleetfix.report.model import ActionRecord, HostReport, Report
 from fleetfix.report.svg import (
-    HOST_COLOURS,
     busbw_chart,
     esc,
     esc_text,
-    host_box_css,
+    fabric_map,
     timeline_chart,
-    topology_map,
+    verdict_css,
 )
 from fleetfix.topology.findings import Finding, FindingCategory
 from fleetfix.verdicts import VerdictKind
@@ -53,7 +55,7 @@ dl.meta dt { color: var(--muted); } dl.meta dd { margin: 0; }
 .chip { padding: 3px 10px; border-radius: 12px; color: #fff; font-weight: 600; }
 .swatch { display: inline-block; width: 14px; height: 14px; border-radius: 3px;
   vertical-align: -2px; margin-right: 5px; }
-.held-swatch { background: repeating-linear-gradient(45deg, #b71c1c 0 3px, #5d0000 3px 6px); }
+.suspect-swatch { background: #ffebee; border: 2px solid #b71c1c; }
 .legend { list-style: none; padding: 0; display: flex; flex-wrap: wrap; gap: 6px 18px; }
 .legend small { color: var(--muted); }
 .scroll { overflow-x: auto; border: 1px solid var(--line); border-radius: 6px;
@@ -65,7 +67,31 @@ svg.map .switch.suspect rect { fill: #ffebee; stroke: #b71c1c; stroke-width: 3; 
 svg.map .switch.suspect text { fill: #b71c1c; }
 svg.map .switch.none rect { stroke-dasharray: 4 3; fill: #fafafa; }
 svg.map .uplink { stroke: #90a4ae; stroke-width: 1.5; }
-svg.map a.host:hover rect { stroke: #000; stroke-width: 2; }
+svg.map { max-width: 100%; height: auto; }
+svg.map a:hover .switch rect { stroke: #000; stroke-width: 2; }
+svg.map text.count { fill: var(--muted); } svg.map text.count.failing { fill: #b71c1c;
+  font-weight: 700; }
+details.all-verdicts { margin: 2px 0 10px; } ul.every { list-style: none; padding: 0;
+  columns: 2 420px; margin: 6px 0; } ul.every li { margin: 0 0 3px; break-inside: avoid; }
+.hostmap { display: flex; flex-direction: column; gap: 8px; margin-top: 8px; }
+.hostmap .leaf { border: 1px solid var(--line); border-radius: 6px; padding: 6px 10px; }
+.hostmap div.leaf { border-left: 5px solid #c62828; }
+.hostmap .leaf.suspect { border: 2px solid #b71c1c; border-left-width: 5px;
+  background: #fff5f5; }
+.hostmap span.suspect { color: #b71c1c; font-weight: 700; }
+.hostmap summary, .hostmap .head { color: var(--ink); }
+.hostmap .racks { display: flex; flex-wrap: wrap; gap: 6px 10px; align-items: flex-start;
+  margin-top: 6px; }
+.hostmap .rack { border: 1px solid var(--line); border-radius: 5px; padding: 3px 8px;
+  background: var(--bg); max-width: 100%; }
+.hostmap .rack.suspect { border: 2px solid #b71c1c; }
+.hostmap .boxes { display: flex; flex-wrap: wrap; gap: 3px; max-width: 660px; margin: 4px 0; }
+a.host { display: inline-block; min-width: 78px; padding: 1px 6px; border-radius: 3px;
+  font-size: 11px; text-decoration: none; white-space: nowrap; }
+a.host:hover { outline: 2px solid #000; }
+a.host.held, .v-held { text-shadow: 0 0 2px #000, 0 0 3px #000; }
+.n, .v { padding: 0 7px; border-radius: 9px; font-size: 12px; font-weight: 600;
+  white-space: nowrap; }
 svg .bar rect { fill: #1565c0; } svg .bar.slow rect { fill: #c62828; }
 svg .bar.suspect rect { fill: #ef6c00; }
 svg .bar.slow text { fill: #b71c1c; font-weight: 700; }
@@ -76,7 +102,17 @@ svg line.axis { stroke: #90a4ae; } svg text.tick, svg text.median { fill: var(--
   padding: 1px 7px; border-radius: 4px; background: #eceff1; margin-right: 6px; }
 .tag.hold { background: #b71c1c; color: #fff; }
 .muted { color: var(--muted); }
-.attention li { margin-bottom: 4px; } td.why { color: #b71c1c; max-width: 520px; }
+.attention li { margin-bottom: 4px; }
+td.why { max-width: 520px; white-space: pre-wrap; overflow-wrap: anywhere; }
+table.hosts tr.host-row > :nth-child(n+11):nth-child(-n+12) { white-space: nowrap; }
+table.failing td.why { color: #b71c1c; font-weight: 600; }
+table.failing tr.host-row > td { border-top: 2px solid var(--line); }
+tr.judged > td { padding: 0 8px 6px 28px; border-bottom: none; }
+ul.evidence-lines { margin: 2px 0; padding-left: 18px; }
+ul.evidence-lines li { white-space: pre-wrap; overflow-wrap: anywhere; font-size: 13px; }
+p.next { margin: 4px 0; padding: 3px 10px; border-left: 4px solid #0b57d0;
+  background: #eef4ff; overflow-wrap: anywhere; }
+details.fine-hosts { margin-top: 10px; }
 #actions em { font-style: normal; color: #1b5e20; }
 #actions .bad em { color: #b71c1c; font-weight: 700; }
 a.ref { text-decoration: none; }
@@ -120,9 +156,9 @@ def render_html(report: Report) -> str:
             _findings(report.findings),
             _attention(report, anchors),
             _topology(report, anchors),
-            _busbw(report),
-            _actions(report, anchors),
             hosts.hosts,
+            _actions(report, anchors),
+            _busbw(report),
             _timeline(report),
             hosts.texts,
             "<footer>Written by fleetfix. This file is self-contained: it needs no network."
@@ -134,7 +170,7 @@ def render_html(report: Report) -> str:
         '<html lang="en"><head><meta charset="utf-8">'
         f'<meta http-equiv="Content-Security-Policy" content="{CSP}">'
         '<meta name="viewport" content="width=device-width, initial-scale=1">'
-        f"<title>{esc(title)}</title><style>{STYLE}{host_box_css()}</style></head>"
+        f"<title>{esc(title)}</title><style>{STYLE}{verdict_css()}</style></head>"
         f"<body>{body}</body></html>\n"
     )
 
@@ -172,16 +208,17 @@ def _header(report: Report) -> str:
 
 
 def _chips(report: Report) -> str:
-    chips = []
-    for status, count in report.status_counts().items():
-        if count:
-            kind = VerdictKind(status)
-            fill, ink = HOST_COLOURS[kind]
-            chips.append(
-                f'<li class="chip" style="background:{fill};color:{ink}">'
-                f"{count} {esc(kind.label)}</li>"
-            )
-    return f'<ul class="chips" aria-label="hosts by status">{"".join(chips)}</ul>'
+    chips = "".join(
+        f'<li class="chip v-{kind.value}">{count} {esc_text(kind.label)}</li>'
+        for kind, count in _present(report).items()
+    )
+    return f'<ul class="chips" aria-label="hosts by verdict">{chips}</ul>'
+
+
+def _present(report: Report) -> dict[VerdictKind, int]:
+    """Hosts per verdict, of the verdicts some host has, worst first."""
+    counts = report.status_counts()
+    return {kind: counts[kind.value] for kind in VerdictKind if counts[kind.value]}
 
 
 def _safety(report: Report) -> str:
@@ -241,33 +278,54 @@ def _attention(report: Report, anchors: Mapping[str, str]) -> str:
 def _host_links(hosts: list[HostReport], anchors: Mapping[str, str]) -> str:
     return ", ".join(
         f'<a href="#{esc(anchors.get(h.name, ""))}"><strong>{esc(h.name)}</strong></a> '
-        f'<span class="status {esc(h.status.value)}">{esc(h.status.label)}</span>'
+        f'<span class="v v-{h.status.value}">{esc_text(h.status.label)}</span>'
         for h in hosts
     )
 
 
-def _legend() -> str:
-    items = []
-    for status in VerdictKind:
-        fill, _ = HOST_COLOURS[status]
-        swatch = (
-            '<span class="swatch held-swatch"></span>'
-            if status is VerdictKind.HELD
-            else f'<span class="swatch" style="background:{fill}"></span>'
+def _legend(report: Report) -> str:
+    """The verdicts present, each with its colour and meaning; every verdict one click away."""
+    items = [
+        f'<li><span class="swatch v-{kind.value}"></span>{esc_text(kind.label)} '
+        f"<small>{esc_text(kind.meaning)}</small></li>"
+        for kind in _present(report)
+    ]
+    if report.suspects():
+        items.append(
+            '<li><span class="swatch suspect-swatch"></span>suspect switch <small>named by a '
+            "correlated-failure finding</small></li>"
         )
-        items.append(f"<li>{swatch}{esc(status.label)} <small>{esc(status.meaning)}</small></li>")
-    items.append(
-        '<li><span class="swatch" style="background:#ffebee;border:2px solid #b71c1c"></span>'
-        "suspect switch <small>named by a correlated-failure finding</small></li>"
+    every = "".join(
+        f'<li><span class="swatch v-{kind.value}"></span><b>{esc_text(kind.label)}</b> '
+        f"{esc_text(kind.meaning)}{' <em>(fails the run)</em>' if kind.failing else ''}</li>"
+        for kind in VerdictKind
     )
-    return f'<ul class="legend" aria-label="legend">{"".join(items)}</ul>'
+    return (
+        f'<ul class="legend" aria-label="legend">{"".join(items)}</ul>'
+        '<details class="all-verdicts"><summary>all verdicts, worst first</summary>'
+        f'<ul class="every">{every}</ul></details>'
+    )
 
 
 def _topology(report: Report, anchors: Mapping[str, str]) -> str:
+    """The fabric (spines above leaves), then each leaf's racks and hosts: leaves and racks
+    with a failing host open and first, the others folded to a line."""
+    leaves = leaves_in_order(report)
+    leaf_anchors = {leaf.node.name: f"leaf-{index}" for index, leaf in enumerate(leaves)}
+    kinds = {h.name: h.status for h in report.hosts}
+    fabric = fabric_map(report.tree, kinds, set(report.suspects()), leaf_anchors)
     return (
         '<section id="topology"><h2>Topology</h2>'
-        f'{_legend()}<div class="scroll">{topology_map(report, anchors)}</div></section>'
+        f"{_legend(report)}{_scrolling(fabric)}"
+        '<p class="muted">Where the failures are: each leaf with a failing host, worst first, '
+        "and its racks that hold one, every host of them in a box (it links to the host's row; "
+        "hover for its verdict and reason).</p>"
+        f"{host_map(report, leaves, anchors, leaf_anchors)}</section>"
     )
+
+
+def _scrolling(picture: str) -> str:
+    return f'<div class="scroll">{picture}</div>' if picture else ""
 
 
 def _busbw(report: Report) -> str:

@@ -1,5 +1,6 @@
-"""The HTML report's hosts table: one row per host with its reason in sight, its steps behind
-a click, and every long or repeated command and output written once at the end of the page.
+"""The HTML report's hosts table: failing hosts first, each headed by its verdict (label,
+reason, evidence, next step) before its steps behind a click; every other host folded into one
+`<details>`; every long or repeated command and output written once at the end of the page.
 
 The bytes of a fleet's report are here: 64 hosts running the same steps repeat the same
 commands 64 times. So what is the same on every host is written once (the commands a step
@@ -50,22 +51,54 @@ class HostsHtml:
 
 
 def hosts_html(report: Report, anchors: Mapping[str, str]) -> HostsHtml:
-    """The hosts table, worst first (`anchors`: host -> its row's id), and its shared texts."""
+    """The hosts table, worst first (`anchors`: host -> its row's id), and its shared texts:
+    the failing hosts in sight, the others in one closed `<details>` that counts them."""
     common = _Common(_usual_commands(report), _skipped_by_all(report))
     texts = _Texts(_shown_texts(report, common))
     ordered = sorted(report.hosts, key=lambda h: h.status.rank)
-    rows = "".join(_host_rows(h, anchors[h.name], texts, common) for h in ordered)
-    head = "".join(
-        f"<th>{name}</th>"
-        for name in ("Host", "Status", "Why", *RECAP_KEYS, "Leaf", "Rack", "busbw GB/s")
-    )
+    failing = [h for h in ordered if h.verdict.failing]
+    fine = [h for h in ordered if not h.verdict.failing]
+    shown = _table("hosts failing", failing, anchors, texts, common) if failing else _NONE_FAILING
+    folded = _folded(fine, anchors, texts, common)
     section = (
-        '<section id="hosts"><h2>Hosts</h2><p class="muted">Worst first. Open a host for its '
-        "steps and commands (output for failed steps; the JSON report has all of it).</p>"
-        f'{_common_steps(common, texts)}<table class="hosts"><thead><tr>{head}</tr>'
-        f"</thead><tbody>{rows}</tbody></table></section>"
+        '<section id="hosts"><h2>Hosts</h2><p class="muted">Failing hosts first, worst first, '
+        "each with its verdict, evidence and next step; open a host for its steps and commands "
+        "(output for failed steps; the JSON report has all of it).</p>"
+        f"{_common_steps(common, texts)}{shown}{folded}</section>"
     )
     return HostsHtml(section, texts.section())
+
+
+_HEAD = "".join(
+    f"<th>{name}</th>"
+    for name in ("Host", "Verdict", "Why", *RECAP_KEYS, "Leaf", "Rack", "busbw GB/s")
+)
+_NONE_FAILING = '<p class="muted">No host is failing.</p>'
+
+
+def _table(
+    css: str, hosts: list[HostReport], anchors: Mapping[str, str], texts: _Texts, common: _Common
+) -> str:
+    rows = "".join(_host_rows(h, anchors[h.name], texts, common) for h in hosts)
+    return f'<table class="{css}"><thead><tr>{_HEAD}</tr></thead><tbody>{rows}</tbody></table>'
+
+
+def _folded(
+    hosts: list[HostReport], anchors: Mapping[str, str], texts: _Texts, common: _Common
+) -> str:
+    """The hosts that do not fail the run, in one closed `<details>` whose summary counts them
+    by verdict."""
+    if not hosts:
+        return ""
+    counts = Counter(h.status for h in hosts)
+    words = " ".join(
+        f'<span class="n v-{kind.value}">{counts[kind]} {esc_text(kind.label)}</span>'
+        for kind in sorted(counts, key=lambda k: k.rank)
+    )
+    return (
+        f'<details class="fine-hosts"><summary>{len(hosts)} hosts not failing: {words}</summary>'
+        f"{_table('hosts', hosts, anchors, texts, common)}</details>"
+    )
 
 
 class _Texts:
@@ -230,20 +263,40 @@ def _usual_ref(usual: _Usual, texts: _Texts) -> str:
 
 
 def _host_rows(host: HostReport, anchor: str, texts: _Texts, common: _Common) -> str:
+    """The host's row (its verdict and reason), the verdict's evidence and next step under it,
+    then its steps behind a click."""
     # The counters are right-aligned by the stylesheet (table.hosts), not a class on each of
     # 64 x 8 cells.
     counts = "".join(f"<td>{host.recap.get(key, 0)}</td>" for key in RECAP_KEYS)
     busbw = f"{host.busbw:.1f}" if host.busbw is not None else "-"
-    status = host.status.value
+    kind = host.verdict.kind
+    why = host.verdict.reason or kind.meaning
     return (
         f'<tr class="host-row" id="{esc(anchor)}"><td><strong>{esc_text(host.name)}</strong>'
-        f'</td><td class="status {esc(status)}">{esc_text(status)}</td>'
-        f'<td class="why">{esc_text(host_reason(host) or "")}</td>{counts}'
+        f'</td><td class="status {kind.value}"><span class="v v-{kind.value}">'
+        f'{esc_text(kind.label)}</span></td><td class="why">{esc_text(why)}</td>{counts}'
         f"<td>{esc_text(host.domains.get('leaf', '-'))}</td>"
         f"<td>{esc_text(host.domains.get('rack', '-'))}</td><td>{busbw}</td></tr>"
+        f"{_verdict_row(host)}"
         f'<tr class="evidence"><td colspan="13"><details><summary>evidence: '
         f"{len(host.steps)} steps</summary>{_steps(host.steps, texts, common)}</details></td></tr>"
     )
+
+
+def _verdict_row(host: HostReport) -> str:
+    """The verdict's evidence, one line each and whole (they wrap, never cut), and its next
+    step; nothing when it has neither."""
+    verdict = host.verdict
+    if not verdict.evidence and not verdict.next_step:
+        return ""
+    lines = "".join(f"<li>{esc_text(line)}</li>" for line in verdict.evidence)
+    evidence = f'<ul class="evidence-lines">{lines}</ul>' if lines else ""
+    step = (
+        f'<p class="next"><b>Next step:</b> {esc_text(verdict.next_step)}</p>'
+        if verdict.next_step
+        else ""
+    )
+    return f'<tr class="judged"><td colspan="13">{evidence}{step}</td></tr>'
 
 
 def _steps(steps: tuple[StepRecord, ...], texts: _Texts, common: _Common) -> str:

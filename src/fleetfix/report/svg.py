@@ -1,4 +1,5 @@
-"""Inline SVG pictures for the HTML report: the topology map, the busbw chart, the timeline.
+"""Inline SVG pictures for the HTML report: the fabric (spines above leaves), the busbw chart,
+the timeline; and the verdict colours every part of the page paints with.
 
 Every string that reaches the markup goes through `esc` (host names and step names come from
 inventories and playbooks; nothing here trusts them). No external reference of any kind.
@@ -6,9 +7,9 @@ inventories and playbooks; nothing here trusts them). No external reference of a
 
 from __future__ import annotations
 
-import math
 import statistics
-from collections.abc import Mapping, Sequence
+from collections import Counter
+from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from html import escape
 
@@ -45,12 +46,14 @@ STEP_COLOURS: Mapping[str, str] = {
     "rescued": "#00838f",
     "ignored": "#ad1457",
 }
-HELD_PATTERN = "held-stripes"
-HOST_W, HOST_H, GAP = 104, 18, 4
-PER_COLUMN = 16
-LEAF_PAD, LEAF_H = 10, 34
-SPINE_Y, LEAF_Y = 16, 110
-HOSTS_Y = LEAF_Y + LEAF_H + 18
+HELD_STRIPES = "repeating-linear-gradient(45deg, #c62828 0 4px, #5d0000 4px 8px)"
+"""How a held host is painted (a box, a chip, a swatch): red striped, failed and held."""
+LEAF_W_MIN, LEAF_H, GAP = 84, 30, 4
+FIT_UP_TO = 2400
+"""A fabric picture up to this wide shrinks to the page's width; a wider one scrolls."""
+SPINE_Y, LEAF_Y = 10, 84
+BAR_Y = LEAF_Y + LEAF_H + 6
+MAP_H = BAR_Y + 42
 MAX_BARS = 300
 
 
@@ -65,17 +68,24 @@ def esc_text(value: object) -> str:
     return escape(str(value), quote=False)
 
 
-def held_pattern_defs() -> str:
-    """The diagonal stripes that mark a held host (failed, remediation held)."""
-    return (
-        f'<defs><pattern id="{HELD_PATTERN}" width="8" height="8" '
-        'patternUnits="userSpaceOnUse" patternTransform="rotate(45)">'
-        '<rect width="8" height="8" fill="#b71c1c"/>'
-        '<rect width="4" height="8" fill="#5d0000"/></pattern></defs>'
-    )
+def verdict_css() -> str:
+    """The stylesheet rules that paint by verdict: the map's host boxes (`a.host.KIND`) and
+    every chip and swatch (`.v-KIND`), from HOST_COLOURS; a held one striped."""
+    rules = []
+    for kind, (fill, ink) in HOST_COLOURS.items():
+        paint = HELD_STRIPES if kind is VerdictKind.HELD else fill
+        css = kind.value
+        rules.append(f"a.host.{css}, .v-{css} {{ background: {paint}; color: {ink}; }}")
+        rules.append(f"svg rect.v-{css} {{ fill: {fill}; }}")
+    return "\n".join(rules) + "\n"
 
 
-# -- topology map ----------------------------------------------------------------------------
+def worst(kinds: Iterable[VerdictKind]) -> VerdictKind:
+    """The most urgent of `kinds` (NOT_RUN for none)."""
+    return min(kinds, key=lambda kind: kind.rank, default=VerdictKind.NOT_RUN)
+
+
+# -- the fabric: spines above leaves -----------------------------------------------------------
 
 
 @dataclass(frozen=True, slots=True)
@@ -86,31 +96,36 @@ class _LeafBox:
     width: int
 
 
-def topology_map(report: Report, anchors: Mapping[str, str]) -> str:
-    """Spines above leaves above hosts, hosts coloured by status; suspects outlined.
+def fabric_map(
+    tree: Sequence[SpineNode],
+    kinds: Mapping[str, VerdictKind],
+    suspects: Collection[tuple[str, str]],
+    leaf_anchors: Mapping[str, str],
+) -> str:
+    """Spines above leaves with their uplinks; under each leaf a bar of its hosts' verdicts
+    (worst on the left) and how many fail. Suspect switches outlined.
 
-    `anchors`: host -> the id of its row in the hosts table (each host box links there).
+    `kinds`: host -> its verdict; `suspects`: (kind, name) of suspect domains; `leaf_anchors`:
+    leaf -> the id of its group in the map below (each leaf links there).
     """
-    boxes = _layout(report.tree)
-    if not boxes:
-        return '<p class="muted">No hosts.</p>'
+    boxes = _layout(tree)
+    if not boxes or all(b.leaf.name == NO_LEAF for b in boxes):
+        return ""
     width = boxes[-1].x + boxes[-1].width + GAP * 4
-    rows = max(min(len(b.leaf.hosts), PER_COLUMN) for b in boxes)
-    height = HOSTS_Y + rows * (HOST_H + GAP) + 12
     spines = _spine_positions(boxes)
-    suspects = report.suspects()
-    statuses = {h.name: h.status for h in report.hosts}
+    scrolls = ' style="max-width:none"' if width > FIT_UP_TO else ""
     parts = [
-        f'<svg class="map" width="{width}" '
-        f'height="{height}" viewBox="0 0 {width} {height}" role="img" '
-        'aria-label="topology map: spines, leaves and hosts coloured by status">',
-        held_pattern_defs(),
+        f'<svg class="map" width="{width}" height="{MAP_H}" viewBox="0 0 {width} {MAP_H}"'
+        f'{scrolls} role="img" aria-label="fabric: spines, leaves and their hosts\' verdicts">'
     ]
     parts.extend(_uplinks(boxes, spines))
-    parts.extend(_spine_box(name, x, suspects.get(("spine", name))) for name, x in spines.items())
+    parts.extend(_spine_box(name, x, ("spine", name) in suspects) for name, x in spines.items())
     for box in boxes:
-        parts.append(_leaf_box(box, suspects.get(("leaf", box.leaf.name))))
-        parts.extend(_host_boxes(box, statuses, anchors))
+        leaf_kinds = [kinds.get(h, VerdictKind.NOT_RUN) for h in box.leaf.hosts]
+        parts.append(
+            _leaf_box(box, ("leaf", box.leaf.name) in suspects, leaf_anchors.get(box.leaf.name))
+        )
+        parts.append(_verdict_bar(box, leaf_kinds))
     parts.append("</svg>")
     return "".join(parts)
 
@@ -120,10 +135,9 @@ def _layout(tree: Sequence[SpineNode]) -> list[_LeafBox]:
     x = GAP * 4
     for spine in tree:
         for leaf in spine.leaves:
-            columns = math.ceil(len(leaf.hosts) / PER_COLUMN) or 1
-            width = max(128, columns * (HOST_W + GAP) - GAP + 2 * LEAF_PAD)
+            width = max(LEAF_W_MIN, 7 * len(leaf.name) + 20)
             boxes.append(_LeafBox(leaf, spine.name, x, width))
-            x += width + GAP * 5
+            x += width + GAP * 3
     return boxes
 
 
@@ -156,60 +170,58 @@ def _uplinks(boxes: list[_LeafBox], spines: Mapping[str, int]) -> list[str]:
     return lines
 
 
-def _spine_box(name: str, centre: int, suspect: object) -> str:
+def _spine_box(name: str, centre: int, suspect: bool) -> str:
     x = centre - 70
     css = "switch suspect" if suspect else "switch"
     label = f"{name}  SUSPECT" if suspect else name
     return (
-        f'<g class="{css}"><title>spine {esc(name)}</title>'
+        f'<g class="{css}"><title>spine {esc_text(name)}</title>'
         f'<rect x="{x}" y="{SPINE_Y}" width="140" height="30" rx="5"/>'
-        f'<text x="{centre}" y="{SPINE_Y + 20}" text-anchor="middle">{esc(label)}</text></g>'
+        f'<text x="{centre}" y="{SPINE_Y + 20}" text-anchor="middle">{esc_text(label)}</text></g>'
     )
 
 
-def _leaf_box(box: _LeafBox, suspect: object) -> str:
+def _leaf_box(box: _LeafBox, suspect: bool, anchor: str | None) -> str:
     leaf = box.leaf
     css = "switch suspect" if suspect else ("switch none" if leaf.name == NO_LEAF else "switch")
     label = f"{leaf.name}  SUSPECT" if suspect else leaf.name
     centre = box.x + box.width // 2
-    return (
-        f'<g class="{css}"><title>leaf {esc(leaf.name)}: {len(leaf.hosts)} hosts</title>'
+    group = (
+        f'<g class="{css}"><title>leaf {esc_text(leaf.name)}: {len(leaf.hosts)} hosts</title>'
         f'<rect x="{box.x}" y="{LEAF_Y}" width="{box.width}" height="{LEAF_H}" rx="5"/>'
-        f'<text x="{centre}" y="{LEAF_Y + 22}" text-anchor="middle">{esc(label)}</text></g>'
+        f'<text x="{centre}" y="{LEAF_Y + 20}" text-anchor="middle">{esc_text(label)}</text></g>'
     )
+    return f'<a href="#{esc(anchor)}">{group}</a>' if anchor else group
 
 
-def _host_boxes(
-    box: _LeafBox, statuses: Mapping[str, VerdictKind], anchors: Mapping[str, str]
-) -> list[str]:
-    out = []
-    for index, host in enumerate(box.leaf.hosts):
-        column, row = divmod(index, PER_COLUMN)
-        x = box.x + LEAF_PAD + column * (HOST_W + GAP)
-        y = HOSTS_Y + row * (HOST_H + GAP)
-        status = statuses.get(host, VerdictKind.NOT_RUN)
-        # Coloured by its class (host_box_css), not by attributes on each of 64 boxes.
-        out.append(
-            f'<a href="#{esc(anchors.get(host, ""))}" class="host {status.value}">'
-            f"<title>{esc_text(host)}: {esc_text(status.label)}</title>"
-            f'<rect x="{x}" y="{y}" width="{HOST_W}" height="{HOST_H}" rx="3"/>'
-            f'<text x="{x + 6}" y="{y + 13}">{esc_text(_short(host, 15))}</text></a>'
+def _verdict_bar(box: _LeafBox, kinds: Sequence[VerdictKind]) -> str:
+    """The leaf's hosts as one bar, a segment per verdict, worst on the left, and below it how
+    many of them fail."""
+    counts = Counter(kinds)
+    parts, x = [], float(box.x)
+    for kind in sorted(counts, key=lambda k: k.rank):
+        width = box.width * counts[kind] / max(len(kinds), 1)
+        parts.append(
+            f'<rect class="v-{kind.value}" x="{x:.1f}" y="{BAR_Y}" width="{width:.1f}" '
+            f'height="8"><title>{counts[kind]} {esc_text(kind.label)}</title></rect>'
         )
-    return out
-
-
-def host_box_css() -> str:
-    """The stylesheet rules that colour the map's host boxes by status (HOST_COLOURS; a held
-    host striped)."""
-    rules = []
-    for status, (fill, ink) in HOST_COLOURS.items():
-        paint = f"url(#{HELD_PATTERN})" if status is VerdictKind.HELD else fill
-        box = f"svg.map a.host.{status.value}"
-        rules.append(f"{box} rect {{ fill: {paint}; }} {box} text {{ fill: {ink}; }}")
-    return "\n".join(rules) + "\n"
+        x += width
+    failing = sum(n for kind, n in counts.items() if kind.failing)
+    centre = box.x + box.width // 2
+    parts.append(
+        f'<text class="count" x="{centre}" y="{BAR_Y + 21}" text-anchor="middle">'
+        f"{len(kinds)} hosts</text>"
+    )
+    if failing:
+        parts.append(
+            f'<text class="count failing" x="{centre}" y="{BAR_Y + 35}" text-anchor="middle">'
+            f"{failing} failing</text>"
+        )
+    return "".join(parts)
 
 
 def _short(text: str, limit: int) -> str:
+    """A chart's label cut to `limit` characters (its tooltip has the whole name)."""
     return text if len(text) <= limit else text[: limit - 1] + "\u2026"
 
 
@@ -322,13 +334,14 @@ def _ticks(span: float, plot_w: int, left: int, height: int) -> list[str]:
 
 
 __all__ = [
+    "HELD_STRIPES",
     "HOST_COLOURS",
     "STEP_COLOURS",
     "busbw_chart",
     "esc",
     "esc_text",
-    "held_pattern_defs",
-    "host_box_css",
+    "fabric_map",
     "timeline_chart",
-    "topology_map",
+    "verdict_css",
+    "worst",
 ]

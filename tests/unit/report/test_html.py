@@ -8,9 +8,16 @@ from html.parser import HTMLParser
 
 from fleetfix.report.collect import ReportCollector
 from fleetfix.report.html import render_html
-from fleetfix.report.model import CommandRecord, HostReport, HostStatus, Report, StepRecord
+from fleetfix.report.model import CommandRecord, HostReport, Report, StepRecord
 from fleetfix.topology.graph import Topology
-from tests.unit.report.fleetrun import SECRET, FleetRun
+from fleetfix.verdicts import Verdict, VerdictKind
+from tests.unit.report.fleetrun import (
+    NOISE_FAILURE,
+    SECRET,
+    STRAGGLER,
+    UNREACHABLE,
+    FleetRun,
+)
 
 URL_ATTRIBUTES = {"src", "href", "xlink:href", "action", "poster", "data", "srcset", "formaction"}
 FETCHING = re.compile(r"url\(\s*(?![\"']?#)|@import", re.IGNORECASE)
@@ -100,8 +107,34 @@ def test_hostile_output_is_escaped(report: Report) -> None:
     assert SECRET not in html
 
 
+HELD = [f"gpu{n:03d}" for n in range(17, 24)]  # leaf-03's failing nodes (fleetrun.py)
+
+
+def _verdict(host: str) -> Verdict:
+    """The verdicts the engine gives the fabricated run's hosts (its events carry none)."""
+    if host in HELD:
+        return Verdict(
+            host,
+            VerdictKind.HELD,
+            "slurm_drain held: suspect leaf leaf-03",
+            (f"nccl-tests on {host}: avg busbw 11.0 GB/s below the floor",),
+            "check leaf-03's switch; its nodes wait for it",
+        )
+    if host == UNREACHABLE:
+        return Verdict(host, VerdictKind.UNREACHABLE, "connection refused")
+    if host == NOISE_FAILURE:
+        return Verdict(host, VerdictKind.FAILED, "nccl_tests failed")
+    if host == STRAGGLER:
+        return Verdict(host, VerdictKind.FIXED, "repaired by clean_shm")
+    return Verdict(host, VerdictKind.HEALTHY, "no fault found")
+
+
+def judged(report: Report) -> Report:
+    return replace(report, hosts=tuple(replace(h, verdict=_verdict(h.name)) for h in report.hosts))
+
+
 def test_sections_map_legend_table_chart_timeline(report: Report) -> None:
-    html = render_html(report)
+    html = render_html(judged(report))
     tags = parsed(html)
     ids = {attrs.get("id") for _, attrs in tags.tags}
     assert {"findings", "topology", "busbw", "actions", "hosts", "timeline"} <= ids
@@ -111,23 +144,105 @@ def test_sections_map_legend_table_chart_timeline(report: Report) -> None:
     assert html.count('class="host unreachable"') == 1
     assert "leaf-03  SUSPECT" in html
     assert 'aria-label="legend"' in html
-    assert len(tags.named("details")) == 32 + 1  # one per host, plus the finding's host list
+    # one per host's steps, plus the finding's host list; the folds have a class
+    assert len([d for d in tags.named("details") if not d]) == 32 + 1
     assert html.count('<tr class="host-row"') == 32
     assert "UNREACHABLE (exit 4)" in html
     assert "7 of 9 failures sit under leaf leaf-03" in html
     assert "clean_shm" in html
 
 
+def test_legend_shows_the_verdicts_present_and_every_verdict_folded(report: Report) -> None:
+    html = render_html(judged(report))
+    legend = html.partition('aria-label="legend">')[2].partition("</ul>")[0]
+    labels = re.findall(r'<span class="swatch ([^"]+)"></span>([^<]+) <small>', legend)
+    assert labels == [
+        ("v-unreachable", "unreachable"),
+        ("v-held", "held"),
+        ("v-failed", "failed"),
+        ("v-fixed", "fixed"),
+        ("v-healthy", "healthy"),
+        ("suspect-swatch", "suspect switch"),
+    ]
+    every = html.partition('<details class="all-verdicts">')[2].partition("</details>")[0]
+    assert len(re.findall(r"<li>", every)) == len(VerdictKind)
+    assert every.count("(fails the run)") == 8
+
+
+def test_racks_sit_under_their_leaf_and_healthy_ones_are_folded(report: Report) -> None:
+    html = render_html(judged(report))
+    topology = html.partition('<section id="topology">')[2].partition("</section>")[0]
+    # First the leaves with a failing host, worst first: leaf-04 (gpu032 unreachable), leaf-03
+    # (held), leaf-01 (gpu002 failed), each with only its failing racks; then every leaf's
+    # other racks, folded, in the tree's order (leaf-03 has none left).
+    leaves = r'<(div|details) class="leaf[^"]*"(?: id="[^"]+")?>.*?leaf <b>([^<]+)</b>'
+    assert re.findall(leaves, topology) == [
+        ("div", "leaf-04"),
+        ("div", "leaf-03"),
+        ("div", "leaf-01"),
+        ("details", "leaf-01"),
+        ("details", "leaf-02"),
+        ("details", "leaf-04"),
+    ]
+    racks = r'<(div|details) class="rack"><(?:div class="head"|summary)>rack <b>(r\d+)'
+    assert re.findall(racks, topology) == [
+        ("div", "r08"),
+        ("div", "r05"),
+        ("div", "r06"),
+        ("div", "r01"),
+        ("details", "r02"),
+        ("details", "r03"),
+        ("details", "r04"),
+        ("details", "r07"),
+    ]
+    r06 = topology.partition("rack <b>r06</b>")[2].partition("</div></div>")[0]
+    assert re.findall(r'class="host [a-z_]+" title="(gpu\d+):', r06) == [
+        "gpu021",
+        "gpu022",
+        "gpu023",
+        "gpu024",
+    ]
+    assert 'leaf <b>leaf-03</b> <span class="suspect">SUSPECT</span>' in topology
+
+
+def test_a_host_box_tells_its_verdict_and_reason(report: Report) -> None:
+    html = render_html(judged(report))
+    assert (
+        '<a href="#host-16" class="host held" title="gpu017: held: slurm_drain held: suspect '
+        'leaf leaf-03">gpu017</a>' in html
+    )
+    assert 'title="gpu001: healthy: no fault found">gpu001</a>' in html
+
+
+def test_a_failing_hosts_verdict_heads_its_steps(report: Report) -> None:
+    html = render_html(judged(report))
+    hosts = html.partition('<section id="hosts">')[2]
+    failing, _, folded = hosts.partition('<details class="fine-hosts">')
+    assert re.findall(r"<strong>(gpu\d+)</strong>", failing) == ["gpu032", *HELD, "gpu002"]
+    assert len(re.findall(r"<strong>(gpu\d+)</strong>", folded)) == 32 - 9
+    assert "23 hosts not failing" in folded.partition("</summary>")[0]
+    row = failing.partition("<strong>gpu017</strong>")[2].partition("</details>")[0]
+    verdict = row.index('<span class="v v-held">held</span>')
+    reason = row.index("slurm_drain held: suspect leaf leaf-03")
+    evidence = row.index("<li>nccl-tests on gpu017: avg busbw 11.0 GB/s below the floor</li>")
+    step = row.index("<b>Next step:</b> check leaf-03's switch; its nodes wait for it")
+    assert verdict < reason < evidence < step < row.index("<summary>evidence: ")
+
+
 def test_every_map_link_lands_on_a_table_row(report: Report) -> None:
-    tags = parsed(render_html(report))
+    tags = parsed(render_html(judged(report)))
     targets = {(a.get("href") or "")[1:] for a in tags.named("a")}
     rows = {tr.get("id") for tr in tags.named("tr") if tr.get("id")}
     hosts = {t for t in targets if t.startswith("host-")}
     assert len(hosts) == 32
     assert hosts <= rows
-    # Every other link goes to the one copy of a long command or output.
+    # The fabric's leaves link to their groups; every other link goes to the one copy of a
+    # long command or output.
+    leaves = {t for t in targets if t.startswith("leaf-")}
+    groups = {a.get("id") for tag, a in tags.tags if "leaf" in (a.get("class") or "").split()}
+    assert len(leaves) == 4 and leaves <= groups
     texts = {div.get("id") for div in tags.named("div") if (div.get("id") or "").startswith("t")}
-    assert targets - hosts and targets - hosts <= texts
+    assert targets - hosts - leaves and targets - hosts - leaves <= texts
 
 
 def test_no_busbw_section_without_data(topology: Topology) -> None:
@@ -155,6 +270,10 @@ def _passing(host: str, *commands: str, step: str = "reserve") -> StepRecord:
     return StepRecord(host, step, "p", "changed", True, "", 1, 0.1, 1.0, 1.1, ran)
 
 
+def _changed(host: str) -> Verdict:
+    return Verdict(host, VerdictKind.CHANGED, "changed, no fault found")
+
+
 def _fleet(*hosts: HostReport) -> Report:
     return Report("r1", "p.yml", 0.0, 2.0, False, "ok", 0, hosts=hosts)
 
@@ -164,7 +283,7 @@ def test_what_every_host_ran_is_written_once_with_the_hosts_own_name_aside() -> 
     hosts = [
         HostReport(
             name,
-            HostStatus.CHANGED,
+            Verdict(name, VerdictKind.CHANGED),
             {"changed": 1},
             steps=(
                 _passing(name, probe, f"scontrol create reservation Name=fleetfix-{name}"),
@@ -189,9 +308,9 @@ def test_what_every_host_ran_is_written_once_with_the_hosts_own_name_aside() -> 
 def test_a_command_one_host_ran_differently_stays_on_that_hosts_line() -> None:
     same = "systemctl stop nvidia-persistenced; echo stopped-everything-for-the-test"
     hosts = (
-        HostReport("a", HostStatus.CHANGED, {}, steps=(_passing("a", same),)),
-        HostReport("b", HostStatus.CHANGED, {}, steps=(_passing("b", same),)),
-        HostReport("c", HostStatus.CHANGED, {}, steps=(_passing("c", same + " --force"),)),
+        HostReport("a", _changed("a"), {}, steps=(_passing("a", same),)),
+        HostReport("b", _changed("b"), {}, steps=(_passing("b", same),)),
+        HostReport("c", _changed("c"), {}, steps=(_passing("c", same + " --force"),)),
     )
     html = render_html(_fleet(*hosts))
     # Not run by every host: no host's line drops it, and it is shared as the repeated text
