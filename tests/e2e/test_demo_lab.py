@@ -1,5 +1,6 @@
 """`make demo` shows the engine protecting nodes (issue 12): the demo's run (the Makefile's
-playbook, inventory and drain_wait) on the demo's scenario, judged by the lab's truth.
+playbook, inventory and drain_wait) on the demo's scenario, judged by the lab's truth. Its last
+15 lines tell what happened to each node and what to do next (issue 20).
 
 Both protected nodes carry an Xid 79, so the playbook wants to reboot them: gpu005 runs alice's
 job (deferred after drain_wait, job still running, never rebooted) and gpu014 was drained by bob
@@ -20,7 +21,10 @@ from tests.e2e.labrun import REPO, Run, fault_kinds, fleetfix_run, nodes, write_
 from tests.lab.support import running_lab
 
 BUSY, HUMAN, RMA = "gpu005", "gpu014", "gpu007"
+FIXED = ("gpu003", "gpu011")
 BOB_REASON = "reseat GPU 4, ticket OPS-1187"
+VERDICTS = {BUSY: "deferred", RMA: "needs RMA", HUMAN: "left alone"} | dict.fromkeys(FIXED, "fixed")
+"""Every host of the demo that does not end healthy, with the label of its verdict."""
 
 
 @dataclass(frozen=True)
@@ -52,6 +56,13 @@ class Played:
     run: Run
     before: dict[str, dict[str, Any]]
     after: dict[str, dict[str, Any]]
+    workdir: Path
+
+    @property
+    def run_id(self) -> str:
+        found = re.search(r"^run id: (\S+)", self.run.stdout, re.M)
+        assert found, self.run.output
+        return found[1]
 
 
 @pytest.fixture(scope="module")
@@ -66,8 +77,9 @@ def played(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Played]:
             inventory,
             work,
             *("-e", f"drain_wait={demo.drain_wait}", "-e", "power_cycle=true"),
+            *("--report", str(work / "demo-report.json")),
         )
-        yield Played(done, before, nodes(lab.truth()))
+        yield Played(done, before, nodes(lab.truth()), work)
 
 
 def test_the_demo_ends_as_the_makefile_says(played: Played) -> None:
@@ -110,7 +122,36 @@ def test_the_rest_of_the_demo_still_happens(played: Played) -> None:
     assert rma["boots"] == 3 and rma["power_cycles"] == 1, rma
     assert rma["slurm"]["drain"]
     assert "RMA candidate: run the field diagnostic" in rma["slurm"]["reason"], rma["slurm"]
-    assert played.run.left[RMA].startswith("failed: ")
+    assert played.run.left[RMA].startswith("needs RMA: ")
+
+
+def test_the_last_15_lines_tell_each_node_and_the_next_step(played: Played) -> None:
+    tail = played.run.stdout.splitlines()[-15:]
+    text = "\n".join(tail)
+    for host, label in VERDICTS.items():  # each not-healthy host on its verdict's group line
+        assert any(
+            line.startswith(f"  {label} ") and host in line.partition(": ")[2] for line in tail
+        ), (host, label, text)
+    assert any(line.startswith("  healthy 11: gpu[") for line in tail), text
+    assert f"(owned by bob: {BOB_REASON})" in text and "job(s) 48213" in text  # owner, job
+    retry = f".fleetfix/retry/{played.run_id}.txt"
+    command = next(line for line in tail if line.startswith(f"  deferred {BUSY}: fleetfix run"))
+    assert command.endswith(f" --limit @{retry}"), command
+    assert " -i " in command and "xid79.yml" in command
+    assert f"needs RMA {RMA}: open the RMA ticket with the evidence in " in text
+    assert str(played.workdir / "demo-report.json") in text
+    assert f"left alone {HUMAN}: ask the owner" in text
+    assert (played.workdir / retry).read_text().split() == sorted([BUSY, RMA, HUMAN])
+
+
+def test_the_summary_comes_after_everything_else(played: Played) -> None:
+    out = played.run.stdout
+    summary = out.rindex("SUMMARY (run ")
+    for block in ("PLAY RECAP", "LEFT UNHEALTHY OR UNTOUCHED", "TOPOLOGY", "ACTIONS TAKEN"):
+        assert out.index(block) < summary, block
+    assert out.count(f"job(s) 48213 still running on {BUSY} after") == 2  # the list, the summary
+    actions = out.partition("ACTIONS TAKEN")[2].partition("report: ")[0]
+    assert actions.count(f"  {RMA}  slurm_drain  ") == 1, actions  # drained twice: one line
 
 
 def test_the_demo_scenario_is_the_shipped_one() -> None:

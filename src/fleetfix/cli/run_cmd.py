@@ -13,6 +13,8 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
+from rich.console import Console
+
 from fleetfix.actions import action_registry
 from fleetfix.cli.ansible_options import resolve_ansible_options
 from fleetfix.cli.loading import builtin_task_loader
@@ -33,6 +35,7 @@ from fleetfix.cli.resume_scope import (
     scope_of,
     stored_scope,
 )
+from fleetfix.cli.retry import shown_path, write_retry_file
 from fleetfix.cli.safety_options import (
     add_safety_options,
     hands_off,
@@ -68,6 +71,8 @@ from fleetfix.report.console import ConsoleView
 from fleetfix.report.model import Report
 from fleetfix.report.publish import fleet_topology, publish
 from fleetfix.report.render import check_report_path
+from fleetfix.report.summary import RunPlace, summary_lines
+from fleetfix.report.terminal import output_console
 from fleetfix.results import Outcome, ResumeState, RunResult
 from fleetfix.runtime import Runtime, open_runtime
 from fleetfix.secrets import Redactor
@@ -384,11 +389,10 @@ async def _run(args: argparse.Namespace, plan: RunPlan) -> int:
                 return Outcome.SAFETY_ABORT
             outcome = result.outcome(check_changes_exit=args.check and args.detailed_exitcode)
             journal.finish_run(outcome)
-            if not _reports(collector.model(plan.topology), args.report):
-                # the run's own code says more; a clean run whose report is missing is not
-                outcome = outcome if outcome != Outcome.OK else Outcome.ERROR
-            if outcome == Outcome.INTERRUPTED:
-                print(f"to go on where it stopped: {resume_command(command_line, journal.run_id)}")
+            report = collector.model(plan.topology)
+            outcome = _tell_the_end(
+                args, result, outcome, report, command_line=command_line, run=journal.run_id
+            )
         finally:
             for observer in observers:
                 await observer.finish()
@@ -398,13 +402,55 @@ async def _run(args: argparse.Namespace, plan: RunPlan) -> int:
         journal.close()
 
 
-def _reports(report: Report, paths: list[str]) -> bool:
-    """Print the summary and write the report files; False when one could not be written
+def _reports(report: Report, paths: list[str], console: Console | None = None) -> bool:
+    """Print the fleet view and write the report files; False when one could not be written
     (said on stderr: the run's work and its journal stand, the file is what is missing)."""
-    failed = publish(report, paths)
+    failed = publish(report, paths, console or output_console())
     for why in failed:
         print(f"ERROR: {why}", file=sys.stderr)
     return not failed
+
+
+def _tell_the_end(
+    args: argparse.Namespace,
+    result: RunResult,
+    outcome: Outcome,
+    report: Report,
+    *,
+    command_line: list[str],
+    run: str | None,
+) -> Outcome:
+    """The fleet view and the report files, then, last, the summary; the run's exit code (a
+    clean run whose report could not be written is not clean)."""
+    console = output_console()
+    if not _reports(report, args.report, console):
+        # the run's own code says more; a clean run whose report is missing is not
+        outcome = outcome if outcome != Outcome.OK else Outcome.ERROR
+    if outcome == Outcome.INTERRUPTED:
+        print(f"to go on where it stopped: {resume_command(command_line, run)}")
+    _summary(args, result, run or "", int(outcome), console)
+    return outcome
+
+
+def _summary(
+    args: argparse.Namespace, result: RunResult, run: str, code: int, console: Console
+) -> None:
+    """Last in the output: the verdicts grouped and the next steps, naming the retry file."""
+    retry = None
+    try:
+        retry = write_retry_file(result.verdicts.values(), run)
+    except OSError as exc:
+        print(f"WARNING: cannot write the retry file: {exc}", file=sys.stderr)
+    place = RunPlace(
+        run_id=run,
+        playbook=args.playbook,
+        inventory=tuple(args.inventory),
+        retry_file=shown_path(retry) if retry else None,
+        json_report=next((p for p in args.report if Path(p).suffix.lower() == ".json"), None),
+        exit_code=code,
+    )
+    for line in summary_lines(result.verdicts.values(), place):
+        console.print(line, soft_wrap=True)  # a command stays one line to copy, on a tty too
 
 
 def _resume_state(

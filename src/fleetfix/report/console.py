@@ -1,14 +1,22 @@
-"""The live console view: Ansible's line format, colour and a progress bar on a TTY only."""
+"""The console while a run runs: Ansible's task-by-task stream, or a live view on a terminal.
+
+Off a terminal (a pipe, `| tee`, cron, the e2e tests) the stream is printed as Ansible prints
+it: TASK banners, per-host lines, the PLAY RECAP and the hosts left. On a terminal the live
+view (report/progress.py) replaces the stream, and `-v` brings the stream back above it, as
+ansible-playbook's verbose detail. Either way the run ends with the summary the CLI prints
+after the reports (report/summary.py).
+"""
 
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
+import time
+from collections.abc import Callable, Mapping
 from typing import Any, TextIO
 
-from rich.console import Console
+from rich.console import Console, RenderableType
 from rich.control import strip_control_codes
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.live import Live
 from rich.text import Text
 
 from fleetfix.events import (
@@ -29,8 +37,11 @@ from fleetfix.events import (
     StepRetry,
     TaskStarted,
 )
+from fleetfix.report.progress import LiveProgress
+from fleetfix.report.summary import left_lines
 from fleetfix.results import RECAP_FIELDS, HostStats, RunResult, Status, StepResult
 from fleetfix.secrets import NO_LOG_TEXT
+from fleetfix.verdicts import LeftKind
 
 COLUMNS = 79
 STYLES: Mapping[Status, str] = {
@@ -159,27 +170,63 @@ def _verbose_output(result: StepResult) -> str:
 
 
 class ConsoleView:
-    """Subscribes to engine events and prints them. Plain text when not a TTY or NO_COLOR."""
+    """Subscribes to engine events and prints them. Plain text when not a TTY or NO_COLOR.
+
+    On a terminal the live view is drawn instead of the stream; `verbosity` > 0 prints the
+    stream there too. `console` and `clock` are for tests (a forced terminal, a fixed time).
+    """
 
     def __init__(
-        self, stream: TextIO | None = None, *, verbosity: int = 0, diff: bool = False
+        self,
+        stream: TextIO | None = None,
+        *,
+        verbosity: int = 0,
+        diff: bool = False,
+        console: Console | None = None,
+        clock: Callable[[], float] = time.time,
     ) -> None:
-        self.console = Console(file=stream, highlight=False, soft_wrap=True)
+        self.console = console or Console(file=stream, highlight=False, soft_wrap=True)
         self.verbosity = verbosity
         self.diff = diff
         self.live = self.console.is_terminal
-        self._progress: Progress | None = None
-        self._task_id: Any = None
-        self._batch_size = 0
+        self.streaming = not self.live or verbosity > 0
+        """The task-by-task stream is printed: off a terminal, or with -v."""
+        self.progress = LiveProgress()
+        self._clock = clock
+        self._run_id = ""
+        self._live: Live | None = None
         self._titles: dict[str, str] = {}  # step key -> its banner's title
         self._shown_key = ""  # the step whose banner was printed last
         self._itemized: set[tuple[str, str]] = set()  # (host, step key) whose items printed
         self._handlers = self._make_handlers()
 
     def __call__(self, event: Event) -> None:
+        if self.live:
+            self.progress(event)
+            if self._live is None and not isinstance(event, RunFinished):
+                self._start_live()
         handler = self._handlers.get(type(event))
         if handler is not None:
             handler(event)
+
+    def _start_live(self) -> None:
+        self._live = Live(
+            get_renderable=self._live_view,
+            console=self.console,
+            transient=True,
+            refresh_per_second=4,
+            redirect_stdout=False,
+            redirect_stderr=False,
+        )
+        self._live.start()
+
+    def _live_view(self) -> RenderableType:
+        return self.progress.renderable(self._clock())
+
+    def _stop_live(self) -> None:
+        if self._live is not None:
+            self._live.stop()
+            self._live = None
 
     def _make_handlers(self) -> dict[type[Event], Any]:
         return {
@@ -201,7 +248,9 @@ class ConsoleView:
         }
 
     def _left(self, event: HostLeft) -> None:
-        if event.kind != "unhealthy":  # those are listed once, after the recap
+        # Unhealthy hosts are listed once, at the end. So are deferred ones: the drain step's
+        # `parked: ...` line said it live, and the deferral comes at the wait's deadline.
+        if event.kind not in (LeftKind.UNHEALTHY, LeftKind.DEFERRED):
             self._say(f"  [{event.host}] {event.reason}", "bold yellow")
 
     def _override(self, event: OwnershipOverridden) -> None:
@@ -221,22 +270,28 @@ class ConsoleView:
             self._say(f"  [{event.host}] out of service{where}", "dim")
 
     def _run_started(self, event: RunStarted) -> None:
+        self._run_id = event.run_id
         if event.check:
             self._say("CHECK MODE: probes run; mutating steps are planned, not run", "bold")
 
     def _play(self, event: PlayStarted) -> None:
+        if not self.streaming:
+            return
         self._say("\n" + banner(f"PLAY [{event.name}]"), "bold")
         if not event.hosts:
             self._say("skipping: no hosts matched", "cyan")
 
     def _batch(self, event: BatchStarted) -> None:
-        self._batch_size = len(event.hosts)
+        if not self.streaming:
+            return
         if event.revisit:
             self._say(f"revisit: {', '.join(event.hosts)}", "dim")
         elif event.count > 1:
             self._say(f"batch {event.index}/{event.count}: {', '.join(event.hosts)}", "dim")
 
     def _retry(self, event: StepRetry) -> None:
+        if not self.streaming:
+            return
         left = event.retries - event.attempt
         self._say(
             f"FAILED - RETRYING: [{event.host}]: {event.step} ({left} retries left).", "yellow"
@@ -261,27 +316,17 @@ class ConsoleView:
             self.console.file.flush()
 
     def _task(self, event: TaskStarted) -> None:
-        if event.block:
+        if event.block or not self.streaming:
             return  # Ansible prints no banner for a block, only for the steps in it
         kind = "RUNNING HANDLER" if event.handler else "TASK"
         title = f"{kind} [{event.name}]"
         self._titles[event.key] = title
         self._shown_key = event.key
         self._say("\n" + banner(title), "bold")
-        if self.live:
-            self._stop_progress()
-            self._progress = Progress(
-                TextColumn("  {task.description}"),
-                BarColumn(),
-                MofNCompleteColumn(),
-                TimeElapsedColumn(),
-                console=self.console,
-                transient=True,
-            )
-            self._task_id = self._progress.add_task(event.name, total=self._batch_size or None)
-            self._progress.start()
 
     def _host(self, result: StepResult) -> None:
+        if not self.streaming:
+            return
         self._under_banner(result.key)
         line: str | None = host_line(result, self.verbosity)
         if (result.host, result.key) in self._itemized:
@@ -289,10 +334,10 @@ class ConsoleView:
             line = looped_line(result, self.verbosity)
         if line is not None:
             self._say(line, STYLES.get(result.status))
-        if self._progress is not None:
-            self._progress.advance(self._task_id)
 
     def _item(self, event: LoopItemFinished) -> None:
+        if not self.streaming:
+            return
         result = event.result
         step_key = _step_key(result.key)
         self._under_banner(step_key)
@@ -312,15 +357,12 @@ class ConsoleView:
         elif self.verbosity >= 2 or (self.diff and event.result.rc is not None):
             self._say(f"  [{event.host}] ran: {event.result.command} (rc={event.result.rc})", "dim")
 
-    def _stop_progress(self) -> None:
-        if self._progress is not None:
-            self._progress.stop()
-            self._progress = None
-
     def _finish(self, result: RunResult) -> None:
-        self._stop_progress()
+        self._stop_live()
         if result.interrupted:
             self._say("\nINTERRUPTED: stopped cleanly; finished steps are kept.", "bold red")
+        if not self.streaming:
+            return  # the summary after the reports says it all
         self._say("\n" + banner("PLAY RECAP"), "bold")
         for host in sorted(result.stats):
             stats = result.stats[host]
@@ -330,10 +372,11 @@ class ConsoleView:
                 else ("yellow" if stats.changed else "green")
             )
             self._say(recap_line(host, stats), style)
-        if result.left:
+        left = left_lines(result.verdicts.values(), self._run_id)
+        if left:
             self._say("\nLEFT UNHEALTHY OR UNTOUCHED (the run exits non-zero for these):", "bold")
-            for host in sorted(result.left):
-                self._say(f"  {host}: {result.left[host]}", "yellow")
+            for line in left:
+                self._say(line.plain, "yellow")
         self._say("")
 
 

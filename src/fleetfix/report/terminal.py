@@ -9,7 +9,8 @@ output stays readable for a thousand nodes. Plain text when the console is not a
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping
+from typing import TextIO
 
 from rich.console import Console, ConsoleOptions, Group, RenderableType
 from rich.text import Text
@@ -36,6 +37,8 @@ STATUS_STYLES: Mapping[VerdictKind, str] = {
     VerdictKind.HEALTHY: "green",
     VerdictKind.NOT_RUN: "dim",
 }
+UNWRAPPED = 100_000
+"""Off a terminal, lines are as long as they are: no renderable here pads to the width."""
 LIST_ALL_UP_TO = 8
 LIST_AT_MOST = 20
 
@@ -56,6 +59,16 @@ def render_terminal(report: Report, console: Console) -> None:
     console.print(TerminalReport(report))
 
 
+def output_console(file: TextIO | None = None) -> Console:
+    """The console the end of a run prints on: rich's own on a terminal; off one (a pipe,
+    cron's mail, a log file), plain and unwrapped, so a finding or a reason stays on its line
+    for grep instead of being cut at 80 columns."""
+    console = Console(file=file, highlight=False)
+    if console.is_terminal:
+        return console
+    return Console(file=file, highlight=False, soft_wrap=True, width=UNWRAPPED, no_color=True)
+
+
 def sections(report: Report) -> list[RenderableType]:
     """The report's blocks in order: findings, topology, actions."""
     blocks: list[RenderableType] = [Text("")]
@@ -68,7 +81,7 @@ def sections(report: Report) -> list[RenderableType]:
     if report.actions:
         blocks.append(Text(""))
         blocks.append(Text("ACTIONS TAKEN", style="bold"))
-        blocks.extend(_action_line(a) for a in report.actions)
+        blocks.extend(action_lines(report.actions))
     return blocks
 
 
@@ -141,10 +154,41 @@ def _finding(finding: Finding) -> Text:
     return text
 
 
-def _action_line(action: ActionRecord) -> Text:
+def action_lines(actions: Iterable[ActionRecord]) -> list[Text]:
+    """One line per host, action and outcome, hosts by name and each host's actions in the
+    order first done: an action done twice with one outcome is one line, `done (2 times)` (the RMA
+    node's second drain only rewrites its reason)."""
+    counts: Counter[tuple[str, str, str]] = Counter()
+    first: dict[tuple[str, str, str], ActionRecord] = {}
+    for action in actions:
+        key = (action.host, action.action or action.step, action.outcome)
+        counts[key] += 1
+        first.setdefault(key, action)
+    keys = sorted(first, key=lambda key: _natural(key[0]))  # stable: order done within a host
+    return [_action_line(first[key], counts[key]) for key in keys]
+
+
+def _natural(host: str) -> tuple[str, int, str]:
+    digits = host.rstrip("0123456789")
+    number = host[len(digits) :]
+    return (digits, int(number) if number else -1, host)
+
+
+def _action_line(action: ActionRecord, count: int = 1) -> Text:
     style = "yellow" if action.planned else ("red" if action.bad else "green")
     name = action.action or action.step
-    return Text.assemble("  ", (action.host, "bold"), f"  {name}  ", (action.outcome, style))
+    times = f" ({count} times)" if count > 1 else ""
+    return Text.assemble(
+        "  ", (action.host, "bold"), f"  {name}  ", (action.outcome + times, style)
+    )
 
 
-__all__ = ["STATUS_STYLES", "TerminalReport", "render_terminal", "sections", "topology_tree"]
+__all__ = [
+    "STATUS_STYLES",
+    "TerminalReport",
+    "action_lines",
+    "output_console",
+    "render_terminal",
+    "sections",
+    "topology_tree",
+]
