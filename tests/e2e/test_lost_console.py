@@ -112,7 +112,8 @@ def test_a_terminal_hangup_stops_the_run_cleanly_and_resume_finishes_it(tmp_path
     with running_lab("xid79", tmp_path / "lab", reboot_time=0.3) as lab:
         inventory = write_inventory(lab, tmp_path / "lab.ini")
         journal = tmp_path / "j.sqlite"
-        argv = run_argv("xid79.yml", inventory, journal, *EXTRA)
+        # -v: on a terminal the task stream (which this test reads) comes with -v only
+        argv = run_argv("xid79.yml", inventory, journal, *EXTRA, "-v")
         # the session drops just after the first reboot's intent is journaled
         env = stopping_env(StopAt("ActionStarted", 1, '"action": "reboot"'))
         terminal, pty = os.openpty()

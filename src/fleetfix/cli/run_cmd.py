@@ -66,10 +66,10 @@ from fleetfix.playbook.conditions import Templar
 from fleetfix.playbook.extravars import parse_extra_vars
 from fleetfix.playbook.model import Play, Playbook, Step, StepKind
 from fleetfix.probes import probe_registry
-from fleetfix.report.collect import ReportCollector
+from fleetfix.report.collect import run_collector
 from fleetfix.report.console import ConsoleView
 from fleetfix.report.model import Report
-from fleetfix.report.publish import fleet_topology, publish
+from fleetfix.report.publish import add_report_steps_option, fleet_topology, publish
 from fleetfix.report.render import check_report_path
 from fleetfix.report.summary import RunPlace, summary_lines
 from fleetfix.report.terminal import output_console
@@ -141,6 +141,7 @@ def add_parsers(sub: Any) -> None:
         metavar="PATH",
         help="write a report (.json, .html, .xml=JUnit); repeatable",
     )
+    add_report_steps_option(run)
     run.add_argument(
         "--topology-file",
         metavar="PATH",
@@ -365,7 +366,11 @@ async def _run(args: argparse.Namespace, plan: RunPlan) -> int:
             return Outcome.SAFETY_ABORT
         plan = _without(plan, busy)
         bus.subscribe(journal)
-        collector = ReportCollector(run_id=journal.run_id, detailed_exitcode=args.detailed_exitcode)
+        # A resumed run keeps its id: its reports cover the actions done before the stop too.
+        earlier = list(journal.events(args.resume)) if args.resume else []
+        collector = run_collector(
+            journal.run_id, journaled=earlier, detailed_exitcode=args.detailed_exitcode
+        )
         bus.subscribe(collector)
         observers = run_observers(args, journal)
         for observer in observers:
@@ -385,7 +390,7 @@ async def _run(args: argparse.Namespace, plan: RunPlan) -> int:
                 go_on = resume_command(command_line, journal.run_id)
                 print(f"ERROR: {exc}\n{JOURNAL_LOST}\n  {go_on}", file=sys.stderr)
                 tell_journal_lost(observers, redactor.text(str(exc)))
-                _reports(collector.model(plan.topology), args.report)
+                _reports(collector.model(plan.topology), args.report, steps=args.report_steps)
                 return Outcome.SAFETY_ABORT
             outcome = result.outcome(check_changes_exit=args.check and args.detailed_exitcode)
             journal.finish_run(outcome)
@@ -402,10 +407,12 @@ async def _run(args: argparse.Namespace, plan: RunPlan) -> int:
         journal.close()
 
 
-def _reports(report: Report, paths: list[str], console: Console | None = None) -> bool:
+def _reports(
+    report: Report, paths: list[str], console: Console | None = None, *, steps: bool = False
+) -> bool:
     """Print the fleet view and write the report files; False when one could not be written
     (said on stderr: the run's work and its journal stand, the file is what is missing)."""
-    failed = publish(report, paths, console or output_console())
+    failed = publish(report, paths, console or output_console(), steps=steps)
     for why in failed:
         print(f"ERROR: {why}", file=sys.stderr)
     return not failed
@@ -423,7 +430,7 @@ def _tell_the_end(
     """The fleet view and the report files, then, last, the summary; the run's exit code (a
     clean run whose report could not be written is not clean)."""
     console = output_console()
-    if not _reports(report, args.report, console):
+    if not _reports(report, args.report, console, steps=args.report_steps):
         # the run's own code says more; a clean run whose report is missing is not
         outcome = outcome if outcome != Outcome.OK else Outcome.ERROR
     if outcome == Outcome.INTERRUPTED:

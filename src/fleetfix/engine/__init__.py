@@ -34,6 +34,7 @@ from fleetfix.probes.base import Probe
 from fleetfix.results import RunResult
 from fleetfix.topology import Topology
 from fleetfix.topology.caps import DomainCap
+from fleetfix.topology.snapshot import host_places
 from fleetfix.transport.base import Transport
 from fleetfix.verdicts import LeftKind
 
@@ -89,7 +90,11 @@ async def run_playbook(engine: Engine, playbook: Playbook, select: HostSelector)
     plays = [(play, select(play.hosts)) for play in rendered]
     every_host = tuple(dict.fromkeys(h for _, hosts in plays for h in hosts))
     started = RunStarted(
-        run_id=ctx.options.run_id, playbook=playbook.path, hosts=every_host, check=ctx.options.check
+        run_id=ctx.options.run_id,
+        playbook=playbook.path,
+        hosts=every_host,
+        check=ctx.options.check,
+        topology=host_places(engine.topology, every_host),
     )
     ctx.bus.emit(started)
     for host, holder in sorted(ctx.options.leased.items()):

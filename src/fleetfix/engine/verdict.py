@@ -87,25 +87,39 @@ def _judge(ctx: RunContext, host: str, unhealthy: str | None) -> Verdict:
     stats = ctx.result.stats.get(host)
     if state is None or stats is None or not _ran(stats.as_dict()):
         return _verdict(ctx, host, VerdictKind.NOT_RUN, "no step ran on it")
+    failed = bool(stats.failed or unhealthy)
+    return _judge_failure(ctx, state, failed) or _judge_standing(ctx, state)
+
+
+def _judge_failure(ctx: RunContext, state: HostState, failed: bool) -> Verdict | None:
+    """Unreachable, needs RMA (drained for it by fleetfix), held, needs a human (drained by
+    fleetfix saying what it needs), failed; None when none of them."""
+    host, stats = state.name, ctx.result.stats[state.name]
     failure = _last_failure(ctx, host)
     if stats.unreachable:
         return _verdict(ctx, host, VerdictKind.UNREACHABLE, failure or "could not be reached")
-    slurm = state.probe_data.get("slurm_node")
-    drained_by_us = _fleetfix_reason(slurm)
+    drained_by_us = _drained_by_this_run(ctx, state)
     if drained_by_us is not None and is_rma_reason(drained_by_us):
         return _verdict(ctx, host, VerdictKind.NEEDS_RMA, drained_by_us, (failure,))
     held = _held(ctx, state)
-    if held is not None and (stats.failed or unhealthy):
+    if held is not None and failed:
         return _verdict(ctx, host, VerdictKind.HELD, held, (failure,))
     if stats.failed and drained_by_us is not None:
         return _verdict(ctx, host, VerdictKind.NEEDS_HUMAN, drained_by_us, (failure,))
     if stats.failed:
         return _verdict(ctx, host, VerdictKind.FAILED, failure or "a step failed")
+    return None
+
+
+def _judge_standing(ctx: RunContext, state: HostState) -> Verdict:
+    """No step failed: unhealthy (a fault showing, in service), drained, or how the run
+    left a good node (fixed, changed, healthy)."""
+    host, slurm = state.name, state.probe_data.get("slurm_node")
     problems = current_problems(ctx, state, planned=ctx.options.check)
     if problems and not out_of_service(slurm):
         return _verdict(ctx, host, VerdictKind.UNHEALTHY, "; ".join(problems), tuple(problems))
-    if problems:
-        why = str((slurm or {}).get("reason") or "out of service")
+    if out_of_service(slurm):  # someone's drain, a past run's RMA drain, down: its reason says
+        why = str((slurm or {}).get("reason") or "out of service in Slurm")
         return _verdict(ctx, host, VerdictKind.DRAINED, why, tuple(problems))
     if ctx.options.check and state.changed_node:
         now = current_problems(ctx, state, planned=False)
@@ -168,6 +182,17 @@ def _fleetfix_reason(slurm: Mapping[str, Any] | None) -> str | None:
     if not any(slurm.get(k) for k in ("drained", "draining", "down")):
         return None
     return str(slurm.get("reason") or "")
+
+
+def _drained_by_this_run(ctx: RunContext, state: HostState) -> str | None:
+    """The Slurm reason of a node this run drained (an earlier run's RMA drain is that run's
+    verdict: here the node is `drained`, which does not fail a sweep every night)."""
+    slurm = state.probe_data.get("slurm_node")
+    reason = _fleetfix_reason(slurm)
+    if reason is None:
+        return None
+    ours = (slurm or {}).get("fleetfix_run") == ctx.options.run_id
+    return reason if ours or "slurm_drain" in state.actions_done else None
 
 
 def _last_failure(ctx: RunContext, host: str) -> str:

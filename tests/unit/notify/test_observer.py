@@ -138,7 +138,10 @@ async def test_a_run_that_lost_its_journal_still_says_how_it_ended(
         "failed": 1,
         "unreachable": 0,
     }
-    assert end["left"] == [{"host": "gpu005", "reason": deferred, "verdict": ""}] and end["left_total"] == 1
+    assert (
+        end["left"] == [{"host": "gpu005", "reason": deferred, "verdict": ""}]
+        and end["left_total"] == 1
+    )
     assert (end["interrupted"], end["safety_stop"]) == (False, None)
     slack = receiver.bodies("/slack")[1]
     assert slack["text"] == "fleetfix: run finished: safety_abort (exit 6)"
