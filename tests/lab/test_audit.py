@@ -57,6 +57,10 @@ def lab(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LabHandle]:
         ("systemctl", ["--now", "disable", "nvidia-persistenced"], True),
         ("systemctl", ["restart", "nvidia-fabricmanager"], True),
         ("systemctl", ["is-active", "slurmd"], False),
+        ("nvidia-smi", ["nvlink", "-e"], False),  # --errorcounters, not --ecc-config
+        ("nvidia-smi", ["nvlink", "-s"], False),
+        ("nvidia-smi", ["nvlink", "-r", "0"], True),  # --resetcounters
+        ("nvidia-smi", ["-e", "0"], True),
         ("scontrol", ["update", "NodeName=a01", "State=RESUME"], True),
         ("scontrol", ["-o", "show", "node", "a01"], False),
         ("nvidia-smi", ["-i", "0", "-r"], True),

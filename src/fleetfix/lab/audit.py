@@ -78,6 +78,10 @@ def is_disruptive(tool: str, argv: Sequence[str], gpu_pids: Collection[int]) -> 
     if tool in ALWAYS:
         return True
     words = [a for a in argv if not a.startswith("-")]
+    if tool == "nvidia-smi" and "nvlink" in words:
+        # The nvlink subcommand's own options: -e is --errorcounters (a read), not the
+        # top-level --ecc-config; only -r/--resetcounters changes the node.
+        return any(a in ("-r", "--resetcounters") for a in argv)
     if tool == "nvidia-smi":
         return bool(words[:1] and words[0] in _SMI_SUBCOMMANDS) or any(
             a.partition("=")[0] in _SMI_CHANGES for a in argv
