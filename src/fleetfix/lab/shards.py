@@ -124,7 +124,8 @@ class ShardSet:
             if errors:
                 raise LabError(
                     f"cannot listen on port {self._port} for lab nodes: {errors[0]}",
-                    hint="is another lab running? stop it with `fleetfix lab down`, or pick --port",
+                    hint="is another lab running? stop it with `fleetfix lab down`, or choose"
+                    " another port: `fleetfix lab up --port PORT`, `fleetfix run --lab-port PORT`",
                 )
 
     async def _accept(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
