@@ -116,9 +116,9 @@ def test_nccl_tests_on_a_merely_idle_node_is_refused(
     assert run.returncode == 2, run.output
     for name in ("a01", "a02"):
         assert run.left[name] == (
-            "needs a human: nccl_tests refused: an active test runs only on a node taken out of scheduling"
-            " (drained, or in a fleetfix reservation: slurm_reserve); it is IDLE in Slurm: a job"
-            " could start on it mid-test"
+            "needs a human: nccl_tests refused: an active test runs only on a node taken out"
+            " of scheduling (drained, or in a fleetfix reservation: slurm_reserve);"
+            " it is IDLE in Slurm: a job could start on it mid-test"
         ), run.output
     assert run.left["a06"] == "left alone: owned by bob: bad DIMM, OPS-77", run.output
     assert action_rows(tmp_path / "j.sqlite") == [], "an action started (journaled intent)"
