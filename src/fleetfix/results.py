@@ -7,20 +7,43 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from fleetfix.plain import to_data
 from fleetfix.verdicts import Verdict, VerdictKind
+
+EXCERPT = 4000
+"""Characters kept of each output stream, marker included: no more than a report shows
+(report/text.py EXCERPT_CHARS), so a report re-rendered from the journal shows about what the
+live one showed (its head a few characters shorter), with the true length of the output."""
+
+
+def excerpt(text: str, limit: int = EXCERPT) -> str:
+    """At most `limit` characters of `text`, marker included: a quarter from the head (what
+    ran), the rest from the tail (where tools print their verdict and errors). The marker says
+    how long the output was and how much of it is cut."""
+    if len(text) <= limit:
+        return text
+    widest = f"\n... [{len(text)} chars, {len(text)} cut] ...\n"  # the cut is never wider
+    room = max(limit - len(widest), 0)
+    head, tail = room // 4, room - room // 4
+    marker = f"\n... [{len(text)} chars, {len(text) - room} cut] ...\n"
+    return f"{text[:head]}{marker}{text[len(text) - tail :]}"
 
 
 @dataclass(frozen=True, slots=True)
 class ParsedOutput:
     """A probe's verdict on a command's stdout, made where the command ran (a host shard's
-    worker process): the typed facts and the same facts as plain data, or why parsing failed."""
+    worker process): the typed facts, or why parsing failed."""
 
     facts: Any = None
-    data: Any = None
     error: str | None = None
     absent: str | None = None
     """The tool that is not installed on the node (then `error` says so and there are no facts):
     the node does not have it, which is not a fault (errors.ToolNotInstalled)."""
+
+    @property
+    def data(self) -> Any:
+        """The facts as plain data, made now (not kept: the typed facts are the one copy)."""
+        return to_data(self.facts)
 
 
 @dataclass(frozen=True, slots=True)

@@ -99,7 +99,8 @@ async def _probe(
             probes=probe_registry(),
             actions=action_registry(),
             bus=bus,
-            options=RunOptions(forks=args.forks, command_timeout=args.timeout),
+            # Every probe's facts are printed at the end: the run keeps them.
+            options=RunOptions(forks=args.forks, command_timeout=args.timeout, keep_facts=True),
         )
         return await engine.run(snapshot_playbook(names), lambda _pattern: hosts)
 

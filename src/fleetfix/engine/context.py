@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Awaitable, Callable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol
 
@@ -12,6 +12,7 @@ from fleetfix.engine.parking import Parking
 from fleetfix.engine.runhosts import RuntimeHosts
 from fleetfix.engine.safety import Safety
 from fleetfix.events import EventBus
+from fleetfix.plain import to_data
 from fleetfix.playbook.model import Step
 from fleetfix.plugins import Registry
 from fleetfix.probes.base import Probe
@@ -137,6 +138,10 @@ class RunOptions:
     override_ownership: frozenset[str] = frozenset()
     """Hosts an operator explicitly allowed fleetfix to act on although someone else owns them."""
     operator: str = ""
+    keep_facts: bool = False
+    """Keep each probe step's facts (as data) in RunResult.results to the end of the run, for
+    a command that prints them all then (`fleetfix probe`); otherwise only the host's latest
+    typed facts are kept."""
     """Who runs fleetfix (journaled with every ownership override)."""
     limit: str | None = None
     """--limit: applied again to the hosts add_host and group_by bring into a play."""
@@ -158,6 +163,35 @@ class RunOptions:
     a run known dead may be taken over before it expires."""
 
 
+class ProbeData(Mapping[str, Any]):
+    """The latest facts of each probe on a host as plain data (what health rules, verdicts and
+    `register:` read), made from the typed facts each time it is read: the typed facts are the
+    one copy a run keeps (a resumed run's replayed facts are data already)."""
+
+    __slots__ = ("_latest",)
+
+    def __init__(self) -> None:
+        self._latest: dict[str, Any] = {}
+
+    def keep(self, name: str, facts: Any) -> None:
+        self._latest[name] = facts
+
+    def drop(self, name: str) -> None:
+        self._latest.pop(name, None)
+
+    def __getitem__(self, name: str) -> Any:
+        return to_data(self._latest[name])
+
+    def __contains__(self, name: object) -> bool:
+        return name in self._latest
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._latest)
+
+    def __len__(self) -> int:
+        return len(self._latest)
+
+
 @dataclass(slots=True)
 class HostState:
     """One host's life in a run: its variables, failure flags and notified handlers."""
@@ -170,7 +204,7 @@ class HostState:
     ended: bool = False  # meta: end_host
     notified: set[str] = field(default_factory=set)
     probe_facts: dict[str, Any] = field(default_factory=dict)  # latest typed facts per probe
-    probe_data: dict[str, Any] = field(default_factory=dict)  # latest facts per probe, as data
+    probe_data: ProbeData = field(default_factory=ProbeData)  # the same, as data
     probe_failures: dict[str, str] = field(default_factory=dict)  # probe -> why it last failed
     gpus_seen: int | None = None  # the most GPUs any probe showed in this run
     journal_gpus_seen: int | None = None

@@ -71,8 +71,8 @@ def _unreadable(state: HostState) -> list[str]:
 
 def _problems(state: HostState) -> list[str]:
     problems = _unreadable(state)
-    data = state.probe_data
-    for name in sorted(HEALTH_PROBES & data.keys()):
+    data = {name: state.probe_data[name] for name in HEALTH_PROBES & state.probe_data.keys()}
+    for name in sorted(data):
         if name == "xid":
             # The log since boot keeps an Xid a GPU reset already cured; only one that calls
             # for a reboot is still a fault in this boot (nvidia-smi tells the rest).

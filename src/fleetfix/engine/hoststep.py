@@ -172,6 +172,7 @@ class HostStep:
         failed tool is a failure, never an empty (healthy-looking) result."""
         probe = self.ctx.probes.get(name)
         outcome = Outcome(commands=[result], data={"facts": None})
+        typed = None
         if result.timed_out:
             outcome.failed = True
             outcome.message = f"probe {name} timed out and was killed (hung tool?)"
@@ -194,30 +195,39 @@ class HostStep:
                 outcome.failed = True
                 outcome.message = parsed.error
             else:
-                self.state.probe_facts[name] = parsed.facts
+                typed = self.state.probe_facts[name] = parsed.facts
                 outcome.data["facts"] = parsed.data
-        remember_probe(self.ctx, self.state, name, outcome.data["facts"], outcome.message)
+        remember_probe(
+            self.ctx, self.state, name, outcome.data["facts"], outcome.message, typed=typed
+        )
         return outcome
 
 
 def forget_probe(state: HostState, name: str) -> None:
     """The node does not have the probe's tool: neither facts nor a failure to count."""
     state.probe_facts.pop(name, None)
-    state.probe_data.pop(name, None)
+    state.probe_data.drop(name)
     state.probe_failures.pop(name, None)
 
 
 def remember_probe(
-    ctx: RunContext, state: HostState, name: str, facts: Mapping[str, Any] | None, failure: str
+    ctx: RunContext,
+    state: HostState,
+    name: str,
+    facts: Mapping[str, Any] | None,
+    failure: str,
+    *,
+    typed: Any = None,
 ) -> None:
     """Keep a probe's latest verdict on the host (the end-of-run health check reads it) and
-    tell the journal what outlives the run: GPUs seen, whether Slurm has the node in service."""
+    tell the journal what outlives the run: GPUs seen, whether Slurm has the node in service.
+    `typed`: the typed facts `facts` is the data of, kept instead of it (ProbeData)."""
     if facts is None:
         state.probe_failures[name] = failure or f"probe {name} failed"
-        state.probe_data.pop(name, None)
+        state.probe_data.drop(name)
         return
     state.probe_failures.pop(name, None)
-    state.probe_data[name] = facts
+    state.probe_data.keep(name, facts if typed is None else typed)
     if name == "nvidia_smi" and isinstance(facts.get("gpu_count"), int):
         # A GPU that fell off the bus is still in the node: it counts as one the node has.
         count = facts["gpu_count"] + len(facts.get("lost_gpus") or ())

@@ -351,7 +351,7 @@ def _record(
         state.changed_node = True
     ctx.stats(state.name).count(result)
     ctx.bus.emit(HostStepFinished(result=result))
-    ctx.result.results.append(_kept(result))
+    ctx.result.results.append(_kept(result, keep_facts=ctx.options.keep_facts))
     return result
 
 
@@ -364,20 +364,18 @@ def _in_and_out_of_service(ctx: RunContext, step: Step) -> bool:
     return name in ctx.actions and not ctx.actions.get(name).repairs
 
 
-def _kept(result: StepResult) -> StepResult:
-    """What the run keeps of a step once every consumer has it: its verdict and facts, not
-    the output of its commands (the journal holds that), which would be most of a 10,000-host
-    run's memory."""
-    if (
-        not result.commands
-        and not OUTPUT_KEYS & result.data.keys()
-        and "results" not in result.data
-    ):
+def _kept(result: StepResult, *, keep_facts: bool = False) -> StepResult:
+    """What the run keeps of a step once every consumer has it: its verdict, not the output
+    of its commands (the journal holds that), which would be most of a 10,000-host run's
+    memory, nor a probe's facts as data (the host state keeps the typed facts, once) unless
+    the command prints every probe's facts at the end (`fleetfix probe`: keep_facts)."""
+    dropped = OUTPUT_KEYS if keep_facts else OUTPUT_AND_FACTS
+    if not result.commands and not dropped & result.data.keys() and "results" not in result.data:
         return result
     brief = tuple(
         CommandResult(c.command, c.rc, "", "", c.duration, c.timed_out) for c in result.commands
     )
-    data = {k: v for k, v in result.data.items() if k not in OUTPUT_KEYS}
+    data = {k: v for k, v in result.data.items() if k not in dropped}
     if isinstance(data.get("results"), list):  # a loop's items keep their verdicts only
         data["results"] = [
             {k: v for k, v in item.items() if k not in OUTPUT_KEYS}
@@ -389,3 +387,4 @@ def _kept(result: StepResult) -> StepResult:
 
 
 OUTPUT_KEYS = frozenset(("stdout", "stderr", "stdout_lines", "stderr_lines"))
+OUTPUT_AND_FACTS = OUTPUT_KEYS | {"facts"}

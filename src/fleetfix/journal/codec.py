@@ -20,12 +20,8 @@ from typing import Any
 from fleetfix import events
 from fleetfix.errors import FleetfixError
 from fleetfix.events import CommandRan, Event, HostStepFinished, LoopItemFinished, RunFinished
-from fleetfix.results import CommandResult, StepResult
+from fleetfix.results import EXCERPT, CommandResult, StepResult, excerpt
 
-EXCERPT = 4000
-"""Characters kept of each output stream, marker included: no more than a report shows
-(report/text.py EXCERPT_CHARS), so a report re-rendered from the journal shows about what the
-live one showed (its head a few characters shorter), with the true length of the output."""
 ROW_FIELDS: dict[type[Event], tuple[str, ...]] = {
     CommandRan: ("command", "stdout", "stderr"),
     HostStepFinished: ("data", "commands"),
@@ -34,21 +30,11 @@ ROW_FIELDS: dict[type[Event], tuple[str, ...]] = {
 """Per event type, the fields of its `result` that live in a row of their own, not the body."""
 
 
+__all__ = ["EXCERPT", "ROW_FIELDS", "CodecError", "decode", "encode", "excerpt"]
+
+
 class CodecError(FleetfixError):
     """A journaled event could not be read back (a newer or damaged journal)."""
-
-
-def excerpt(text: str, limit: int = EXCERPT) -> str:
-    """At most `limit` characters of `text`, marker included: a quarter from the head (what
-    ran), the rest from the tail (where tools print their verdict and errors). The marker says
-    how long the output was and how much of it is cut."""
-    if len(text) <= limit:
-        return text
-    widest = f"\n... [{len(text)} chars, {len(text)} cut] ...\n"  # the cut is never wider
-    room = max(limit - len(widest), 0)
-    head, tail = room // 4, room - room // 4
-    marker = f"\n... [{len(text)} chars, {len(text) - room} cut] ...\n"
-    return f"{text[:head]}{marker}{text[len(text) - tail :]}"
 
 
 def encode(event: Event) -> tuple[str, str]:

@@ -11,17 +11,19 @@ to a parser that reads them, as pyinfra gives a fact its arguments in both `comm
 from __future__ import annotations
 
 import dataclasses
-import enum
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from types import MappingProxyType
 from typing import Any, Generic, TypeVar
 
 from fleetfix.errors import ProbeParseError, ToolNotInstalled
+from fleetfix.plain import to_data
 from fleetfix.probes.text import strip_terminal_escapes
 from fleetfix.results import ParsedOutput
 
 F = TypeVar("F")
+
+__all__ = ["NO_PARAMS", "Probe", "to_data", "verdict"]
 
 NO_PARAMS: Mapping[str, Any] = MappingProxyType({})
 
@@ -65,46 +67,14 @@ class Probe(Generic[F]):
         return self.parse_with(clean, self.bound if params is None else params)
 
 
-_PLAIN = (str, int, float, bool, type(None))
-
-
-_FIELD_NAMES: dict[type, tuple[str, ...] | None] = {}
-"""A memo of class metadata (which never changes), not run state."""
-
-
-def _field_names(cls: type) -> tuple[str, ...] | None:
-    """A dataclass's field names (read once per class); None for anything else."""
-    if cls not in _FIELD_NAMES:
-        fields = dataclasses.fields(cls) if dataclasses.is_dataclass(cls) else None
-        _FIELD_NAMES[cls] = tuple(f.name for f in fields) if fields is not None else None
-    return _FIELD_NAMES[cls]
-
-
-def to_data(value: Any) -> Any:
-    """Facts (nested frozen dataclasses, enums, tuples) as plain JSON-able data."""
-    cls = type(value)
-    if cls in _PLAIN:
-        return value
-    names = _field_names(cls)
-    if names is not None:
-        return {name: to_data(getattr(value, name)) for name in names}
-    if isinstance(value, enum.Enum):
-        return value.value
-    if isinstance(value, Mapping):
-        return {str(k): to_data(v) for k, v in value.items()}
-    if isinstance(value, (list, tuple)):
-        return [to_data(v) for v in value]
-    return value
-
-
 def verdict(probe: Probe[Any], text: str, params: Mapping[str, Any] | None = None) -> ParsedOutput:
-    """A probe's verdict on `text` (read with `params`, default the bound ones): its facts,
-    typed and as data, or why parsing failed. Where output becomes facts, in the main process
-    or in a host shard's worker."""
+    """A probe's verdict on `text` (read with `params`, default the bound ones): its typed
+    facts (their data view is made when read: ParsedOutput.data), or why parsing failed.
+    Where output becomes facts, in the main process or in a host shard's worker."""
     try:
         facts = probe.read(text, params)
     except ToolNotInstalled as exc:
         return ParsedOutput(error=str(exc), absent=exc.tool)
     except ProbeParseError as exc:
         return ParsedOutput(error=str(exc))
-    return ParsedOutput(facts=facts, data=to_data(facts))
+    return ParsedOutput(facts=facts)
