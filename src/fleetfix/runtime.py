@@ -15,7 +15,7 @@ from fleetfix.inventory import Inventory
 from fleetfix.transport.base import DEFAULT_CONNECT_TIMEOUT, ConnectionSpec, Transport
 from fleetfix.transport.registry import make_transport
 from fleetfix.transport.routing import RoutingTransport
-from fleetfix.transport.shards import ShardedTransport, WorkerOptions, auto_workers
+from fleetfix.transport.shards import ShardedTransport, WorkerOptions, worker_limit
 from fleetfix.transport.spec import SpecDefaults, build_spec
 
 
@@ -40,29 +40,38 @@ def _factory(args: argparse.Namespace, hosts: int) -> Any:
     def create(name: str) -> Transport:
         if name != "ssh":
             return make_transport(name)
-        workers = shard_workers(args, hosts)
+        workers, grow_to = shard_plan(args, hosts)
         options = {
-            # The handshake limit is the run's: each shard takes its share.
-            "max_handshakes": max(1, -(-args.max_handshakes // (workers + 1))),
+            "max_handshakes": args.max_handshakes,
             "accept_new_host_keys": args.accept_new_host_keys,
             "known_hosts": args.known_hosts,
         }
-        local = make_transport("ssh", **options)
-        if workers == 0:
-            return local
-        return ShardedTransport(local, WorkerOptions("ssh", options), workers)
+        if grow_to == 0:
+            return make_transport("ssh", **options)
+        # The handshake limit is the run's: forced workers split it with the main process; a
+        # run that grows keeps the whole limit here (it may never start a worker) and gives
+        # each worker a share, so up to twice the limit may be in flight once they have.
+        share = max(1, -(-args.max_handshakes // (grow_to + 1)))
+        local = make_transport(
+            "ssh", **{**options, "max_handshakes": share if workers else args.max_handshakes}
+        )
+        worker_options = WorkerOptions("ssh", {**options, "max_handshakes": share})
+        return ShardedTransport(local, worker_options, workers, grow_to=grow_to)
 
     return create
 
 
-def shard_workers(args: argparse.Namespace, hosts: int) -> int:
-    """--shards, else one worker per usable CPU beyond the first for a large enough run.
-    Recording new host keys (--accept-new-host-keys) writes one known_hosts file, so it stays
-    in one process."""
+def shard_plan(args: argparse.Namespace, hosts: int) -> tuple[int, int]:
+    """(workers started at once, most workers in all). `--shards N`: N at once; by default
+    none at once and up to `worker_limit` when the main process proves saturated. Recording
+    new host keys (--accept-new-host-keys) writes one known_hosts file, so it stays in one
+    process."""
     if args.accept_new_host_keys:
-        return 0
+        return 0, 0
     chosen = getattr(args, "shards", None)
-    return max(0, chosen) if chosen is not None else auto_workers(hosts)
+    if chosen is not None:
+        return max(0, chosen), max(0, chosen)
+    return 0, worker_limit(hosts)
 
 
 @asynccontextmanager

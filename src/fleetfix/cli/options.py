@@ -63,8 +63,9 @@ def add_connection_options(parser: argparse.ArgumentParser) -> None:
         "--shards",
         type=int,
         metavar="N",
-        help="worker processes that hold SSH connections and parse probe output, besides the "
-        "main process (default: one per usable CPU beyond the first, none below 64 hosts)",
+        help="start N worker processes at once that hold SSH connections and parse probe "
+        "output, besides the main process (default: none; from 64 hosts one starts when the "
+        "main process is measured saturated, up to one per usable CPU beyond the first)",
     )
 
 

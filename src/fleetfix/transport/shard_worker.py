@@ -22,7 +22,7 @@ from typing import Any
 from fleetfix.errors import TransportError
 from fleetfix.probes import probe_registry
 from fleetfix.probes.base import Probe, verdict
-from fleetfix.results import CommandResult
+from fleetfix.results import CommandResult, excerpt
 from fleetfix.transport.base import Connection, Transport
 from fleetfix.transport.registry import make_transport
 from fleetfix.transport.shards import error_message, frame, read_frame
@@ -32,10 +32,14 @@ def parse_where_run(
     probe: Probe[Any] | None, result: CommandResult, params: Mapping[str, Any] | None = None
 ) -> CommandResult:
     """The result with the probe's verdict (read with the step's `params`) attached, when
-    there is output to judge."""
+    there is output to judge. Parsed into facts, the output goes back as the journal's
+    excerpt of it (head and tail, with its true length), not whole: the facts are what the
+    controller uses, and 138 KB of XML per host would cost more to pickle than to parse."""
     if probe is None or result.timed_out or not result.stdout.strip():
         return result
-    return replace(result, parsed=verdict(probe, result.stdout, params or {}))
+    parsed = verdict(probe, result.stdout, params or {})
+    stdout = result.stdout if parsed.error is not None else excerpt(result.stdout)
+    return replace(result, stdout=stdout, parsed=parsed)
 
 
 class Worker:

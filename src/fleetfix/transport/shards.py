@@ -1,20 +1,29 @@
 """Host shards: the SSH connections of a run, and the parsing of probe output, spread over
-worker processes, so the controller uses every core of its machine.
+worker processes when one process is not enough.
 
-    transport = ShardedTransport(options, workers=3)      # the main process is shard 0
+    transport = ShardedTransport(options, grow_to=3)       # the main process is shard 0
     conn = await transport.connect(spec)                  # placed on the least-loaded shard
     result = await conn.run_probe(command, probe, timeout=60)   # result.parsed: facts
+
+One process is the default and usually enough: the controller spends about 15 ms of CPU per
+host, so one core keeps up with more new hosts per second than SSH handshakes to a fleet allow,
+and every worker is a fresh interpreter (0.3-0.45 s of CPU, ~57 MB) whose results cost a pickle
+each way. So a run starts with none, and `Saturation` watches the main process: when its share
+of one core or its event loop's lag says it is the bottleneck for two windows in a row while
+new hosts are still arriving, one worker starts, up to `grow_to` (`worker_limit`: the usable
+cores beyond the first and a memory budget). `--shards N` starts N at once instead. Either way
+no connection waits for a worker: the first hosts are served here while workers start, and a
+worker takes new hosts once it is ready (a host stays on the shard that opened it).
 
 Only the SSH work moves: handshakes, ciphers, channels, and the pure parse (`Probe.read`) of what
 a command printed. The engine, every gate, the event stream and the journal stay in the main
 process, so the write-ahead intent of a disruptive action is still committed before its
-command is handed to a shard, and one journal sees every event in order.
+command is handed to a shard, and one journal sees every event in order. A worker answers a
+parsed probe with its typed facts and an excerpt of the output (the journal's), not the whole
+138 KB of XML (shard_worker.py).
 
 A worker is `python -m fleetfix.transport.shard_worker`, talking length-prefixed pickles on its
-stdin and stdout (a private pipe between two processes of one run, never a socket). A host
-stays on the shard that opened its connection. The main process is a shard too, weighted
-lighter because it also runs the engine; the first connection waits for the workers to start
-(about 0.3 s), so every host is placed by the same rule. Workers
+stdin and stdout (a private pipe between two processes of one run, never a socket). Workers
 ignore SIGINT and SIGTERM: the controller handles those and cancels in-flight commands
 through the protocol (the worker kills them on the host); a worker whose controller died sees
 end of file and exits at once, dropping its connections as the controller's death would have.
@@ -25,14 +34,17 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import copyreg
+import dataclasses
+import io
 import itertools
 import logging
 import os
 import pickle
 import struct
 import sys
+import time
 import types
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -49,11 +61,21 @@ LOCAL_WEIGHT = 2
 """The main process runs the engine too, so it takes half as many hosts as a worker."""
 CANCEL_GRACE = 15.0
 """How long a cancelled command may take to be killed on its host by the worker."""
-START_TIMEOUT = 10.0
-"""How long the first connection waits for the workers to start before going without them."""
 MAX_AUTO_WORKERS = 8
 AUTO_MIN_HOSTS = 64
-"""Below this many hosts a run is too short for worker start-up to pay off."""
+"""Below this many hosts a run is too short for a worker's start-up to pay off."""
+WORKER_MEMORY = 64 << 20
+"""What one worker holds (a fresh interpreter with asyncssh: ~57 MB RSS before any host)."""
+MEMORY_SHARE = 0.25
+"""Of the memory the machine has available, what workers may take together."""
+WINDOW = 1.0
+"""Seconds over which the main process's load is measured."""
+SATURATED_CPU = 0.85
+"""The main process's CPU time per wall second at which it is the run's bottleneck."""
+SATURATED_LAG = 0.1
+"""Seconds the event loop wakes late (a 1 s sleep that takes 1.1 s) at which it is."""
+SATURATED_WINDOWS = 2
+"""Windows in a row the main process must be saturated before one more worker starts."""
 
 _HEADER = struct.Struct(">I")
 _ERRORS: dict[str, type[TransportError]] = {  # the most specific first
@@ -65,13 +87,56 @@ _ERRORS: dict[str, type[TransportError]] = {  # the most specific first
 }
 
 
-def auto_workers(hosts: int, cpus: int | None = None) -> int:
-    """Worker processes for a run by default: one per usable core beyond the first, none when
-    the controller has one core or the run is small."""
-    usable = cpus if cpus is not None else len(os.sched_getaffinity(0))
+def worker_limit(hosts: int, cpus: int | None = None, available: int | None = None) -> int:
+    """The most workers a run may grow to by default: one per usable core beyond the first,
+    within a memory budget; none when the controller has one core or the run is small."""
     if hosts < AUTO_MIN_HOSTS:
         return 0
-    return max(0, min(usable - 1, MAX_AUTO_WORKERS))
+    usable = cpus if cpus is not None else len(os.sched_getaffinity(0))
+    memory = available if available is not None else available_memory()
+    budget = int(memory * MEMORY_SHARE) // WORKER_MEMORY if memory is not None else usable
+    return max(0, min(usable - 1, MAX_AUTO_WORKERS, budget))
+
+
+def available_memory() -> int | None:
+    """MemAvailable in bytes (Linux); None where it cannot be read."""
+    try:
+        with open("/proc/meminfo", encoding="ascii") as meminfo:
+            for line in meminfo:
+                if line.startswith("MemAvailable:"):
+                    return int(line.split()[1]) * 1024
+    except (OSError, ValueError, IndexError):
+        return None
+    return None
+
+
+@dataclass(slots=True)
+class Saturation:
+    """Whether the main process is the run's bottleneck, judged over windows: its CPU time per
+    wall second, and how late its event loop wakes from a sleep of one window."""
+
+    cpu: Callable[[], float] = time.process_time
+    clock: Callable[[], float] = time.monotonic
+    _wall: float = 0.0
+    _used: float = 0.0
+    _streak: int = 0
+
+    def start(self) -> None:
+        self._wall, self._used, self._streak = self.clock(), self.cpu(), 0
+
+    def sample(self, window: float, arriving: bool) -> bool:
+        """Take the reading of the window just ended; True when it is the SATURATED_WINDOWS-th
+        saturated one in a row while new hosts were still arriving (then the count restarts)."""
+        wall, used = self.clock(), self.cpu()
+        elapsed = max(wall - self._wall, 1e-9)
+        share, lag = (used - self._used) / elapsed, elapsed - window
+        self._wall, self._used = wall, used
+        busy = arriving and (share >= SATURATED_CPU or lag >= SATURATED_LAG)
+        self._streak = self._streak + 1 if busy else 0
+        if self._streak < SATURATED_WINDOWS:
+            return False
+        self._streak = 0
+        return True
 
 
 # -- the wire ------------------------------------------------------------------------------
@@ -89,9 +154,48 @@ def read_only(mapping: dict[Any, Any]) -> types.MappingProxyType[Any, Any]:
 copyreg.pickle(types.MappingProxyType, _mapping_proxy)
 
 
+_FIELDS: dict[type, tuple[str, ...] | None] = {}
+"""A memo of class metadata (which never changes), not run state."""
+
+
+def _fields(cls: type) -> tuple[str, ...] | None:
+    """The field names of a dataclass with slots (facts are), read once per class."""
+    if cls not in _FIELDS:
+        slotted = dataclasses.is_dataclass(cls) and hasattr(cls, "__slots__")
+        _FIELDS[cls] = tuple(f.name for f in dataclasses.fields(cls)) if slotted else None
+    return _FIELDS[cls]
+
+
+def restore(cls: type, values: tuple[Any, ...]) -> Any:
+    """A dataclass from its field values, as `frame` sent it (the values are already the
+    object's own: no validation runs again)."""
+    names = _fields(cls)
+    assert names is not None, cls
+    made: Any = object.__new__(cls)
+    for name, value in zip(names, values, strict=True):
+        object.__setattr__(made, name, value)
+    return made
+
+
+class _Pickler(pickle.Pickler):
+    """Facts cross as (class, field values): a slotted frozen dataclass's own pickling calls
+    `dataclasses.fields()` for every object restored (~25,700 per 300 hosts), this does not."""
+
+    def reducer_override(self, obj: Any) -> Any:
+        names = _fields(type(obj))
+        if names is None:
+            return NotImplemented
+        return restore, (type(obj), tuple(getattr(obj, name) for name in names))
+
+
 def frame(message: object) -> bytes:
-    body = pickle.dumps(message, protocol=pickle.HIGHEST_PROTOCOL)
-    return _HEADER.pack(len(body)) + body
+    buffer = io.BytesIO()
+    buffer.write(b"\0" * _HEADER.size)
+    _Pickler(buffer, protocol=pickle.HIGHEST_PROTOCOL).dump(message)
+    size = buffer.tell() - _HEADER.size
+    buffer.seek(0)
+    buffer.write(_HEADER.pack(size))
+    return buffer.getvalue()
 
 
 async def read_frame(reader: asyncio.StreamReader) -> Any:
@@ -140,27 +244,44 @@ class ShardedTransport:
 
     name = "ssh"
 
-    def __init__(self, local: Transport, worker_options: WorkerOptions, workers: int) -> None:
+    def __init__(
+        self,
+        local: Transport,
+        worker_options: WorkerOptions,
+        workers: int = 0,
+        *,
+        grow_to: int = 0,
+        saturation: Saturation | None = None,
+        window: float = WINDOW,
+    ) -> None:
+        """`workers` start at the first connection; then, up to `grow_to` in all, one more
+        each time `saturation` says the main process is the bottleneck."""
         self._local = local
         self._worker_options = worker_options
         self._wanted = workers
+        self._grow_to = max(grow_to, workers)
+        self._saturation = saturation or Saturation()
+        self._window = window
         self._workers: list[_Worker] = []
         self._local_count = 0
-        self._starting: asyncio.Task[None] | None = None
+        self._connects = 0
+        self._tasks: list[asyncio.Task[None]] = []
+        self._starting = 0
         self._closed = False
 
     @property
     def workers(self) -> list[_Worker]:
         return list(self._workers)
 
+    async def started(self) -> None:
+        """Wait until the workers being started have started (or failed to)."""
+        while pending := [t for t in self._tasks if not t.done() and t.get_name() == "start"]:
+            await asyncio.wait(pending)
+
     async def connect(self, spec: ConnectionSpec) -> Connection:
-        if self._starting is None and self._wanted > 0:
-            self._starting = asyncio.get_running_loop().create_task(self._start())
-        if self._starting is not None and not self._starting.done():
-            # Placement waits once for the workers (a fraction of a second), so the first
-            # hosts are spread like the rest; a worker that cannot start leaves its share here.
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(asyncio.shield(self._starting), START_TIMEOUT)
+        if self._connects == 0:
+            self._begin()
+        self._connects += 1
         worker = self._pick()
         if worker is None:
             connection = await self._local.connect(spec)
@@ -168,36 +289,63 @@ class ShardedTransport:
             return _LocalShardConnection(connection, self)
         return await worker.connect(spec)
 
+    def _begin(self) -> None:
+        """At the first connection: start the wanted workers and the watch for more, neither
+        awaited (the first hosts are served here meanwhile)."""
+        for _ in range(self._wanted):
+            self._spawn()
+        if self._grow_to > self._wanted:
+            self._saturation.start()
+            watch = asyncio.get_running_loop().create_task(self._watch(), name="watch")
+            self._tasks.append(watch)
+
+    def _spawn(self) -> None:
+        number = len(self._workers) + self._starting
+        self._starting += 1
+        task = asyncio.get_running_loop().create_task(self._start(number), name="start")
+        self._tasks.append(task)
+
+    async def _watch(self) -> None:
+        """One more worker each time the main process stays saturated while hosts arrive."""
+        seen = self._connects
+        while not self._closed and len(self._workers) + self._starting < self._grow_to:
+            await asyncio.sleep(self._window)
+            arriving, seen = self._connects > seen, self._connects
+            if self._saturation.sample(self._window, arriving):
+                LOG.info("the controller is saturated: starting host shard worker")
+                self._spawn()
+
     def _pick(self) -> _Worker | None:
-        ready = [w for w in self._workers if w.ready]
         best: _Worker | None = None
         load = self._local_count * LOCAL_WEIGHT
-        for worker in ready:
-            if worker.connections < load:
+        for worker in self._workers:
+            if worker.ready and worker.connections < load:
                 best, load = worker, worker.connections
         return best
 
     def _local_closed(self) -> None:
         self._local_count -= 1
 
-    async def _start(self) -> None:
-        started = await asyncio.gather(
-            *(_Worker.start(n, self._worker_options) for n in range(self._wanted)),
-            return_exceptions=True,
-        )
-        for result in started:
-            if isinstance(result, BaseException):
-                LOG.warning("a host shard worker did not start: %s", result)
-            elif self._closed:
-                await result.stop()
-            else:
-                self._workers.append(result)
+    async def _start(self, number: int) -> None:
+        try:
+            worker = await _Worker.start(number, self._worker_options)
+        except Exception as exc:  # the hosts it would have taken stay with the other shards
+            LOG.warning("a host shard worker did not start: %s", exc)
+            self._grow_to = len(self._workers)  # nor will another
+            return
+        finally:
+            self._starting -= 1
+        if self._closed:
+            await worker.stop()
+        else:
+            self._workers.append(worker)
 
     async def aclose(self) -> None:
         self._closed = True
-        if self._starting is not None:
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._starting
+        for task in self._tasks:
+            if task.get_name() == "watch":
+                task.cancel()
+        await asyncio.gather(*self._tasks, return_exceptions=True)
         await asyncio.gather(*(w.stop() for w in self._workers), return_exceptions=True)
         self._workers.clear()
         await self._local.aclose()

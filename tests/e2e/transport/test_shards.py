@@ -15,7 +15,8 @@ import pytest
 from fleetfix.errors import UnreachableError
 from fleetfix.probes import probe_registry
 from fleetfix.probes.base import to_data
-from fleetfix.transport.shards import ShardedTransport, WorkerOptions
+from fleetfix.results import excerpt
+from fleetfix.transport.shards import Saturation, ShardedTransport, WorkerOptions
 from fleetfix.transport.ssh import SSHTransport
 from tests.support import eventually, process_alive, read_pid, spec_for
 
@@ -33,8 +34,10 @@ async def sharded() -> AsyncIterator[ShardedTransport]:
 
 
 async def _on_worker(transport: ShardedTransport, server: Any) -> Any:
-    """The second host: the first goes to the main process, the next to the idle worker."""
+    """The second host: the first goes to the main process without waiting for the worker,
+    the next (once the worker has started) to the idle worker."""
     first = await transport.connect(spec_for(server, "host0"))
+    await transport.started()
     second = await transport.connect(spec_for(server, "host1"))
     assert type(first).__name__ == "_LocalShardConnection"
     assert type(second).__name__ == "_WorkerConnection"
@@ -44,7 +47,9 @@ async def _on_worker(transport: ShardedTransport, server: Any) -> Any:
 async def test_hosts_are_placed_by_load_main_process_weighted_half(ssh_server: Any) -> None:
     transport = ShardedTransport(SSHTransport(), WorkerOptions("ssh", {}), workers=2)
     try:
-        for number in range(10):
+        await transport.connect(spec_for(ssh_server, "host0"))
+        await transport.started()
+        for number in range(1, 10):
             await transport.connect(spec_for(ssh_server, f"host{number}"))
 
         assert [w.connections for w in transport.workers] == [4, 4]
@@ -63,9 +68,12 @@ async def test_worker_runs_commands_and_parses_probes_where_they_ran(
 
     assert (plain.rc, plain.stdout, plain.stderr) == (3, "out\n", "err\n")
     assert probed.ok and probed.parsed is not None and probed.parsed.error is None
-    expected = probe.parse(XML_SAMPLE.read_text())
+    text = XML_SAMPLE.read_text()
+    expected = probe.parse(text)
     assert probed.parsed.facts == expected
     assert probed.parsed.data == to_data(expected)
+    # Parsed, the output crosses as the journal's excerpt, with its true length.
+    assert probed.stdout == excerpt(text) and f"[{len(text)} chars" in probed.stdout
     assert sharded.workers[0].connections >= 1
 
 
@@ -132,3 +140,47 @@ async def test_unreachable_host_on_a_worker_keeps_its_message(
 
     assert caught.value.host == "gpu404"
     assert "authentication failed" in caught.value.message
+
+
+class _AlwaysSaturated(Saturation):
+    """A reading that says the main process is the bottleneck in every window."""
+
+    def sample(self, window: float, arriving: bool) -> bool:
+        return arriving
+
+
+async def test_no_worker_delays_the_first_connection(ssh_server: Any) -> None:
+    transport = ShardedTransport(SSHTransport(), WorkerOptions("ssh", {}), workers=1)
+    try:
+        first = await transport.connect(spec_for(ssh_server, "host0"))
+
+        assert type(first).__name__ == "_LocalShardConnection"
+        assert transport.workers == [], "the first host waited for the worker to start"
+        assert (await first.run("echo here")).stdout == "here\n"
+    finally:
+        await transport.aclose()
+
+
+async def test_a_saturated_controller_grows_a_worker_that_takes_new_hosts(
+    ssh_server: Any,
+) -> None:
+    transport = ShardedTransport(
+        SSHTransport(),
+        WorkerOptions("ssh", {}),
+        grow_to=1,
+        saturation=_AlwaysSaturated(),
+        window=0.05,
+    )
+    try:
+        number = 0
+        while not transport.workers:  # hosts keep arriving until the worker is up
+            await transport.connect(spec_for(ssh_server, f"host{number}"))
+            number += 1
+            await asyncio.sleep(0.05)
+        later = await transport.connect(spec_for(ssh_server, "late"))
+
+        assert type(later).__name__ == "_WorkerConnection"
+        assert (await later.run("echo there")).stdout == "there\n"
+        assert len(transport.workers) == 1, "grew past grow_to"
+    finally:
+        await transport.aclose()
