@@ -77,6 +77,9 @@ class CommandRan(Event):
     step: str
     result: CommandResult
     planned_only: bool = False
+    read_into_facts: bool = False
+    """A probe read the output into facts: they are the evidence (the journal keeps a shorter
+    excerpt of such output, journal/rows.py PARSED_EXCERPT)."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

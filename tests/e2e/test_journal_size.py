@@ -17,6 +17,7 @@ import pytest
 
 from fleetfix.journal import Journal
 from fleetfix.journal.codec import EXCERPT
+from fleetfix.journal.rows import PARSED_EXCERPT
 from tests.e2e.labrun import Run, fleetfix_run, run_env, write_inventory
 from tests.lab.support import running_lab
 
@@ -90,6 +91,9 @@ def test_facts_are_stored_once(journaled: JournaledRun) -> None:
     longest = query(path, "SELECT max(length(stdout)), max(stdout_size) FROM commands")
     assert longest[0][0] is not None and int(str(longest[0][0])) <= EXCERPT
     assert int(str(longest[0][1])) > EXCERPT  # nvidia-smi -q -x is longer: it was cut
+    # Read into facts, it keeps the shorter excerpt: the facts are the evidence.
+    smi = query(path, "SELECT max(length(stdout)) FROM commands WHERE command LIKE '%-q -x%'")
+    assert smi[0][0] is not None and int(str(smi[0][0])) <= PARSED_EXCERPT
     journal = Journal(path)
     try:
         steps = journal.step_rows(journaled.run_id)

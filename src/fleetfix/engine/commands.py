@@ -10,7 +10,7 @@ from typing import Any
 from fleetfix.engine.context import HostState, RunContext
 from fleetfix.events import CommandRan
 from fleetfix.playbook.model import Step
-from fleetfix.probes.base import Probe
+from fleetfix.probes.base import Probe, verdict
 from fleetfix.results import CommandResult
 from fleetfix.secrets import NO_LOG_TEXT
 from fleetfix.transport.base import ProbeRunner
@@ -78,18 +78,16 @@ async def run_command(
         )
     else:
         result = await connection.run(remote, timeout=timeout, env=dict(env) or None, retry=retry)
+    parsed = result.parsed
+    if probe is not None and parsed is None and not result.timed_out and result.stdout.strip():
+        parsed = verdict(probe, result.stdout)  # parsed where it arrived: here
     result = CommandResult(
-        command,
-        result.rc,
-        result.stdout,
-        result.stderr,
-        result.duration,
-        result.timed_out,
-        result.parsed,
+        command, result.rc, result.stdout, result.stderr, result.duration, result.timed_out, parsed
     )
     told = replace(result, command=shown) if shown is not None else result
     told = redact(told) if step.no_log else replace(told, parsed=None)
-    ctx.bus.emit(CommandRan(host=state.name, step=step.name, result=told))
+    read = parsed is not None and parsed.error is None
+    ctx.bus.emit(CommandRan(host=state.name, step=step.name, result=told, read_into_facts=read))
     return result
 
 

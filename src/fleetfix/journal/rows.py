@@ -1,9 +1,10 @@
 """The rows of commands, steps and events: each fact set and each output stored once.
 
 A command's output is kept once, in its `commands` row, as an excerpt (codec.EXCERPT per
-stream) with its full length. A step's registered data is kept once, in its `steps` row; when
-its `cmd`, `stdout` and `stderr` are the step's last command's, the row refers to that
-command's row (`command_id`) instead of repeating them. Data longer than COMPRESS_ABOVE (a
+stream; PARSED_EXCERPT for output a probe read into facts) with its full length. A step's
+registered data is kept once, in its `steps` row; when its `cmd`, `stdout` and `stderr` are
+the step's last command's, the row refers to that command's row (`command_id`) instead of
+repeating them. Data longer than COMPRESS_ABOVE (a
 parsed nvidia-smi: 17 KB of JSON for eight GPUs) is stored zlib-compressed (1.8 KB), the rest
 as JSON text. Event rows of `CommandRan` and
 `HostStepFinished` refer to their row (`ref`) instead of repeating it (see codec.ROW_FIELDS).
@@ -25,6 +26,10 @@ from fleetfix.results import CommandResult, registered_output
 REGISTERED_OUTPUT = 65536
 """Characters of a registered stdout/stderr a step row keeps when it cannot refer to its
 command's excerpt (a shell step's long output: a resumed run replays it as `register:`)."""
+PARSED_EXCERPT = 1000
+"""Characters kept of an output a probe read into facts (head and tail, with its true length):
+the facts, in the step's row, are the evidence; 4,000 characters of nvidia-smi's XML were a
+fifth of the journal."""
 COMPRESS_ABOVE = 1024
 """Characters of a step's JSON data above which the row keeps it zlib-compressed (a BLOB)."""
 _SHARED = ("cmd", "stdout", "stderr")
@@ -54,7 +59,10 @@ def event_write(run_id: str, kind: str, body: str, *, refers: bool = False) -> W
 
 
 def command_write(run_id: str, event: CommandRan) -> Write:
-    params = _command_params(run_id, event.host, event.step, event.result, event.planned_only)
+    kept = PARSED_EXCERPT if event.read_into_facts else EXCERPT
+    params = _command_params(
+        run_id, event.host, event.step, event.result, event.planned_only, kept=kept
+    )
     params += (event.at,)
 
     def write(db: Database, made: int | None) -> int | None:
@@ -64,7 +72,7 @@ def command_write(run_id: str, event: CommandRan) -> Write:
 
 
 def _command_params(
-    run_id: str, host: str, step: str, result: CommandResult, planned: bool
+    run_id: str, host: str, step: str, result: CommandResult, planned: bool, *, kept: int = EXCERPT
 ) -> tuple[Any, ...]:
     return (
         run_id,
@@ -75,7 +83,7 @@ def _command_params(
         int(result.timed_out),
         int(planned),
         result.duration,
-        excerpt(result.stdout),
+        excerpt(result.stdout, kept),
         excerpt(result.stderr),
         len(result.stdout),
         len(result.stderr),

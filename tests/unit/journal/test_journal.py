@@ -26,6 +26,7 @@ from fleetfix.events import (
 )
 from fleetfix.journal import Journal, ResumeRefused, default_journal_path
 from fleetfix.journal.codec import EXCERPT
+from fleetfix.journal.rows import PARSED_EXCERPT
 from fleetfix.journal.store import JournalError
 from fleetfix.results import CommandResult, Status, StepResult
 
@@ -192,6 +193,21 @@ def test_commands_keep_bounded_evidence(
     journal.close()
     ((stdout, size),) = backend.committed("SELECT stdout, stdout_size FROM commands")
     assert len(stdout) <= EXCERPT
+    assert f"[{len(long_output)} chars, " in stdout
+    assert size == len(long_output)
+
+
+def test_output_read_into_facts_keeps_a_shorter_excerpt(
+    open_journal: Callable[[], Journal], backend: Backend
+) -> None:
+    journal = open_journal()
+    journal.start_run("pb.yml", [], check=False, hosts=1)
+    long_output = "x" * (EXCERPT * 3)
+    result = CommandResult("nvidia-smi -q -x", 0, long_output, "", 0.5)
+    journal(CommandRan(host="gpu001", step="probe", result=result, read_into_facts=True))
+    journal.close()
+    ((stdout, size),) = backend.committed("SELECT stdout, stdout_size FROM commands")
+    assert len(stdout) <= PARSED_EXCERPT < EXCERPT
     assert f"[{len(long_output)} chars, " in stdout
     assert size == len(long_output)
 
