@@ -138,14 +138,17 @@ def _fanout_outcome(text: str, hosts: int, commands: int) -> str:
     return f"{verdict}: {summary['commands_ok']}/{expected} commands ok{errors}"
 
 
-def fleetfix_argv(setup: Setup, hosts: int, journal: Path) -> list[str]:
-    """`fleetfix run` on the first `hosts` lab hosts with forks 50 and a scratch journal."""
+def fleetfix_argv(setup: Setup, hosts: int, journal: Path, shards: int | None = None) -> list[str]:
+    """`fleetfix run` on the first `hosts` lab hosts with forks 50 and a scratch journal;
+    `shards`: that many shard workers forced (`--shards N`), else fleetfix's default."""
     playbook = setup.work / "five-probes.yml"
     playbook.write_text(fleetfix_playbook(), encoding="utf-8")
     limit = write_limit(journal.with_suffix(".limit"), list(first_hosts(setup.lab, hosts)))
+    forced = ("--shards", str(shards)) if shards is not None else ()
     return [
         *(str(setup.bin_dir / "fleetfix"), "run", str(playbook), "-i", str(setup.inventory)),
         *("--yes", "--journal", str(journal), "-f", str(FORKS), "--limit", f"@{limit}"),
+        *forced,
     ]
 
 
@@ -155,11 +158,13 @@ def journal_bytes(journal: Path) -> int:
     return sum(path.stat().st_size for path in files if path.exists())
 
 
-def run_fleetfix(setup: Setup, hosts: int) -> Measurement:
-    journal = setup.path("fleetfix", hosts, ".db")
+def run_fleetfix(setup: Setup, hosts: int, shards: int | None = None) -> Measurement:
+    """fleetfix as it runs by default, or with `shards` workers forced (its own table row)."""
+    tool = "fleetfix" if shards is None else f"fleetfix --shards {shards}"
+    journal = setup.path(tool.replace(" --shards ", "-shards-"), hosts, ".db")
     out = journal.with_suffix(".out")
-    invocation = setup.invocation(fleetfix_argv(setup, hosts, journal), out)
-    measured = _measure(setup, "fleetfix", hosts, invocation)
+    invocation = setup.invocation(fleetfix_argv(setup, hosts, journal, shards), out)
+    measured = _measure(setup, tool, hosts, invocation)
     text = out.read_text(encoding="utf-8", errors="replace")
     outcome = recap_outcome(text, hosts, len(setup.commands))
     return replace(measured, outcome=outcome, journal_bytes=journal_bytes(journal))

@@ -1,7 +1,7 @@
 """`make bench`: fleetfix vs a bare asyncssh fan-out, ansible-playbook, pdsh and pssh on the lab.
 
-    .venv/bin/python benchmarks/run.py [--hosts 1000[,10000]] [--tool-hosts 200]
-        [--first-command-hosts 10000] [--no-pin] [--shared-cores] [--quick]
+    .venv/bin/python benchmarks/run.py [--hosts 300,1000[,10000]] [--tool-hosts 200]
+        [--workers N] [--first-command-hosts 10000] [--no-pin] [--shared-cores] [--quick]
         [--no-ansible] [--no-pdsh] [--no-pssh] [--no-warm-up] [--profile PATH] [--keep]
 
 1. Times `load_inventory` on a generated 10,000-host INI (min/median of 5; target < 0.3 s).
@@ -11,12 +11,15 @@
 3. Pins the lab to one set of cores and every contender's process tree to the others
    (pinning.py; `--no-pin` to not; `--shared-cores` adds a second, unpinned round).
 4. Runs a 5-probe workload (workload.py) on the first N hosts, each contender as a whole
-   process under GNU time: the bare fan-out (the floor) and `fleetfix run -f 50` at every
-   `--hosts` count; ansible-playbook, pdsh and pssh with the same commands, fan-out 50, at
-   `--tool-hosts` (with a bare run there too, for their wall ratio).
+   process under GNU time: the bare fan-out (the floor), `fleetfix run -f 50` as it runs by
+   default (one process, workers only on measured saturation) and with `--workers` forced
+   shard workers (`--shards N`) at every `--hosts` count; ansible-playbook, pdsh and pssh with
+   the same commands, fan-out 50, at `--tool-hosts` (with a bare run there too, for their
+   wall ratio).
 5. Times fleetfix from start to the first command the lab sees on `--first-command-hosts` hosts
    (ended as soon as it arrives), unless a full run covered that count.
-6. Prints a table, the verdicts against issue 10's targets, and parse_cost.py's tables.
+6. Prints a table, the verdicts against the targets (issues 10 and 21), and parse_cost.py's
+   tables.
 Never asserts a timing. The lab is stopped by PID at the end, also on failure, Ctrl-C or SIGTERM.
 """
 
@@ -77,6 +80,8 @@ class Options:
 
     hosts: tuple[int, ...]
     tool_hosts: int
+    workers: int
+    """Forced shard workers of the second fleetfix row at each host count (0: no such row)."""
     first_command_hosts: int
     inventory_hosts: int
     pin: bool
@@ -115,7 +120,13 @@ def _counts(text: str) -> tuple[int, ...]:
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
     add = parser.add_argument
-    add("--hosts", type=_counts, default=(1000,), help="fleetfix and bare: 1000 or 1000,10000")
+    add("--hosts", type=_counts, default=(300, 1000), help="fleetfix and bare: 300,1000[,10000]")
+    add(
+        "--workers",
+        type=int,
+        help="forced shard workers for the second fleetfix row (default: the contender's usable"
+        " cores beyond the first, at least 1; 0: no such row)",
+    )
     add("--tool-hosts", "--ansible-hosts", type=int, default=200, help="ansible, pdsh, pssh")
     add("--first-command-hosts", type=int, default=10_000, help="0: skip")
     add("--inventory-hosts", type=int, default=10_000)
@@ -139,9 +150,12 @@ def parse_options(argv: list[str]) -> Options:
         hosts, tool_hosts, first, inventory_hosts = (QUICK_HOSTS,), QUICK_HOSTS, 0, 1000
     if min(tool_hosts, inventory_hosts) < 1 or first < 0:
         parser.error("host counts must be at least 1 (--first-command-hosts 0 skips it)")
+    if args.workers is not None and args.workers < 0:
+        parser.error("--workers must be 0 or more")
     return Options(
         hosts=hosts,
         tool_hosts=tool_hosts,
+        workers=args.workers if args.workers is not None else -1,
         first_command_hosts=first,
         inventory_hosts=inventory_hosts,
         pin=not args.no_pin,
@@ -251,15 +265,29 @@ def _with_tool(
     return lambda setup, hosts: runner(setup, hosts, tool)
 
 
-def plan_runs(options: Options, tools: list[tuple[str, Runner]]) -> list[tuple[str, Runner, int]]:
-    """bare then fleetfix at every --hosts count; the tools (and bare) at --tool-hosts."""
+def forced_workers(options: Options, contender_cpus: int) -> int:
+    """--workers, else the contender's usable cores beyond the first, at least one."""
+    return options.workers if options.workers >= 0 else max(1, contender_cpus - 1)
+
+
+def plan_runs(
+    options: Options, tools: list[tuple[str, Runner]], workers: int = 1
+) -> list[tuple[str, Runner, int]]:
+    """bare, fleetfix and fleetfix with `workers` forced shard workers at every --hosts count;
+    the tools (and bare) at --tool-hosts."""
     runs: list[tuple[str, Runner, int]] = []
     for hosts in options.hosts:
         runs += [("bare", run_bare, hosts), ("fleetfix", run_fleetfix, hosts)]
+        if workers:
+            runs.append((f"fleetfix --shards {workers}", _forced(workers), hosts))
     if tools and options.tool_hosts not in options.hosts:
         runs.append(("bare", run_bare, options.tool_hosts))
     runs += [(name, runner, options.tool_hosts) for name, runner in tools]
     return runs
+
+
+def _forced(workers: int) -> Runner:
+    return lambda setup, hosts: run_fleetfix(setup, hosts, shards=workers)
 
 
 def _run_round(setup: Setup, runs: list[tuple[str, Runner, int]]) -> list[Measurement]:
@@ -355,7 +383,8 @@ def run(options: Options, work: Path) -> None:
 
 
 def _report_round(setup: Setup, options: Options, tools: list[tuple[str, Runner]]) -> None:
-    results = _run_round(setup, plan_runs(options, tools))
+    cpus = len(setup.cpus) if setup.cpus else len(os.sched_getaffinity(0))
+    results = _run_round(setup, plan_runs(options, tools, forced_workers(options, cpus)))
     first = _first_command(setup, options, results)
     profile = _profile(setup, options.hosts[0], options.profile) if options.profile else []
     _say("")

@@ -1,4 +1,5 @@
-"""Render the benchmark's figures as a plain-text table with verdicts against issue 10's targets.
+"""Render the benchmark's figures as a plain-text table with verdicts against the targets of
+issues 10 and 21.
 
 Only prints; never asserts. Each verdict line says what it compares, with the host counts it
 used, and ends in "meets target" or "MISSES target ... by Nx".
@@ -31,8 +32,9 @@ TARGET_CPU_MS_PER_HOST = 20.0  # fleetfix controller CPU, 5 probes, 1,000 hosts
 TARGET_VS_BARE = 1.2  # fleetfix wall / bare asyncssh wall, same hosts
 TARGET_CPU_VS_ANSIBLE = 0.1  # fleetfix / ansible-playbook -f 50 controller CPU per host
 TARGET_CPU_GROWTH = 1.2  # CPU per host at 10,000 hosts / at 1,000
+TARGET_CPU_VS_BARE = 2.0  # fleetfix / bare asyncssh controller CPU per host, same hosts
 TARGET_RSS_PER_HOST_KB = 300.0
-TARGET_JOURNAL_PER_HOST_KB = 40.0
+TARGET_JOURNAL_PER_HOST_KB = 20.0
 TARGET_PARSE_S = 0.3  # 10,000-host inventory
 TARGET_FIRST_COMMAND_S = 1.0
 
@@ -97,35 +99,47 @@ def verdict(value: float, target: float) -> str:
     return f"MISSES target <= {target:g} by {factor:.{digits}f}x"
 
 
-def _fleetfix_runs(rows: Sequence[Measurement]) -> list[Measurement]:
-    return sorted((m for m in rows if m.tool == "fleetfix"), key=lambda m: m.hosts)
+def _fleetfix_runs(rows: Sequence[Measurement], tool: str = "fleetfix") -> list[Measurement]:
+    return sorted((m for m in rows if m.tool == tool), key=lambda m: m.hosts)
 
 
 def ratio_lines(rows: Sequence[Measurement]) -> list[str]:
-    """Every target the runs can speak to: CPU, wall vs bare, vs Ansible, growth, memory."""
+    """Every target the runs can speak to: CPU, CPU and wall vs bare, vs Ansible, growth,
+    memory, journal; for fleetfix as it runs by default, then with forced shard workers."""
     lines: list[str] = []
     for fleetfix in _fleetfix_runs(rows):
         lines += _per_run_lines(fleetfix, rows)
     lines += _growth_lines(_fleetfix_runs(rows))
+    forced = sorted({m.tool for m in rows if m.tool.startswith("fleetfix --shards")})
+    for tool in forced:
+        for fleetfix in _fleetfix_runs(rows, tool):
+            lines += _per_run_lines(fleetfix, rows)
     return lines
 
 
 def _per_run_lines(fleetfix: Measurement, rows: Sequence[Measurement]) -> list[str]:
     at = f"at {fleetfix.hosts} hosts"
+    name = fleetfix.tool
     lines = [
         _completes_line(fleetfix),
-        f"fleetfix controller CPU {at}: {fleetfix.cpu_ms_per_host:.1f} ms/host: "
+        f"{name} controller CPU {at}: {fleetfix.cpu_ms_per_host:.1f} ms/host: "
         + verdict(fleetfix.cpu_ms_per_host, TARGET_CPU_MS_PER_HOST),
     ]
     bare = _bare_for(fleetfix, rows)
     if bare is not None:
+        cpu_ratio = fleetfix.cpu_ms_per_host / bare.cpu_ms_per_host
+        lines.append(
+            f"{name}/bare controller CPU per host {at}: {fleetfix.cpu_ms_per_host:.1f} / "
+            f"{bare.cpu_ms_per_host:.1f} ms = {cpu_ratio:.2f}: "
+            + verdict(cpu_ratio, TARGET_CPU_VS_BARE)
+        )
         ratio = fleetfix.time.wall_s / bare.time.wall_s
         lines.append(
-            f"fleetfix/bare wall {at}: {fleetfix.time.wall_s:.1f} / {bare.time.wall_s:.1f} s "
+            f"{name}/bare wall {at}: {fleetfix.time.wall_s:.1f} / {bare.time.wall_s:.1f} s "
             f"= {ratio:.2f}: " + verdict(ratio, TARGET_VS_BARE)
         )
     ansible = next((m for m in rows if m.tool == "ansible-playbook"), None)
-    if ansible is not None:
+    if ansible is not None and name == "fleetfix":
         ratio = fleetfix.cpu_ms_per_host / ansible.cpu_ms_per_host
         lines.append(
             f"fleetfix/ansible controller CPU per host (fleetfix {fleetfix.hosts} hosts, ansible "
@@ -133,18 +147,18 @@ def _per_run_lines(fleetfix: Measurement, rows: Sequence[Measurement]) -> list[s
             f"ms = {ratio:.3f} ({1 / ratio:.1f}x less): " + verdict(ratio, TARGET_CPU_VS_ANSIBLE)
         )
     lines.append(
-        f"fleetfix memory {at}: {fleetfix.rss_per_host_kb:.0f} KB/host (sum of peak RSS "
+        f"{name} memory {at}: {fleetfix.rss_per_host_kb:.0f} KB/host (sum of peak RSS "
         f"{fleetfix.tree_rss_kb / 1024:.0f} MB; PSS {fleetfix.tree_pss_kb / 1024:.0f} MB): "
         + verdict(fleetfix.rss_per_host_kb, TARGET_RSS_PER_HOST_KB)
     )
     if fleetfix.journal_per_host_kb is not None:
         lines.append(
-            f"fleetfix journal {at}: {fleetfix.journal_per_host_kb:.1f} KB/host (db + wal "
+            f"{name} journal {at}: {fleetfix.journal_per_host_kb:.1f} KB/host (db + wal "
             f"{(fleetfix.journal_bytes or 0) / 1e6:.1f} MB): "
             + verdict(fleetfix.journal_per_host_kb, TARGET_JOURNAL_PER_HOST_KB)
         )
     if fleetfix.cost.first_command_s is not None:
-        lines.append(first_command_line(fleetfix.hosts, fleetfix.cost.first_command_s))
+        lines.append(first_command_line(fleetfix.hosts, fleetfix.cost.first_command_s, tool=name))
     return lines
 
 
@@ -152,7 +166,7 @@ def _completes_line(fleetfix: Measurement) -> str:
     """Did every host run every step (and fleetfix exit 0)?"""
     done = fleetfix.outcome.startswith("ok") and fleetfix.time.exit_status == 0
     verdict_text = "completes: meets target" if done else "MISSES target: does not complete"
-    return f"fleetfix at {fleetfix.hosts} hosts: {verdict_text} ({fleetfix.outcome})"
+    return f"{fleetfix.tool} at {fleetfix.hosts} hosts: {verdict_text} ({fleetfix.outcome})"
 
 
 def _growth_lines(runs: Sequence[Measurement]) -> list[str]:
@@ -167,9 +181,11 @@ def _growth_lines(runs: Sequence[Measurement]) -> list[str]:
     ]
 
 
-def first_command_line(hosts: int, seconds: float | None, note: str = "") -> str:
+def first_command_line(
+    hosts: int, seconds: float | None, note: str = "", tool: str = "fleetfix"
+) -> str:
     """Start of `fleetfix run` to the first exec request the lab served."""
-    head = f"fleetfix first command sent at {hosts} hosts{note}: "
+    head = f"{tool} first command sent at {hosts} hosts{note}: "
     if seconds is None:
         return head + "none seen (see the run's output)"
     return head + f"{seconds:.3f} s after start: " + verdict(seconds, TARGET_FIRST_COMMAND_S)

@@ -34,7 +34,7 @@ from measure import (
 )
 from pinning import cpu_list, pin_tree, plan_pinning, taskset_prefix
 from proctree import descendants, exact_tree_cpu_s, peak_rss_kb, tree_cpu_s
-from run import Options, parse_cost_lines, parse_options, plan_runs, rounds
+from run import Options, forced_workers, parse_cost_lines, parse_options, plan_runs, rounds
 from shell_tools import (
     PDSH,
     PSSH_NAMES,
@@ -263,15 +263,29 @@ def test_rounds_pin_when_possible_and_share_on_request() -> None:
     assert [r.label for r in rounds(_options("--no-pin"), {0, 1})] == ["shared"]
 
 
-def test_default_runs_1k_contenders_and_10k_extras() -> None:
+def test_default_runs_300_and_1k_contenders_forced_workers_and_10k_extras() -> None:
     options = _options()
-    runs = [(key, hosts) for key, _, hosts in plan_runs(options, [("pdsh", run_bare)])]
-    assert runs == [("bare", 1000), ("fleetfix", 1000), ("bare", 200), ("pdsh", 200)]
+    workers = forced_workers(options, contender_cpus=1)
+    planned = plan_runs(options, [("pdsh", run_bare)], workers)
+    runs = [(key, hosts) for key, _, hosts in planned]
+    assert runs == [
+        ("bare", 300),
+        ("fleetfix", 300),
+        ("fleetfix --shards 1", 300),
+        ("bare", 1000),
+        ("fleetfix", 1000),
+        ("fleetfix --shards 1", 1000),
+        ("bare", 200),
+        ("pdsh", 200),
+    ]
+    assert forced_workers(options, contender_cpus=8) == 7
+    assert forced_workers(_options("--workers", "3"), contender_cpus=8) == 3
+    assert "fleetfix --shards 0" not in {k for k, _, _ in plan_runs(options, [], 0)}
     assert (options.first_command_hosts, options.inventory_hosts) == (10_000, 10_000)
     assert (options.run_nodes, options.lab_nodes) == (1000, 10_000)
     both = _options("--hosts", "10000,1000", "--tool-hosts", "1000")
     assert both.hosts == (1000, 10_000)
-    assert [h for _, _, h in plan_runs(both, [("pdsh", run_bare)])] == [
+    assert [h for _, _, h in plan_runs(both, [("pdsh", run_bare)], 0)] == [
         1000,
         1000,
         10_000,
@@ -565,11 +579,12 @@ def test_verdicts_cover_every_target() -> None:
     rows = [
         _measured("bare asyncssh", 1000, 15.0, 100.0, 60_000),
         _measured("fleetfix", 1000, 40.0, 110.0, 200_000),
+        _measured("fleetfix --shards 1", 1000, 28.0, 105.0, 400_000),
         _measured("ansible-playbook", 200, 60.0, 50.0, 160_000),
         _measured("fleetfix", 10_000, 600.0, 1000.0, 2_000_000),
     ]
     rows[1] = replace(rows[1], journal_bytes=30 * 1024 * 1000)
-    rows[3] = replace(rows[3], outcome="CHECK: 49990/50000 tasks ok, 2 failed, 0 unreachable")
+    rows[4] = replace(rows[4], outcome="CHECK: 49990/50000 tasks ok, 2 failed, 0 unreachable")
     text = "\n".join(ratio_lines(rows))
     assert "fleetfix at 1000 hosts: completes: meets target (ok: all)" in text
     assert "fleetfix at 10000 hosts: MISSES target: does not complete (CHECK: 49990/" in text
@@ -578,6 +593,9 @@ def test_verdicts_cover_every_target() -> None:
     assert "300.0 ms = 0.133 (7.5x less): MISSES target <= 0.1 by 1.3x" in text
     assert "memory at 1000 hosts: 200 KB/host (sum of peak RSS 195 MB; PSS 0 MB): meets" in text
     assert "journal at 1000 hosts: 30.0 KB/host" in text
+    assert "fleetfix/bare controller CPU per host at 1000 hosts: 40.0 / 15.0 ms = 2.67: M" in text
+    assert "fleetfix --shards 1/bare controller CPU per host at 1000 hosts: 28.0 / 15.0 ms" in text
+    assert "fleetfix --shards 1 memory at 1000 hosts: 400 KB/host" in text
     assert "10000 vs 1000 hosts: 60.0 / 40.0 ms = 1.50: MISSES target <= 1.2 by 1.2x" in text
     table = measurement_table(rows)
     assert "wall/bare" in table and "1.10" in table
