@@ -11,10 +11,12 @@ Exit codes (README lists them too; scripts and timers depend on them):
 from __future__ import annotations
 
 import argparse
+import importlib
 import os
 import sys
 import traceback
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from typing import NoReturn
 
 from fleetfix import __version__
@@ -29,6 +31,87 @@ EXIT_CODES = __doc__.split("Exit codes", 1)[1] if __doc__ else ""
 Command = Callable[[argparse.Namespace], int]
 
 
+@dataclass(frozen=True, slots=True)
+class Commands:
+    """The subcommands one module adds (`adder(sub)`), each with its one-line help: the top
+    level lists them all without importing the modules, whose imports (the engine, the
+    journal, asyncssh, rich) take most of a second; only the command given is imported."""
+
+    module: str
+    adder: str
+    helps: tuple[tuple[str, str], ...]
+
+    @property
+    def names(self) -> tuple[str, ...]:
+        return tuple(name for name, _ in self.helps)
+
+
+COMMANDS: tuple[Commands, ...] = (
+    Commands(
+        "fleetfix.cli.run_cmd",
+        "add_parsers",
+        (
+            ("run", "run a remediation playbook against an inventory"),
+            ("validate", "check a playbook without running it"),
+        ),
+    ),
+    Commands(
+        "fleetfix.cli.inventory_cmd",
+        "add_parser",
+        (("inventory", "show an inventory as fleetfix (and Ansible) reads it"),),
+    ),
+    Commands(
+        "fleetfix.cli.tools_cmd",
+        "add_parsers",
+        (
+            ("parse", "run a probe's parser on saved output, print JSON"),
+            (
+                "xid",
+                "explain an Xid (or, with --sxid, an NVSwitch SXid) and what fleetfix does"
+                " about it",
+            ),
+            ("probes", "list the built-in probes"),
+        ),
+    ),
+    Commands(
+        "fleetfix.cli.lab_cmd",
+        "add_parser",
+        (("lab", "run a simulated GPU cluster over real SSH"),),
+    ),
+    Commands(
+        "fleetfix.cli.history_cmd",
+        "add_parser",
+        (("history", "recent runs recorded in the journal"),),
+    ),
+    Commands(
+        "fleetfix.cli.journal_cmd",
+        "add_parser",
+        (("journal", "export a journal, or migrate it into another"),),
+    ),
+    Commands(
+        "fleetfix.cli.probe_cmd",
+        "add_parser",
+        (("probe", "run probes across the fleet and print a health table"),),
+    ),
+    Commands(
+        "fleetfix.cli.report_cmd",
+        "add_parser",
+        (("report", "re-render a past run's report from the journal"),),
+    ),
+    Commands(
+        "fleetfix.cli.healthcheck_cmd",
+        "add_parser",
+        (
+            (
+                "healthcheck",
+                "check this node's GPUs and drain it in Slurm if unhealthy (HealthCheckProgram)",
+            ),
+        ),
+    ),
+)
+"""Every subcommand, in the order `fleetfix --help` lists them."""
+
+
 class _Parser(argparse.ArgumentParser):
     """argparse whose errors become UsageError (exit 5), not exit 2."""
 
@@ -36,40 +119,35 @@ class _Parser(argparse.ArgumentParser):
         raise UsageError(f"{self.prog}: {message}")
 
 
-def build_parser() -> argparse.ArgumentParser:
+def build_parser(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:
+    """The command line's parser: with `argv`, only the subcommand it names is built in full
+    (its module imported), the others listed by name and help; without, every subcommand."""
     parser = _Parser(
         prog="fleetfix",
         description="Ansible-style fleet remediation for GPU clusters.",
         epilog="exit codes" + EXIT_CODES,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    # The subcommands' modules (the engine, the journal, asyncssh: most of a second) are
-    # imported here, inside run_cli's guard, so a Ctrl-C while they load is an interruption
-    from fleetfix.cli import (  # noqa: PLC0415
-        healthcheck_cmd,
-        history_cmd,
-        inventory_cmd,
-        journal_cmd,
-        lab_cmd,
-        probe_cmd,
-        report_cmd,
-        run_cmd,
-        tools_cmd,
-    )
-
     parser.add_argument("--version", action="version", version=f"fleetfix {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
     sub.required = True
-    run_cmd.add_parsers(sub)
-    inventory_cmd.add_parser(sub)
-    tools_cmd.add_parsers(sub)
-    lab_cmd.add_parser(sub)
-    history_cmd.add_parser(sub)
-    journal_cmd.add_parser(sub)
-    probe_cmd.add_parser(sub)
-    report_cmd.add_parser(sub)
-    healthcheck_cmd.add_parser(sub)
+    named = _command_named(argv) if argv is not None else None
+    for commands in COMMANDS:
+        if argv is None or named in commands.names:
+            # Imported here, inside run_cli's guard, so a Ctrl-C while they load is an
+            # interruption
+            module = importlib.import_module(commands.module)
+            getattr(module, commands.adder)(sub)
+        else:
+            for name, text in commands.helps:
+                sub.add_parser(name, help=text, add_help=False)
     return parser
+
+
+def _command_named(argv: Sequence[str]) -> str | None:
+    """The subcommand `argv` names: its first word that is not an option (the top level's
+    options, -h and --version, take no value)."""
+    return next((word for word in argv if not word.startswith("-")), None)
 
 
 def main(argv: Sequence[str] | None = None) -> NoReturn:
@@ -83,7 +161,8 @@ def run_cli(argv: Sequence[str] | None = None) -> int:
     """Parse, dispatch, and map every failure to its exit code with a one-screen message."""
     try:
         with ctrl_c_raises():  # the messages below are printed with main's handler back
-            args = build_parser().parse_args(argv)
+            words = sys.argv[1:] if argv is None else list(argv)
+            args = build_parser(words).parse_args(words)
             command: Command = args.handler
             return command(args)
     except UsageError as exc:

@@ -11,9 +11,7 @@ from collections.abc import AsyncIterator, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any
-
-from rich.console import Console
+from typing import TYPE_CHECKING, Any
 
 from fleetfix.actions import action_registry
 from fleetfix.cli.ansible_options import resolve_ansible_options
@@ -68,16 +66,18 @@ from fleetfix.playbook.model import Play, Playbook, Step, StepKind
 from fleetfix.probes import probe_registry
 from fleetfix.report.collect import run_collector
 from fleetfix.report.console import ConsoleView
-from fleetfix.report.model import Report
-from fleetfix.report.publish import add_report_steps_option, fleet_topology, publish
+from fleetfix.report.publish import add_report_steps_option, fleet_topology
 from fleetfix.report.render import check_report_path
-from fleetfix.report.summary import RunPlace, summary_lines
-from fleetfix.report.terminal import output_console
 from fleetfix.results import Outcome, ResumeState, RunResult
 from fleetfix.runtime import Runtime, open_runtime
 from fleetfix.secrets import Redactor
-from fleetfix.topology import Topology
 from fleetfix.transport.registry import make_transport
+
+if TYPE_CHECKING:
+    from rich.console import Console
+
+    from fleetfix.report.model import Report
+    from fleetfix.topology import Topology
 
 JOURNAL_LOST = (
     "  fleetfix stopped: without its journal it starts no action (nothing unrecorded, no lease"
@@ -412,6 +412,10 @@ def _reports(
 ) -> bool:
     """Print the fleet view and write the report files; False when one could not be written
     (said on stderr: the run's work and its journal stand, the file is what is missing)."""
+    # The end of the run draws (rich) and writes: imported now, off the way to the first command
+    from fleetfix.report.publish import publish  # noqa: PLC0415
+    from fleetfix.report.terminal import output_console  # noqa: PLC0415
+
     failed = publish(report, paths, console or output_console(), steps=steps)
     for why in failed:
         print(f"ERROR: {why}", file=sys.stderr)
@@ -429,6 +433,8 @@ def _tell_the_end(
 ) -> Outcome:
     """The fleet view and the report files, then, last, the summary; the run's exit code (a
     clean run whose report could not be written is not clean)."""
+    from fleetfix.report.terminal import output_console  # noqa: PLC0415 (rich: the end)
+
     console = output_console()
     if not _reports(report, args.report, console, steps=args.report_steps):
         # the run's own code says more; a clean run whose report is missing is not
@@ -443,6 +449,8 @@ def _summary(
     args: argparse.Namespace, result: RunResult, run: str, code: int, console: Console
 ) -> None:
     """Last in the output: the verdicts grouped and the next steps, naming the retry file."""
+    from fleetfix.report.summary import RunPlace, summary_lines  # noqa: PLC0415 (rich: the end)
+
     retry = None
     try:
         retry = write_retry_file(result.verdicts.values(), run)

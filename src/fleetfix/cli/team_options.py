@@ -9,7 +9,7 @@ from __future__ import annotations
 import argparse
 from collections.abc import Awaitable, Sequence
 from pathlib import Path
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from fleetfix.cli.webhook_options import (
     add_webhook_options,
@@ -18,11 +18,12 @@ from fleetfix.cli.webhook_options import (
 )
 from fleetfix.config import setting_list, setting_text
 from fleetfix.events import Event
-from fleetfix.journal import Journal
 from fleetfix.journal.db import is_postgres, shown
-from fleetfix.metrics import MetricsTextfile, RunMetrics
 from fleetfix.playbook.extravars import parse_extra_vars
 from fleetfix.secrets import Redactor, redact_argv, secret_values
+
+if TYPE_CHECKING:
+    from fleetfix.journal import Journal
 
 
 class RunObserver(Protocol):
@@ -127,5 +128,7 @@ def tell_journal_lost(observers: Sequence[RunObserver], reason: str) -> None:
 
 
 def _metrics_file(args: argparse.Namespace, path: Path, journal: Journal) -> RunObserver:
+    from fleetfix.metrics import MetricsTextfile, RunMetrics  # noqa: PLC0415 (on request only)
+
     metrics = RunMetrics(args.playbook, check_changes_exit=args.check and args.detailed_exitcode)
     return MetricsTextfile(path, metrics, out_of_service=journal.out_of_service_since)

@@ -10,10 +10,15 @@ import argparse
 import os
 import socket
 import sys
+from typing import TYPE_CHECKING
 
 from fleetfix.config import config_path, setting_list
 from fleetfix.errors import InputError, SourcePosition
-from fleetfix.notify import ALL_KINDS, Kind, Notifier, Webhook, WebhookError, parse_webhook
+from fleetfix.notify.model import ALL_KINDS, Kind
+
+if TYPE_CHECKING:
+    from fleetfix.notify.observer import Notifier
+    from fleetfix.notify.webhook import Webhook
 
 
 def add_webhook_options(group: argparse._ArgumentGroup) -> None:
@@ -38,8 +43,13 @@ def add_webhook_options(group: argparse._ArgumentGroup) -> None:
 
 def configured_webhooks() -> list[Webhook]:
     """The config file's `webhooks` (used when no --webhook is given)."""
+    texts = setting_list("webhooks")
+    if not texts:
+        return []  # most runs: the webhook code stays unloaded
+    from fleetfix.notify.webhook import WebhookError, parse_webhook  # noqa: PLC0415
+
     found = []
-    for text in setting_list("webhooks"):
+    for text in texts:
         try:
             found.append(parse_webhook(text, os.environ))
         except WebhookError as exc:
@@ -53,6 +63,8 @@ def _config_position() -> SourcePosition | None:
 
 
 def _webhook(text: str) -> Webhook:
+    from fleetfix.notify.webhook import WebhookError, parse_webhook  # noqa: PLC0415
+
     try:
         return parse_webhook(text, os.environ)
     except WebhookError as exc:
@@ -76,6 +88,9 @@ def webhook_observers(args: argparse.Namespace) -> list[Notifier]:
     """A Notifier for the run when --webhook was given."""
     if not args.webhook:
         return []
+    # Only a run with a webhook loads the notifier (its evidence reads the probes' facts)
+    from fleetfix.notify.observer import Notifier  # noqa: PLC0415
+
     return [
         Notifier(
             args.webhook,

@@ -5,19 +5,20 @@ it: TASK banners, per-host lines, the PLAY RECAP and the hosts left. On a termin
 view (report/progress.py) replaces the stream, and `-v` brings the stream back above it, as
 ansible-playbook's verbose detail. Either way the run ends with the summary the CLI prints
 after the reports (report/summary.py).
+
+Off a terminal nothing here needs rich, so rich is imported only when the console is a
+terminal (or may be one: FORCE_COLOR, TTY_COMPATIBLE) or when the run ends: a run's start,
+up to its first command, does not pay for it.
 """
 
 from __future__ import annotations
 
 import json
+import os
+import sys
 import time
 from collections.abc import Callable, Mapping
-from typing import Any, TextIO
-
-from rich.console import Console, RenderableType
-from rich.control import strip_control_codes
-from rich.live import Live
-from rich.text import Text
+from typing import IO, TYPE_CHECKING, Any, TextIO
 
 from fleetfix.events import (
     BatchStarted,
@@ -37,13 +38,22 @@ from fleetfix.events import (
     StepRetry,
     TaskStarted,
 )
-from fleetfix.report.progress import LiveProgress
-from fleetfix.report.summary import left_lines
 from fleetfix.results import RECAP_FIELDS, HostStats, RunResult, Status, StepResult
 from fleetfix.secrets import NO_LOG_TEXT
 from fleetfix.verdicts import LeftKind
 
+if TYPE_CHECKING:
+    from rich.console import Console, RenderableType
+    from rich.live import Live
+
+    from fleetfix.report.progress import LiveProgress
+
 COLUMNS = 79
+_CONTROL_CODES = dict.fromkeys((7, 8, 11, 12, 13))
+"""The control codes rich's strip_control_codes removes (bell, backspace, vertical tab, form
+feed, carriage return): a plain line is written as rich would write it."""
+_TERMINAL_ENV = ("FORCE_COLOR", "TTY_COMPATIBLE")
+"""Variables by which rich may take a pipe for a terminal (rich.console.Console.is_terminal)."""
 STYLES: Mapping[Status, str] = {
     Status.OK: "green",
     Status.CHANGED: "yellow",
@@ -185,13 +195,14 @@ class ConsoleView:
         console: Console | None = None,
         clock: Callable[[], float] = time.time,
     ) -> None:
-        self.console = console or Console(file=stream, highlight=False, soft_wrap=True)
+        self._stream = stream
+        self._console = console
         self.verbosity = verbosity
         self.diff = diff
-        self.live = self.console.is_terminal
+        self.live = False if console is None and _plain(stream) else self.console.is_terminal
         self.streaming = not self.live or verbosity > 0
         """The task-by-task stream is printed: off a terminal, or with -v."""
-        self.progress = LiveProgress()
+        self._progress: LiveProgress | None = None
         self._clock = clock
         self._run_id = ""
         self._live: Live | None = None
@@ -199,6 +210,24 @@ class ConsoleView:
         self._shown_key = ""  # the step whose banner was printed last
         self._itemized: set[tuple[str, str]] = set()  # (host, step key) whose items printed
         self._handlers = self._make_handlers()
+
+    @property
+    def console(self) -> Console:
+        """rich's console on the stream, made when first needed (a terminal's live view)."""
+        if self._console is None:
+            from rich.console import Console  # noqa: PLC0415 (see the module docstring)
+
+            self._console = Console(file=self._stream, highlight=False, soft_wrap=True)
+        return self._console
+
+    @property
+    def progress(self) -> LiveProgress:
+        """What the live view shows, kept from the run's events (on a terminal)."""
+        if self._progress is None:
+            from fleetfix.report.progress import LiveProgress  # noqa: PLC0415 (rich)
+
+            self._progress = LiveProgress()
+        return self._progress
 
     def __call__(self, event: Event) -> None:
         if self.live:
@@ -210,6 +239,8 @@ class ConsoleView:
             handler(event)
 
     def _start_live(self) -> None:
+        from rich.live import Live  # noqa: PLC0415 (see the module docstring)
+
         self._live = Live(
             get_renderable=self._live_view,
             console=self.console,
@@ -307,13 +338,23 @@ class ConsoleView:
 
     def _say(self, text: str, style: str | None = None) -> None:
         if self.live:
+            from rich.text import Text  # noqa: PLC0415 (see the module docstring)
+
             self.console.print(Text(text, style=style or ""))
         else:
             # Not a terminal: rich would print the same plain line (no styles, no wrapping),
             # at about a millisecond a line; 50,000 host lines in a 10,000-host run.
             # Flushed per line, as rich does: `fleetfix run ... | tee` shows progress live.
-            self.console.file.write(strip_control_codes(text) + "\n")
-            self.console.file.flush()
+            out = self._out()
+            out.write(text.translate(_CONTROL_CODES) + "\n")
+            out.flush()
+
+    def _out(self) -> IO[str]:
+        """Where plain lines go: the stream given, else sys.stdout as it is now (as rich's
+        console writes to the sys.stdout of the moment: a test's capture)."""
+        if self._console is not None:
+            return self._console.file
+        return self._stream if self._stream is not None else sys.stdout
 
     def _task(self, event: TaskStarted) -> None:
         if event.block or not self.streaming:
@@ -372,12 +413,26 @@ class ConsoleView:
                 else ("yellow" if stats.changed else "green")
             )
             self._say(recap_line(host, stats), style)
+        from fleetfix.report.summary import left_lines  # noqa: PLC0415 (rich: the end)
+
         left = left_lines(result.verdicts.values(), self._run_id)
         if left:
             self._say("\nLEFT UNHEALTHY OR UNTOUCHED (the run exits non-zero for these):", "bold")
             for line in left:
                 self._say(line.plain, "yellow")
         self._say("")
+
+
+def _plain(stream: TextIO | None) -> bool:
+    """Whether rich would certainly not take `stream` (None: sys.stdout) for a terminal: it is
+    not a tty and no variable says otherwise. In doubt, False: rich decides."""
+    if any(name in os.environ for name in _TERMINAL_ENV):
+        return False
+    isatty = getattr(stream if stream is not None else sys.stdout, "isatty", None)
+    try:
+        return isatty is None or not isatty()
+    except ValueError:  # a closed file: rich says no terminal too
+        return True
 
 
 __all__ = ["ConsoleView", "banner", "host_line", "item_line", "recap_line", "recap_lines"]

@@ -1,19 +1,23 @@
-"""After a run (or a replay): the topology summary on the console and the report files."""
+"""After a run (or a replay): the topology summary on the console and the report files.
+
+A run imports this before its first command (its topology, its options); what draws and
+writes (rich, the report writers) is imported when the run ends.
+"""
 
 from __future__ import annotations
 
 import argparse
 from collections.abc import Iterable, Mapping
 from pathlib import Path
-from typing import Any, Protocol
-
-from rich.console import Console
+from typing import TYPE_CHECKING, Any, Protocol
 
 from fleetfix.errors import UsageError
-from fleetfix.report.model import Report
-from fleetfix.report.render import write_report
-from fleetfix.report.terminal import TerminalReport
 from fleetfix.topology import Topology
+
+if TYPE_CHECKING:
+    from rich.console import Console
+
+    from fleetfix.report.model import Report
 
 
 class VarsSource(Protocol):
@@ -51,6 +55,12 @@ def publish(
     """Print the topology summary and write every requested report file (`steps`: with
     every step's detail); returns why each file that could not be written was not (the
     others are written all the same)."""
+    # Drawing and writing: the end of a run, not its start (see the module docstring)
+    from rich.console import Console  # noqa: PLC0415
+
+    from fleetfix.report.render import write_report  # noqa: PLC0415
+    from fleetfix.report.terminal import TerminalReport  # noqa: PLC0415
+
     out = console or Console(highlight=False)
     out.print(TerminalReport(report))
     failed = []

@@ -11,43 +11,53 @@ import stat
 from collections.abc import Callable, Mapping
 from functools import partial
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from fleetfix.errors import UsageError
-from fleetfix.report.html import render_html
-from fleetfix.report.json import render_json
-from fleetfix.report.junit import render_junit
-from fleetfix.report.model import Report
+
+if TYPE_CHECKING:
+    from fleetfix.report.model import Report
 
 REPORT_MODE = 0o600
 """Report files are created readable and writable by their owner only."""
-RENDERERS: Mapping[str, Callable[[Report], str]] = {
-    ".json": render_json,
-    ".html": render_html,
-    ".htm": render_html,
-    ".xml": render_junit,
-}
-DETAILED: Mapping[str, Callable[[Report], str]] = {
-    ".json": partial(render_json, steps=True),
-    ".xml": partial(render_junit, steps=True),
-}
-"""Renderers whose step detail is asked for (`--report-steps`)."""
+FORMATS: Mapping[str, str] = {".json": "json", ".html": "html", ".htm": "html", ".xml": "junit"}
+"""Each report file suffix and the format it names."""
 
 
 def renderer_for(path: Path, *, steps: bool = False) -> Callable[[Report], str]:
-    """The renderer for `path`'s suffix (with step detail when `steps`). Raises UsageError
-    for any other suffix."""
-    suffix = path.suffix.lower()
-    renderer = (DETAILED.get(suffix) if steps else None) or RENDERERS.get(suffix)
-    if renderer is None:
-        known = ", ".join(sorted(RENDERERS))
+    """The renderer for `path`'s suffix (with step detail when `steps`: JSON and JUnit; HTML
+    always has it). Raises UsageError for any other suffix."""
+    return _renderer(_format_of(path), steps=steps)
+
+
+def _format_of(path: Path) -> str:
+    found = FORMATS.get(path.suffix.lower())
+    if found is None:
+        known = ", ".join(sorted(FORMATS))
         raise UsageError(f"--report {path}: unknown report format {path.suffix!r}; use {known}")
-    return renderer
+    return found
+
+
+def _renderer(kind: str, *, steps: bool) -> Callable[[Report], str]:
+    """The format's renderer, its module imported now: a run loads a writer only when it
+    writes that report, at its end."""
+    if kind == "html":
+        from fleetfix.report.html import render_html  # noqa: PLC0415
+
+        return render_html
+    if kind == "json":
+        from fleetfix.report.json import render_json  # noqa: PLC0415
+
+        return partial(render_json, steps=steps)
+    from fleetfix.report.junit import render_junit  # noqa: PLC0415
+
+    return partial(render_junit, steps=steps)
 
 
 def check_report_path(path: Path) -> None:
     """Before a run: a known format, in a directory that exists and that this user can write,
     so a typo fails before anything runs, not after the run did its work. Raises UsageError."""
-    renderer_for(path)
+    _format_of(path)
     directory = path.parent
     if not directory.is_dir():
         raise UsageError(f"--report {path}: no directory {str(directory)!r}")
@@ -89,4 +99,4 @@ def _mode_of(path: Path) -> int:
         return 0o7777
 
 
-__all__ = ["RENDERERS", "REPORT_MODE", "renderer_for", "write_report"]
+__all__ = ["FORMATS", "REPORT_MODE", "check_report_path", "renderer_for", "write_report"]

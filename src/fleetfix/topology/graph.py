@@ -5,6 +5,9 @@ Domains come from reserved host vars (`rack`, `leaf`, `spine`, `pod`, `nvlink_do
 edges (from hosts that name both) and every link of the optional topology file. The inventory
 wins: the file only fills in a host's leaf (when it is cabled to exactly one leaf) and spine
 (when that leaf has exactly one spine), never overrides a host var.
+
+A run builds its topology before its first command, so the graph is plain dicts; networkx (a
+tenth of a second to import) is imported when a switch's blast radius is first asked for.
 """
 
 from __future__ import annotations
@@ -12,14 +15,16 @@ from __future__ import annotations
 import re
 from collections import Counter
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from functools import cached_property
 from pathlib import Path
-from typing import Any
-
-import networkx as nx
+from typing import TYPE_CHECKING, Any
 
 from fleetfix.errors import InventoryError
 from fleetfix.topology.file import Fabric, Link, load_topology_file
+
+if TYPE_CHECKING:
+    import networkx as nx
 
 DOMAIN_KINDS: tuple[str, ...] = ("rack", "leaf", "spine", "pod", "nvlink_domain", "rail", "pdu")
 SWITCH_KINDS: tuple[str, ...] = ("leaf", "spine")
@@ -59,10 +64,47 @@ class BlastRadius:
     switches: tuple[str, ...] = ()
 
 
+@dataclass(slots=True)
+class FabricGraph:
+    """Hosts and switches (each node's attributes, `kind` first) and the cables between them,
+    as networkx.Graph keeps them: dicts in insertion order."""
+
+    nodes: dict[NodeKey, dict[str, Any]] = field(default_factory=dict)
+    adjacent: dict[NodeKey, dict[NodeKey, None]] = field(default_factory=dict)
+
+    def __contains__(self, node: object) -> bool:
+        return node in self.nodes
+
+    def add_node(self, node: NodeKey, **attrs: Any) -> None:
+        self.nodes.setdefault(node, {}).update(attrs)
+        self.adjacent.setdefault(node, {})
+
+    def add_edge(self, a: NodeKey, b: NodeKey) -> None:
+        for end in (a, b):
+            if end not in self.nodes:
+                self.add_node(end)
+        self.adjacent[a][b] = None
+        self.adjacent[b][a] = None
+
+    def neighbors(self, node: NodeKey) -> Iterable[NodeKey]:
+        return self.adjacent[node]
+
+    def kind(self, node: NodeKey) -> Any:
+        return self.nodes[node].get("kind")
+
+    def to_networkx(self) -> nx.Graph:
+        import networkx as nx  # noqa: PLC0415 (a tenth of a second: only when asked for)
+
+        graph = nx.Graph()
+        graph.add_nodes_from(self.nodes.items())
+        graph.add_edges_from((a, b) for a, ends in self.adjacent.items() for b in ends)
+        return graph
+
+
 class Topology:
     """Hosts, switches and domains of one fleet. Build it with `Topology.from_hosts`."""
 
-    def __init__(self, graph: nx.Graph, domains: Mapping[str, Mapping[str, str]]) -> None:
+    def __init__(self, graph: FabricGraph, domains: Mapping[str, Mapping[str, str]]) -> None:
         self._graph = graph
         self._domains = {host: dict(kinds) for host, kinds in domains.items()}
         members: dict[tuple[str, str], list[str]] = {}
@@ -130,7 +172,7 @@ class Topology:
         return natural_sorted(
             name
             for role, name in self._graph.nodes
-            if role == "switch" and kind in (None, self._graph.nodes[(role, name)]["kind"])
+            if role == "switch" and kind in (None, self._graph.kind((role, name)))
         )
 
     def uplinks(self, leaf: str) -> list[str]:
@@ -172,8 +214,10 @@ class Topology:
         for leaf in below:
             hosts |= set(self._neighbours(("switch", leaf), "host"))
         hosts |= {h for leaf in below for h in self.members("leaf", leaf)}
-        before = _switches_in_reach(self._graph)
-        after = _switches_in_reach(nx.restricted_view(self._graph, [node], []))
+        import networkx as nx  # noqa: PLC0415 (a tenth of a second: only when asked for)
+
+        before = _switches_in_reach(self._networkx)
+        after = _switches_in_reach(nx.restricted_view(self._networkx, [node], []))
         # Cut off: left with no switch at all, or unable to reach some other switch it reached
         # before (its way up went only through this one). A dual-homed host keeps its other leaf.
         cut = [h for h in hosts if after.get(h, 0) == 0 or after.get(h, 0) < before[h] - 1]
@@ -181,12 +225,15 @@ class Topology:
             kind, name, tuple(natural_sorted(hosts)), tuple(natural_sorted(cut)), tuple(below)
         )
 
+    @cached_property
+    def _networkx(self) -> nx.Graph:
+        """The fabric as networkx sees it, for the graph algorithms (built once, when asked)."""
+        return self._graph.to_networkx()
+
     def _neighbours(self, node: NodeKey, kind: str) -> list[str]:
         if node not in self._graph:
             return []
-        found = (
-            n[1] for n in self._graph.neighbors(node) if self._graph.nodes[n].get("kind") == kind
-        )
+        found = (n[1] for n in self._graph.neighbors(node) if self._graph.kind(n) == kind)
         return natural_sorted(found)
 
     def _spine_of_leaf(self, leaf: str) -> str | None:
@@ -213,6 +260,8 @@ def _ordered(names: Iterable[str]) -> list[str]:
 
 def _switches_in_reach(graph: Any) -> dict[str, int]:
     """For each host: how many switches its connected component holds."""
+    import networkx as nx  # noqa: PLC0415 (a tenth of a second: only when asked for)
+
     counts: dict[str, int] = {}
     for component in nx.connected_components(graph):
         switches = sum(1 for node in component if node[0] == "switch")
@@ -230,8 +279,8 @@ def _declared_domains(host_vars: Mapping[str, Any]) -> dict[str, Any]:
     return out
 
 
-def _fabric_graph(declared: Mapping[str, Mapping[str, Any]], fabric: Fabric) -> nx.Graph:
-    graph = nx.Graph()
+def _fabric_graph(declared: Mapping[str, Mapping[str, Any]], fabric: Fabric) -> FabricGraph:
+    graph = FabricGraph()
     for host, attrs in declared.items():
         graph.add_node(("host", host), kind="host", gpu_model=attrs.get("gpu_model"))
     for switch in fabric.switches:
@@ -252,19 +301,19 @@ def _fabric_graph(declared: Mapping[str, Mapping[str, Any]], fabric: Fabric) -> 
     return graph
 
 
-def _switch_node(graph: nx.Graph, name: str, kind: str, host: str) -> None:
+def _switch_node(graph: FabricGraph, name: str, kind: str, host: str) -> None:
     """Add a switch a host var names, refusing one name used as both leaf and spine."""
     node = ("switch", name)
     if node not in graph:
         graph.add_node(node, kind=kind)
-    elif graph.nodes[node]["kind"] != kind:
+    elif graph.kind(node) != kind:
         raise InventoryError(
             f"host {host} names {name} as its {kind}, but {name} is a "
-            f"{graph.nodes[node]['kind']} elsewhere (inventory or topology file)"
+            f"{graph.kind(node)} elsewhere (inventory or topology file)"
         )
 
 
-def _link_end(graph: nx.Graph, name: str, link: Link, fabric: Fabric) -> NodeKey | None:
+def _link_end(graph: FabricGraph, name: str, link: Link, fabric: Fabric) -> NodeKey | None:
     if ("switch", name) in graph:
         return ("switch", name)
     if ("host", name) in graph:
@@ -279,7 +328,7 @@ def _link_end(graph: nx.Graph, name: str, link: Link, fabric: Fabric) -> NodeKey
 
 
 def _derived_domains(
-    graph: nx.Graph, declared: Mapping[str, Mapping[str, Any]]
+    graph: FabricGraph, declared: Mapping[str, Mapping[str, Any]]
 ) -> dict[str, dict[str, str]]:
     """Declared domains, plus a leaf/spine the fabric implies unambiguously."""
     domains: dict[str, dict[str, str]] = {}
@@ -287,12 +336,12 @@ def _derived_domains(
         own = {k: str(v) for k, v in attrs.items() if k in DOMAIN_KINDS}
         node = ("host", host)
         if "leaf" not in own:
-            leaves = [n[1] for n in graph.neighbors(node) if graph.nodes[n]["kind"] == "leaf"]
+            leaves = [n[1] for n in graph.neighbors(node) if graph.kind(n) == "leaf"]
             if len(leaves) == 1:
                 own["leaf"] = leaves[0]
         if "spine" not in own and "leaf" in own:
             leaf = ("switch", own["leaf"])
-            spines = [n[1] for n in graph.neighbors(leaf) if graph.nodes[n]["kind"] == "spine"]
+            spines = [n[1] for n in graph.neighbors(leaf) if graph.kind(n) == "spine"]
             if len(spines) == 1:
                 own["spine"] = spines[0]
         domains[host] = {k: own[k] for k in DOMAIN_KINDS if k in own}
