@@ -15,7 +15,9 @@ from typing import Any
 GPU_COUNT_VAR = "gpus"
 DOMAIN_VARS: tuple[str, ...] = ("rack", "leaf", "spine", "pod", "nvlink_domain", "rail", "pdu")
 """topology.graph.DOMAIN_KINDS (a test keeps them equal; the inventory does not import the
-topology, which needs networkx)."""
+topology)."""
+GATE_VARS = frozenset({GPU_COUNT_VAR, *DOMAIN_VARS})
+"""Every var a gate reads: any other var is not checked here."""
 
 _WHOLE_NUMBER = re.compile(r"[0-9]+")
 
@@ -23,7 +25,7 @@ _WHOLE_NUMBER = re.compile(r"[0-9]+")
 def gate_value_problem(key: Any, value: Any) -> str | None:
     """Why `value` cannot be the var `key` a safety gate reads, or None when it can (or `key`
     feeds no gate)."""
-    if key != GPU_COUNT_VAR and key not in DOMAIN_VARS:
+    if key not in GATE_VARS:
         return None
     if isinstance(value, str) and ("{{" in value or "{%" in value):
         return None

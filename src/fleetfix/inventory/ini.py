@@ -24,7 +24,7 @@ from fleetfix.errors import InventoryError, SourcePosition
 from fleetfix.inventory import datafiles
 from fleetfix.inventory.addresses import AddressError, parse_address
 from fleetfix.inventory.builder import BuildError, InventoryBuilder
-from fleetfix.inventory.gate_values import gate_value_problem
+from fleetfix.inventory.gate_values import GATE_VARS, gate_value_problem
 from fleetfix.inventory.model import UnsafeText
 from fleetfix.inventory.problems import raise_found
 from fleetfix.inventory.ranges import HostRangeError, expand_host_range, has_range
@@ -34,9 +34,11 @@ _SECTION = re.compile(r"^\[([^:\]\s]+)(?::(\w+))?\]\s*(?:\#.*)?$")
 _GROUP_NAME = re.compile(r"^([^:\]\s]+)\s*(?:\#.*)?$")
 _SECTION_KINDS = ("hosts", "children", "vars")
 # Values that ast.literal_eval would certainly leave as strings: a word, dotted name or address
-# not starting with a Python constant name. Skipping the parser for them keeps big inventories
-# fast; everything else takes the exact path.
-_PLAIN_WORD = re.compile(r"[A-Za-z_][\w.:/@-]*|\d+(?:\.\d+){2,}")
+# not starting with a Python constant name, or such words separated by blanks (a quoted
+# `gpu_model="NVIDIA H100 80GB HBM3"`: a leading name, without brackets, quotes or commas, is
+# never a literal, so literal_eval fails and Ansible keeps the text). Skipping the parser for
+# them keeps big inventories fast; everything else takes the exact path.
+_PLAIN_WORD = re.compile(r"[A-Za-z_][\w.:/@-]*(?:[ \t]+[\w.:/@-]+)*|\d+(?:\.\d+){2,}")
 _CONSTANT_PREFIXES = ("True", "False", "None")
 _SMALL_INT = re.compile(r"[1-9]\d{0,17}|0")
 # Characters that make shlex do more than split on blanks.
@@ -52,6 +54,8 @@ def _simply_quoted(line: str) -> list[str] | None:
     host read in 1.3 s through shlex."""
     if "\\" in line or "#" in line:
         return None
+    if "'" not in line:
+        return _double_quoted(line)
     words: list[str] = []
     end = 0
     for match in _QUOTED_WORD.finditer(line):
@@ -61,7 +65,42 @@ def _simply_quoted(line: str) -> list[str] | None:
         end = match.end()
     if line[end:].strip():
         return None
-    return ["".join(a or b or c for a, b, c in _QUOTE_PART.findall(w)) for w in words]
+    return [_unquoted(w) if '"' in w or "'" in w else w for w in words]
+
+
+def _double_quoted(line: str) -> list[str] | None:
+    """_simply_quoted for a line whose only quotes are double quotes (no backslash, `#` or
+    single quote), with str.split: a fifth of the time of the patterns, a tenth of 10,000 lines.
+    Between quotes all is kept; outside, shlex's blanks part words; a quoted part is glued to
+    what touches it (`a"b c"d` is one word)."""
+    parts = line.split('"')
+    if len(parts) % 2 == 0:
+        return None  # an unbalanced quote: shlex says what is wrong
+    words: list[str] = []
+    glued = False  # the last word goes on with what comes next (nothing blank between)
+    for index, part in enumerate(parts):
+        if index % 2:  # between quotes
+            if glued:
+                words[-1] += part
+            else:
+                words.append(part)
+            glued = True
+            continue
+        if not part:
+            continue
+        pieces = _BLANKS.split(part)  # "" first when it starts blank, "" last when it ends so
+        if glued and pieces[0]:
+            words[-1] += pieces[0]
+        elif pieces[0]:
+            words.append(pieces[0])
+        words.extend(piece for piece in pieces[1:] if piece)
+        glued = bool(pieces[-1])
+    return words
+
+
+def _unquoted(word: str) -> str:
+    """A word with its quotes taken away, what is between them kept (as shlex does)."""
+    return "".join(a or b or c for a, b, c in _QUOTE_PART.findall(word))
 
 
 _BLANKS = re.compile(r"[ \t\r\n]+")
@@ -217,16 +256,21 @@ class _IniReader:
         names, port = self._expand_host_pattern(tokens[0])
         variables: dict[str, Any] = {}
         for token in tokens[1:]:
-            if "=" not in token:
+            key, equals, text = token.partition("=")
+            if not equals:
                 self._fail(f"Expected key=value host variable assignment, got: {token}", token)
-            key, text = token.split("=", 1)
-            variables[key] = self._value(text, token)
-            self._check_gate(key, variables[key], token)
-        self._builder.origin = SourcePosition(self._path, self._number)
-        for name in names:
-            self._build(self._builder.add_host, name, self._group, port)
-            for key, value in variables.items():
-                self._build(self._builder.set_variable, name, key, value)
+            value = variables[key] = self._value(text, token)
+            if key in GATE_VARS:
+                self._check_gate(key, value, token)
+        builder = self._builder
+        builder.origin = SourcePosition(self._path, self._number)
+        try:  # one try for the line, not one per variable: 70,000 of them in 10,000 lines
+            for name in names:
+                builder.add_host(name, self._group, port)
+                for key, value in variables.items():
+                    builder.set_variable(name, key, value)
+        except BuildError as exc:
+            self._fail(str(exc))
 
     def _split_host_line(self, line: str) -> list[str]:
         if not _SHLEX_SPECIAL.search(line):

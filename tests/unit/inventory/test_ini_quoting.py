@@ -41,3 +41,18 @@ def test_random_lines_never_disagree_with_shlex() -> None:
         answered += 1
         assert quick == shlex.split(line, comments=True), line
     assert answered > 5_000  # the fast path did answer most lines
+
+
+def test_random_double_quoted_lines_never_disagree_with_shlex() -> None:
+    """Lines whose only quotes are double quotes take a str.split path of their own."""
+    rng = random.Random(20261206)
+    answered = 0
+    for _ in range(20_000):
+        line = "".join(rng.choice('ab ="" \t\r') for _ in range(rng.randint(1, 14)))
+        quick = _simply_quoted(line)
+        if quick is None:
+            assert line.count('"') % 2  # only an unbalanced quote is left to shlex
+            continue
+        answered += 1
+        assert quick == shlex.split(line, comments=True), line
+    assert answered > 5_000
