@@ -13,7 +13,6 @@ from fleetfix.playbook.model import Step
 from fleetfix.probes.base import Probe, verdict
 from fleetfix.results import CommandResult
 from fleetfix.secrets import NO_LOG_TEXT
-from fleetfix.transport.base import ProbeRunner
 from fleetfix.transport.pool import Retry
 
 
@@ -72,7 +71,7 @@ async def run_command(
     spec = ctx.spec_factory(target, target_vars)
     connection = await ctx.connections.get(spec)
     remote = become_wrap(command, become_user) if become else command
-    if probe is not None and isinstance(connection, ProbeRunner):
+    if probe is not None:  # parsed where the output arrives when that is a host shard
         result = await connection.run_probe(
             remote, probe, timeout=timeout, env=dict(env) or None, retry=retry
         )

@@ -24,7 +24,7 @@ import resource
 from collections import OrderedDict
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import Any, Protocol, runtime_checkable
+from typing import Any
 
 from fleetfix.errors import UnreachableError
 from fleetfix.results import CommandResult
@@ -32,7 +32,6 @@ from fleetfix.transport.base import (
     DEFAULT_COMMAND_TIMEOUT,
     Connection,
     ConnectionSpec,
-    ProbeRunner,
     Transport,
 )
 
@@ -85,24 +84,15 @@ class Retry:
     notice: RetryNotice | None = None
 
 
-@runtime_checkable
-class _KnowsClosed(Protocol):
-    @property
-    def closed(self) -> bool: ...
-
-
-@runtime_checkable
-class _CountsFds(Protocol):
-    @property
-    def fds(self) -> int: ...
-
-
 def _closed(connection: Connection) -> bool:
-    return isinstance(connection, _KnowsClosed) and connection.closed
+    """Whether a connection that can tell says it is closed. getattr, not isinstance of a
+    runtime-checkable protocol: typing walks the protocol's members on every call."""
+    return bool(getattr(connection, "closed", False))
 
 
 def _fds(connection: Connection) -> int:
-    return connection.fds if isinstance(connection, _CountsFds) else 1
+    """The descriptors a connection holds in this process (1 unless it says otherwise)."""
+    return int(getattr(connection, "fds", 1))
 
 
 @dataclass(slots=True)
@@ -227,8 +217,10 @@ class ConnectionPool:
         held, fresh = await self._checkout(spec)
         try:
             connection = held.connection
-            if probe is not None and isinstance(connection, ProbeRunner):
-                return await connection.run_probe(command, probe, timeout=timeout, env=env)
+            run_probe = getattr(connection, "run_probe", None) if probe is not None else None
+            if run_probe is not None:  # a host shard parses where the output arrives
+                result: CommandResult = await run_probe(command, probe, timeout=timeout, env=env)
+                return result
             return await connection.run(command, timeout=timeout, env=env, stdin=stdin)
         except StaleConnectionError:
             await self._forget(spec.name, held)

@@ -31,6 +31,7 @@ async def test_the_worker_parses_with_the_bound_parameters(
     sharded: ShardedTransport, ssh_server: Any
 ) -> None:
     await sharded.connect(spec_for(ssh_server, "host0"))  # the main process's shard
+    await sharded.started()
     conn = await sharded.connect(spec_for(ssh_server, "host1"))
     assert isinstance(conn, ProbeRunner) and type(conn).__name__ == "_WorkerConnection"
     probe = probe_registry().get("nvidia_smi").bind({"expected_gpus": 2})
