@@ -143,7 +143,7 @@ def _verdict(
     next_step: str | None = None,
 ) -> Verdict:
     state = ctx.hosts.get(host)
-    return Verdict(
+    judged = Verdict(
         host=host,
         kind=kind,
         reason=_cut(reason),
@@ -151,6 +151,9 @@ def _verdict(
         next_step=NEXT_STEPS.get(kind, "") if next_step is None else next_step,
         actions=tuple(state.actions_done) if state is not None else (),
     )
+    # Its reason quotes step messages as they were, before any sink masked them: a secret (or
+    # a value made from one) is masked here, once, for every output that reads the verdict.
+    return ctx.bus.redactor.redact(judged)
 
 
 def _ran(recap: Mapping[str, int]) -> bool:
