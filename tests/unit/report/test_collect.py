@@ -219,6 +219,18 @@ def test_excerpts_are_bounded(topology: Topology) -> None:
     assert collect(topology).host("gpu017").steps[1].commands[0].stdout.count("\n") >= 5
 
 
+def test_an_escape_cut_by_the_excerpt_never_reaches_the_report(topology: Topology) -> None:
+    collector = ReportCollector(excerpt_chars=200)
+    collector(HostStepStarted(host="gpu001", step="s", at=T0))
+    # The cut lands inside the colour sequence that starts the tail.
+    big = "x" * 1000 + "\x1b[1;31mRED\x1b[0m" + "y" * 140
+    collector(CommandRan(host="gpu001", step="s", result=CommandResult("c", 1, big, ""), at=T0))
+    collector(HostStepFinished(result=StepResult("gpu001", "s", Status.FAILED), at=T0 + 1))
+    stdout = collector.model(topology).host("gpu001").steps[0].commands[0].stdout
+    assert "\x1b" not in stdout
+    assert stdout.endswith("y" * 140)
+
+
 def test_a_rescued_failure_still_counts_for_correlation() -> None:
     collector = ReportCollector()
     failed = StepResult("gpu001", "reset", Status.FAILED, message="gpu reset failed")
