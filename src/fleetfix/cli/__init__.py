@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from typing import NoReturn
 
 from fleetfix import __version__
+from fleetfix.cli.heap import collector_paused, frozen_heap
 from fleetfix.cli.streams import tolerant_output
 from fleetfix.errors import FleetfixError, InputError, UsageError
 from fleetfix.interrupt import ctrl_c_raises, exit_on_ctrl_c
@@ -162,9 +163,11 @@ def run_cli(argv: Sequence[str] | None = None) -> int:
     try:
         with ctrl_c_raises():  # the messages below are printed with main's handler back
             words = sys.argv[1:] if argv is None else list(argv)
-            args = build_parser(words).parse_args(words)
-            command: Command = args.handler
-            return command(args)
+            with collector_paused():  # the command's modules load (cli/heap.py) ...
+                args = build_parser(words).parse_args(words)
+            with frozen_heap():  # ... and live as long as it runs
+                command: Command = args.handler
+                return command(args)
     except UsageError as exc:
         _error(str(exc))
         return Outcome.BAD_OPTIONS

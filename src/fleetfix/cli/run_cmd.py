@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 from fleetfix.actions import action_registry
 from fleetfix.cli.ansible_options import resolve_ansible_options
+from fleetfix.cli.heap import collector_paused, frozen_heap
 from fleetfix.cli.loading import builtin_task_loader
 from fleetfix.cli.loading import load_builtin_playbook as _load_playbook
 from fleetfix.cli.options import (
@@ -179,6 +180,17 @@ def validate_command(args: argparse.Namespace) -> int:
 
 
 def run_command(args: argparse.Namespace) -> int:
+    with collector_paused():  # the start-up builds what the run keeps (cli/heap.py)
+        plan = _plan(args)
+    if plan is None:
+        return Outcome.OK  # --syntax-check, --list-hosts, --list-tasks: nothing to run
+    with frozen_heap():
+        return asyncio.run(_run(args, plan))
+
+
+def _plan(args: argparse.Namespace) -> RunPlan | None:
+    """The checked options, playbook, inventory and hosts of the run; None when the options
+    asked only for a check or a list (printed here)."""
     resolve_ansible_options(args)
     if args.forks < 1:
         raise UsageError("--forks must be at least 1")
@@ -192,7 +204,7 @@ def run_command(args: argparse.Namespace) -> int:
     playbook = _load_playbook(args.playbook)
     if args.syntax_check:
         print(f"\nplaybook: {args.playbook}")
-        return Outcome.OK
+        return None
     _check_tags(args, playbook)
     inventory = load_inventory(args.inventory)
     playbook = _rendered_plays(args, playbook, inventory)
@@ -203,7 +215,7 @@ def run_command(args: argparse.Namespace) -> int:
     selection = _select(inventory, playbook, args.limit)
     if args.list_hosts or args.list_tasks:
         _list(args, inventory, playbook, selection)
-        return Outcome.OK
+        return None
     if not any(selection.values()):
         raise InputError("no hosts matched the playbook's patterns" + _limit_note(args.limit))
     confirm(args, playbook, selection)
@@ -211,8 +223,7 @@ def run_command(args: argparse.Namespace) -> int:
     whole = None  # caps count every member of a domain, beyond --limit
     if any(play.max_unavailable_per for play in playbook.plays):
         whole = fleet_topology(inventory, {0: inventory.host_names()}, args.topology_file)
-    plan = RunPlan(inventory, playbook, selection, topology, fleet_topology=whole)
-    return asyncio.run(_run(args, plan))
+    return RunPlan(inventory, playbook, selection, topology, fleet_topology=whole)
 
 
 def _limit_note(limit: str | None) -> str:
