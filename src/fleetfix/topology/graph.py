@@ -107,11 +107,24 @@ class Topology:
     def __init__(self, graph: FabricGraph, domains: Mapping[str, Mapping[str, str]]) -> None:
         self._graph = graph
         self._domains = {host: dict(kinds) for host, kinds in domains.items()}
+
+    def __contains__(self, host: object) -> bool:
+        """Whether `host` is one of this topology's hosts."""
+        return host in self._domains
+
+    @cached_property
+    def _sorted_hosts(self) -> tuple[str, ...]:
+        # Sorted when first asked for, not when built: a run builds its topology before its
+        # first command and needs no order of all its hosts then.
+        return tuple(natural_sorted(self._domains))
+
+    @cached_property
+    def _members(self) -> dict[tuple[str, str], list[str]]:
         members: dict[tuple[str, str], list[str]] = {}
-        for host in natural_sorted(self._domains):
+        for host in self._sorted_hosts:
             for kind, name in self._domains[host].items():
                 members.setdefault((kind, name), []).append(host)
-        self._members = members
+        return members
 
     @classmethod
     def from_hosts(
@@ -131,7 +144,8 @@ class Topology:
     # -- domains --------------------------------------------------------------------------
 
     def hosts(self) -> list[str]:
-        return natural_sorted(self._domains)
+        """Every host, naturally sorted."""
+        return list(self._sorted_hosts)
 
     def domains_of(self, host: str) -> dict[str, str]:
         """The host's domains by kind, e.g. {"rack": "r07", "leaf": "leaf-07"}.
@@ -269,13 +283,19 @@ def _switches_in_reach(graph: Any) -> dict[str, int]:
     return counts
 
 
+_DECLARED_KEYS = (*DOMAIN_KINDS, "gpu_model")
+
+
 def _declared_domains(host_vars: Mapping[str, Any]) -> dict[str, Any]:
     """Reserved topology vars (as strings) plus gpu_model; empty values count as absent."""
     out: dict[str, Any] = {}
-    for key in (*DOMAIN_KINDS, "gpu_model"):
+    for key in _DECLARED_KEYS:
         value = host_vars.get(key)
-        if value is not None and str(value).strip():
-            out[key] = str(value).strip()
+        if value is None:
+            continue
+        text = (value if type(value) is str else str(value)).strip()
+        if text:
+            out[key] = text
     return out
 
 
@@ -333,18 +353,19 @@ def _derived_domains(
     """Declared domains, plus a leaf/spine the fabric implies unambiguously."""
     domains: dict[str, dict[str, str]] = {}
     for host, attrs in declared.items():
-        own = {k: str(v) for k, v in attrs.items() if k in DOMAIN_KINDS}
-        node = ("host", host)
+        own = {k: v for k, v in attrs.items() if k != "gpu_model"}  # strings, in kind order
+        derived = False
         if "leaf" not in own:
+            node = ("host", host)
             leaves = [n[1] for n in graph.neighbors(node) if graph.kind(n) == "leaf"]
             if len(leaves) == 1:
-                own["leaf"] = leaves[0]
+                own["leaf"], derived = leaves[0], True
         if "spine" not in own and "leaf" in own:
             leaf = ("switch", own["leaf"])
             spines = [n[1] for n in graph.neighbors(leaf) if graph.kind(n) == "spine"]
             if len(spines) == 1:
-                own["spine"] = spines[0]
-        domains[host] = {k: own[k] for k in DOMAIN_KINDS if k in own}
+                own["spine"], derived = spines[0], True
+        domains[host] = {k: own[k] for k in DOMAIN_KINDS if k in own} if derived else own
     return domains
 
 

@@ -20,10 +20,9 @@ def host_places(topology: Topology | None, hosts: Iterable[str]) -> dict[str, di
     """host -> its domains and gpu_model, for the `hosts` the topology knows."""
     if topology is None:
         return {}
-    known = set(topology.hosts())
     places: dict[str, dict[str, str]] = {}
     for host in hosts:
-        if host not in known:
+        if host not in topology:
             continue
         place = topology.domains_of(host)
         model = topology.attribute(host, GPU_MODEL)
