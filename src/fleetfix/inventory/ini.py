@@ -286,10 +286,13 @@ class _IniReader:
         return tokens
 
     def _expand_host_pattern(self, pattern: str) -> tuple[list[str], int | None]:
-        try:
-            name, port = parse_address(pattern, allow_ranges=True)
-        except AddressError:
-            name, port = pattern, None
+        if ":" not in pattern:
+            name, port = pattern, None  # what parse_address answers, valid name or not
+        else:
+            try:
+                name, port = parse_address(pattern, allow_ranges=True)
+            except AddressError:
+                name, port = pattern, None
         try:
             names = expand_host_range(name) if has_range(name) else [name]
         except HostRangeError as exc:
