@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING
 
 from fleetfix.config import config_path, setting_list
 from fleetfix.errors import InputError, SourcePosition
-from fleetfix.notify.model import ALL_KINDS, Kind
+from fleetfix.notify.kinds import ALL_KINDS, Kind
 
 if TYPE_CHECKING:
     from fleetfix.notify.observer import Notifier

@@ -1,5 +1,6 @@
 """Webhook notifications of a run: RMAs, holds, repair-budget refusals and the run's end.
 
+kinds.py     the kinds a team can ask for (`--notify-on`)
 model.py     the notification values (no JSON, no HTTP)
 evidence.py  what each node showed and what was tried on it; the RMA verdict and ticket
 render.py    a notification as fleetfix's versioned JSON or a Slack incoming-webhook message
@@ -15,14 +16,14 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from fleetfix.notify.model import ALL_KINDS, Kind
+    from fleetfix.notify.kinds import ALL_KINDS, Kind
     from fleetfix.notify.observer import Notifier
     from fleetfix.notify.render import Format
     from fleetfix.notify.webhook import DeliveryPolicy, Webhook, WebhookError, parse_webhook
 
 _HOMES = {
-    "ALL_KINDS": "model",
-    "Kind": "model",
+    "ALL_KINDS": "kinds",
+    "Kind": "kinds",
     "Notifier": "observer",
     "Format": "render",
     "DeliveryPolicy": "webhook",

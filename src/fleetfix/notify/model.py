@@ -2,21 +2,10 @@
 
 from __future__ import annotations
 
-import enum
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
-
-class Kind(enum.StrEnum):
-    """The events a team hears about; the words `--notify-on` takes."""
-
-    RMA = "rma"
-    HOLD = "hold"
-    BUDGET_REFUSED = "budget_refused"
-    RUN_FINISHED = "run_finished"
-
-
-ALL_KINDS = frozenset(Kind)
+from fleetfix.notify.kinds import Kind
 
 
 @dataclass(frozen=True, slots=True)

@@ -40,13 +40,13 @@ from fleetfix.events import (
     SafetyStop,
 )
 from fleetfix.notify.evidence import EvidenceTracker
+from fleetfix.notify.kinds import Kind
 from fleetfix.notify.model import (
     LIST_LIMIT,
     Body,
     BudgetRefused,
     Hold,
     HostCounts,
-    Kind,
     LeftHost,
     Notification,
     RunEnd,

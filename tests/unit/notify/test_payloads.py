@@ -19,13 +19,13 @@ from fleetfix.notify.evidence import (
     gpu_list,
     rma_reason,
 )
+from fleetfix.notify.kinds import Kind
 from fleetfix.notify.model import (
     EVIDENCE_CHARS,
     Attempt,
     BudgetRefused,
     Hold,
     HostCounts,
-    Kind,
     LeftHost,
     Notification,
     Rma,
