@@ -1,7 +1,8 @@
 """One verdict per host, in every output: the demo's run (xid79) and the nightly sweep of the
-mixed-faults lab (one of every fault), each with every report, the metrics textfile and a
-webhook. Each output is read back as host -> verdict and compared with the JSON report's;
-then the lab's truth is asked whether each verdict is what the node really is.
+mixed-faults lab (one of every fault; and grown to 200 nodes), each with every report, the
+metrics textfile and a webhook. Each output is read back as host -> verdict and compared with
+the JSON report's; then the lab's truth is asked whether each verdict is what the node
+really is.
 
 The verdicts' meanings (fleetfix/verdicts.py) are what the truth checks: a healthy or fixed
 node has no fault and is in service, a node needing RMA is drained with an RMA reason, a
@@ -27,6 +28,9 @@ from tests.e2e.labrun import Run, fault_kinds, fleetfix_run, nodes, write_invent
 from tests.lab.support import running_lab
 from tests.support.webhook_receiver import Receiver
 from tests.unit.metrics.promtext import parse, samples
+
+SWEEP_NODES = 200
+"""The sweep's fleet: issue 20's 200 nodes, the faults of the 32-node scenario among them."""
 
 Verdicts = dict[str, str]
 APPLICATION_XIDS = frozenset({13})
@@ -159,6 +163,8 @@ def truth_disagrees(kind: str, node: dict[str, Any], before: dict[str, Any]) -> 
         "unreachable": node["status"] == "unreachable" or "flaky_ssh" in faults,
         "unhealthy": bool(faults) and in_service,
         "failed": bool(fault_kinds(node)),
+        # Held by a finding (a suspect domain): nothing was repaired, nothing rebooted.
+        "held": faults == node_faults(before) and node["boots"] == before["boots"],
         "drained": not in_service,
     }
     if kind not in checks:
@@ -221,3 +227,27 @@ def test_the_sweep_of_a_fleet_with_every_fault_says_one_thing_per_host(
     assert verdicts["gpu018"] == "unhealthy"  # 7 of 8 GPUs, in service
     assert verdicts["gpu016"] in {"unhealthy", "unreachable"}  # nvidia-smi hangs
     assert verdicts["gpu026"] == "unreachable"
+
+
+@pytest.mark.slow
+def test_a_200_node_sweep_says_one_thing_per_host(tmp_path: Path, receiver: Receiver) -> None:
+    """The same faults in a 200-node fleet: they all sit under one leaf of two, so the sweep
+    suspects that leaf and holds its failing nodes instead of repairing them one by one (the
+    finding that tells a bad switch from thirty bad nodes); every output still says the same
+    thing of each host, and the truth agrees."""
+    with running_lab("mixed-faults", tmp_path / "lab", nodes=SWEEP_NODES) as handle:
+        before = nodes(handle.truth())
+        out = _run("health-sweep.yml", handle, tmp_path, receiver)
+        verdicts = assert_every_output_agrees(out)
+        assert_truth_agrees(handle, before, verdicts)
+    assert len(verdicts) == SWEEP_NODES
+    counts = Counter(verdicts.values())
+    assert counts["changed"] == 0, counts
+    faultless = [
+        h
+        for h, n in before.items()
+        if not n["faults"] and n["slurm"]["state"] in IN_SERVICE and not n["slurm"]["drain"]
+    ]
+    assert {h: verdicts[h] for h in faultless if verdicts[h] != "healthy"} == {}, counts
+    held = [h for h, k in verdicts.items() if k == "held"]
+    assert held and len({before[h]["leaf"] for h in held}) == 1, held
