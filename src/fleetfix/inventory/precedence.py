@@ -62,15 +62,15 @@ INTERNAL_VARS = frozenset(
 )
 
 
-def merge_order(inventory: Inventory, host: Host) -> list[Group]:
+def merge_order(inventory: Inventory, host: Host) -> tuple[Group, ...]:
     """The host's groups other than `all`, lowest precedence first."""
     groups = [inventory.groups[name] for name in host.groups if name != "all"]
-    return sorted(groups, key=lambda group: (group.depth, group.priority, group.name))
+    return tuple(sorted(groups, key=lambda group: (group.depth, group.priority, group.name)))
 
 
 def host_vars(inventory: Inventory, host: Host) -> dict[str, Any]:
     """Every variable of `host`, merged (see the module docstring for the order)."""
-    groups = merge_order(inventory, host)
+    groups = inventory.merge_order(host)
     merged: dict[str, Any] = dict(inventory.groups["all"].vars)
     for group in groups:
         merged.update(group.vars)
