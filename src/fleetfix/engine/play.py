@@ -227,6 +227,8 @@ def _play_vars(
 ) -> dict[str, Any]:
     """Play vars rendered for one host (in any order of reference), then vars_files on top.
     A var that cannot be rendered stays raw; a step that uses it reports the error there."""
+    if not play.vars:
+        return dict(file_vars)  # nothing to render: no host's variables to compose
     base = compose(ctx, state, scope)
     try:
         rendered = ctx.templar.resolve(play.vars, base)
