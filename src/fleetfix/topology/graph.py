@@ -21,10 +21,11 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from fleetfix.errors import InventoryError
-from fleetfix.topology.file import Fabric, Link, load_topology_file
 
 if TYPE_CHECKING:
     import networkx as nx
+
+    from fleetfix.topology.file import Fabric, Link
 
 DOMAIN_KINDS: tuple[str, ...] = ("rack", "leaf", "spine", "pod", "nvlink_domain", "rail", "pdu")
 SWITCH_KINDS: tuple[str, ...] = ("leaf", "spine")
@@ -136,7 +137,11 @@ class Topology:
             InventoryError: the topology file is malformed, names an unknown host (YAML form),
                 or uses a switch name as both a leaf and a spine.
         """
-        fabric = load_topology_file(topology_file) if topology_file else Fabric()
+        fabric = None
+        if topology_file:
+            from fleetfix.topology.file import load_topology_file  # noqa: PLC0415 (on request)
+
+            fabric = load_topology_file(topology_file)
         declared = {host: _declared_domains(v) for host, v in host_vars.items()}
         graph = _fabric_graph(declared, fabric)
         return cls(graph, _derived_domains(graph, declared))
@@ -299,11 +304,12 @@ def _declared_domains(host_vars: Mapping[str, Any]) -> dict[str, Any]:
     return out
 
 
-def _fabric_graph(declared: Mapping[str, Mapping[str, Any]], fabric: Fabric) -> FabricGraph:
+def _fabric_graph(declared: Mapping[str, Mapping[str, Any]], fabric: Fabric | None) -> FabricGraph:
+    """The graph of the hosts' vars, with the topology file's switches and links if any."""
     graph = FabricGraph()
     for host, attrs in declared.items():
         graph.add_node(("host", host), kind="host", gpu_model=attrs.get("gpu_model"))
-    for switch in fabric.switches:
+    for switch in fabric.switches if fabric is not None else ():
         graph.add_node(("switch", switch.name), kind=switch.kind, **dict(switch.attrs))
     for host, attrs in declared.items():
         leaf, spine = attrs.get("leaf"), attrs.get("spine")
@@ -314,10 +320,11 @@ def _fabric_graph(declared: Mapping[str, Mapping[str, Any]], fabric: Fabric) -> 
             _switch_node(graph, spine, "spine", host)
         if leaf and spine:
             graph.add_edge(("switch", leaf), ("switch", spine))
-    for link in fabric.links:
-        ends = [_link_end(graph, name, link, fabric) for name in (link.a, link.b)]
-        if ends[0] is not None and ends[1] is not None:
-            graph.add_edge(ends[0], ends[1])
+    if fabric is not None:
+        for link in fabric.links:
+            ends = [_link_end(graph, name, link, fabric) for name in (link.a, link.b)]
+            if ends[0] is not None and ends[1] is not None:
+                graph.add_edge(ends[0], ends[1])
     return graph
 
 

@@ -31,6 +31,7 @@ NOT_BEFORE_THE_FIRST_COMMAND = (
     "fleetfix.notify.evidence",
     "fleetfix.metrics",  # --metrics-file
     "fleetfix.lab.control",  # an inventory that names a lab scenario
+    "fleetfix.topology.file",  # --topology-file
 )
 SUBCOMMAND_MODULES = tuple(commands.module for commands in COMMANDS)
 
