@@ -85,8 +85,8 @@ class Inventory:
         """Hosts no source lists (an implicit localhost): in `hosts`, in no group's list."""
         # Walking a group's descendants is the hot path of pattern matching; cache per group.
         self._members: dict[str, tuple[str, ...]] = {}
-        # A host's groups in merge order, per set of groups: a rack's hosts share theirs.
-        self._merge_orders: dict[tuple[str, ...], tuple[Group, ...]] = {}
+        # What a host's groups give it, per set of groups: a rack's hosts share theirs.
+        self._groups_vars: dict[tuple[str, ...], Mapping[str, Any]] = {}
 
     def __repr__(self) -> str:
         return f"<Inventory {len(self._hosts)} hosts, {len(self._groups)} groups>"
@@ -143,14 +143,14 @@ class Inventory:
         """
         return precedence.host_vars(self, self._hosts[host])
 
-    def merge_order(self, host: Host) -> tuple[Group, ...]:
-        """The host's groups other than `all`, lowest precedence first (precedence.py), worked
-        out once for all the hosts of the same groups: 10,000 hosts' vars are merged twice
-        before a run's first command."""
-        order = self._merge_orders.get(host.groups)
-        if order is None:
-            order = self._merge_orders[host.groups] = precedence.merge_order(self, host)
-        return order
+    def groups_vars_of(self, host: Host) -> Mapping[str, Any]:
+        """The vars the host's groups give it, merged (precedence.py, layers 1 to 4) once for
+        all the hosts of the same groups: 10,000 hosts' vars are merged twice before a run's
+        first command. Read-only: host_vars copies it."""
+        merged = self._groups_vars.get(host.groups)
+        if merged is None:
+            merged = self._groups_vars[host.groups] = precedence.groups_vars(self, host)
+        return merged
 
     def group_vars(self, group: str) -> dict[str, Any]:
         """The group's own vars plus its group_vars files, as `ansible-inventory --graph --vars`.

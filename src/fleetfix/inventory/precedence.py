@@ -62,15 +62,25 @@ INTERNAL_VARS = frozenset(
 )
 
 
-def merge_order(inventory: Inventory, host: Host) -> tuple[Group, ...]:
+def merge_order(inventory: Inventory, host: Host) -> list[Group]:
     """The host's groups other than `all`, lowest precedence first."""
     groups = [inventory.groups[name] for name in host.groups if name != "all"]
-    return tuple(sorted(groups, key=lambda group: (group.depth, group.priority, group.name)))
+    return sorted(groups, key=lambda group: (group.depth, group.priority, group.name))
 
 
 def host_vars(inventory: Inventory, host: Host) -> dict[str, Any]:
     """Every variable of `host`, merged (see the module docstring for the order)."""
-    groups = inventory.merge_order(host)
+    merged = dict(inventory.groups_vars_of(host))
+    merged.update(host.vars)
+    for directory in inventory.vars_dirs:
+        merged.update(directory.host_vars.get(host.name, {}))
+    return _without_internal(merged)
+
+
+def groups_vars(inventory: Inventory, host: Host) -> dict[str, Any]:
+    """Layers 1 to 4 for `host`: what its groups give it (the same for every host of the
+    same groups)."""
+    groups = merge_order(inventory, host)
     merged: dict[str, Any] = dict(inventory.groups["all"].vars)
     for group in groups:
         merged.update(group.vars)
@@ -79,10 +89,7 @@ def host_vars(inventory: Inventory, host: Host) -> dict[str, Any]:
     for directory in inventory.vars_dirs:
         for group in groups:
             merged.update(directory.group_vars.get(group.name, {}))
-    merged.update(host.vars)
-    for directory in inventory.vars_dirs:
-        merged.update(directory.host_vars.get(host.name, {}))
-    return _without_internal(merged)
+    return merged
 
 
 def group_vars(inventory: Inventory, group: Group) -> dict[str, Any]:
