@@ -9,8 +9,9 @@ generation renamed it), each fact lists the alternative paths it accepts.
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
+from types import MappingProxyType
 from typing import Protocol
 from xml.etree.ElementTree import Element, ParseError
 
@@ -177,6 +178,44 @@ def _value(node: ReportNode | None, *paths: str) -> str | None:
 
 _REASON_NAMES = {"idle": "gpu_idle", "display_clock_setting": "display_clocks_setting"}
 _REASON_PREFIXES = ("clocks_event_reason_", "clocks_throttle_reason_")
+
+# Paths some facts read, each with its alternatives (XML tag first, then the -q label); kept
+# here once for both readers of the XML (this one and nvidia_smi_fast's scan).
+TEMPERATURE_PATHS: Mapping[str, tuple[str, ...]] = MappingProxyType(
+    {
+        "gpu": ("gpu_temp", "gpu_current_temp"),
+        "memory": ("memory_temp", "memory_current_temp"),
+        "shutdown": ("gpu_temp_max_threshold", "gpu_shutdown_temp"),
+        "slowdown": ("gpu_temp_slow_threshold", "gpu_slowdown_temp"),
+        "max_operating": ("gpu_temp_max_gpu_threshold", "gpu_max_operating_temp"),
+        "target": ("gpu_target_temperature",),
+        "tlimit": ("gpu_temp_tlimit", "gpu_t_limit_temp"),
+        "shutdown_tlimit": ("gpu_temp_max_tlimit_threshold", "gpu_shutdown_t_limit_temp"),
+        "slowdown_tlimit": ("gpu_temp_slow_tlimit_threshold", "gpu_slowdown_t_limit_temp"),
+        "max_operating_tlimit": (
+            "gpu_temp_max_gpu_tlimit_threshold",
+            "gpu_max_operating_t_limit_temp",
+        ),
+    }
+)
+CLOCK_PATHS: Mapping[str, tuple[str, ...]] = MappingProxyType(
+    {
+        "graphics": ("clocks/graphics_clock", "clocks/graphics"),
+        "sm": ("clocks/sm_clock", "clocks/sm"),
+        "memory": ("clocks/mem_clock", "clocks/memory"),
+        "video": ("clocks/video_clock", "clocks/video"),
+        "max_graphics": ("max_clocks/graphics_clock", "max_clocks/graphics"),
+        "max_sm": ("max_clocks/sm_clock", "max_clocks/sm"),
+        "max_memory": ("max_clocks/mem_clock", "max_clocks/memory"),
+    }
+)
+PENDING_RETIREMENT = (
+    "pending_blacklist",
+    "pending_retirement",
+    "pending_page_blacklist",
+    "pending_page_retirement",
+    "pending",
+)
 
 
 class _GpuReader:
@@ -345,14 +384,7 @@ class _GpuReader:
         if base is None:
             return RetiredPages()
         pending = [
-            self.flag("retired_pages.pending", path, base=base)
-            for path in (
-                "pending_blacklist",
-                "pending_retirement",
-                "pending_page_blacklist",
-                "pending_page_retirement",
-                "pending",
-            )
+            self.flag("retired_pages.pending", path, base=base) for path in PENDING_RETIREMENT
         ]
         known = [flag for flag in pending if flag is not None]
         return RetiredPages(
@@ -395,23 +427,11 @@ class _GpuReader:
         base = self.node.get("temperature")
         if base is None:
             return Temperatures()
-
-        def temp(*paths: str) -> int | None:
-            return self.integer("temperature", *paths, base=base)
-
         return Temperatures(
-            gpu=temp("gpu_temp", "gpu_current_temp"),
-            memory=temp("memory_temp", "memory_current_temp"),
-            shutdown=temp("gpu_temp_max_threshold", "gpu_shutdown_temp"),
-            slowdown=temp("gpu_temp_slow_threshold", "gpu_slowdown_temp"),
-            max_operating=temp("gpu_temp_max_gpu_threshold", "gpu_max_operating_temp"),
-            target=temp("gpu_target_temperature"),
-            tlimit=temp("gpu_temp_tlimit", "gpu_t_limit_temp"),
-            shutdown_tlimit=temp("gpu_temp_max_tlimit_threshold", "gpu_shutdown_t_limit_temp"),
-            slowdown_tlimit=temp("gpu_temp_slow_tlimit_threshold", "gpu_slowdown_t_limit_temp"),
-            max_operating_tlimit=temp(
-                "gpu_temp_max_gpu_tlimit_threshold", "gpu_max_operating_t_limit_temp"
-            ),
+            **{
+                field: self.integer("temperature", *paths, base=base)
+                for field, paths in TEMPERATURE_PATHS.items()
+            }
         )
 
     def power(self) -> Power:
@@ -444,17 +464,8 @@ class _GpuReader:
         )
 
     def clocks(self) -> Clocks:
-        def mhz(section: str, short: str, long: str) -> int | None:
-            return self.integer("clocks", f"{section}/{long}", f"{section}/{short}")
-
         return Clocks(
-            graphics=mhz("clocks", "graphics", "graphics_clock"),
-            sm=mhz("clocks", "sm", "sm_clock"),
-            memory=mhz("clocks", "memory", "mem_clock"),
-            video=mhz("clocks", "video", "video_clock"),
-            max_graphics=mhz("max_clocks", "graphics", "graphics_clock"),
-            max_sm=mhz("max_clocks", "sm", "sm_clock"),
-            max_memory=mhz("max_clocks", "memory", "mem_clock"),
+            **{field: self.integer("clocks", *paths) for field, paths in CLOCK_PATHS.items()}
         )
 
     def throttle_reasons(self) -> tuple[str, ...] | None:
@@ -462,7 +473,7 @@ class _GpuReader:
         if base is None or not base.children:
             return None
         states = {
-            _reason_name(key): self.values.flag(node.value, "throttle_reasons", node.line)
+            reason_name(key): self.values.flag(node.value, "throttle_reasons", node.line)
             for key, node in _descendants(base)
         }
         if all(state is None for state in states.values()):
@@ -547,7 +558,8 @@ def _descendants(node: ReportNode) -> list[tuple[str, ReportNode]]:
     return found
 
 
-def _reason_name(key: str) -> str:
+def reason_name(key: str) -> str:
+    """A throttle reason's fact name: `clocks_event_reason_sw_power_cap` -> `sw_power_cap`."""
     for prefix in _REASON_PREFIXES:
         key = key.removeprefix(prefix)
     return _REASON_NAMES.get(key, key)
