@@ -62,3 +62,22 @@ def test_yaml_indented_lsmod_sample() -> None:
 def test_elisions() -> None:
     assert all(is_elision(t) for t in ("...", "[...]", " .... ", "…"))
     assert not is_elision("[   10.735323] pci 0000:04:00.0: ...")
+
+
+def test_output_without_artefacts_comes_back_as_it_is() -> None:
+    """The shortcuts for plain output (no `$`/`@`, no leading `>`, `+` or indentation)."""
+    plain = split_lines("\nfirst\n  indented\n\tmore\n> not a prompt: after output\n")
+    assert drop_prompts(plain) is plain
+    assert strip_quotes(plain) is plain
+    assert dedent(plain) is plain
+
+
+def test_a_leading_gt_prompt_is_dropped_without_dollar_or_at() -> None:
+    lines = split_lines("\n> nvidia-smi -q\nTimestamp : now\n")
+    assert [ln.number for ln in drop_prompts(lines)] == [1, 3, 4]
+
+
+def test_indentation_shared_after_a_blank_first_line_is_removed() -> None:
+    lines = split_lines("\n\t  a\n\t  b\n")
+    assert [ln.text for ln in dedent(lines)] == ["", "a", "b", ""]
+    assert dedent(split_lines("  a\nb\n")) == split_lines("  a\nb\n")

@@ -552,3 +552,16 @@ def test_a_code_the_catalog_lists_as_unused_takes_the_name_the_driver_printed() 
     bad_tsg, rlw = PROBE.read(text).events
     assert (bad_tsg.code, bad_tsg.mnemonic) == (51, "BAD_TSG")
     assert rlw.code == 145 and rlw.mnemonic != "RLW_RXPIPE"
+
+
+def test_an_sxid_line_is_read_in_any_case_and_with_non_ascii_text() -> None:
+    """The shortcut before sxid's own test skips only ASCII lines naming neither `SXid (` nor
+    NVSwitch; the rest go to it as before."""
+    base = "[Mon Feb  3 10:00:00 2025] nvidia-nvswitch2: SXid (PCI:0000:c5:00.0): 12028, "
+    lines = [base + "Non-fatal, Link 36 egress non-posted PRIV error (First)", base.upper() + "X"]
+    lines.append(base.replace("nvidia-nvswitch2", "nvidia-nvswitch2 é") + "Non-fatal, Link 1")
+    facts = PROBE.parse("\n".join(lines) + "\n")
+    assert [event.line for event in facts.sxid_events] == [1, 3]
+    assert [(unread.line, unread.reason) for unread in facts.unparsed] == [
+        (2, "malformed SXid line")
+    ]

@@ -306,7 +306,7 @@ def _fuser_source(lines: tuple[Line, ...], status: _Status, text: str) -> _Sourc
         stripped = line.text.strip()
         if _FUSER_HEADER.match(line.text) or _FUSER_NO_FILE.match(stripped):
             continue
-        if _NOT_INSTALLED.search(stripped) and "fuser" in stripped:
+        if "fuser" in stripped and _NOT_INSTALLED.search(stripped):
             return _Source((), ok=False, complete=False, errors=(stripped,))
         if _FUSER_WARNING.match(stripped):
             table.warnings.append(stripped)
@@ -328,7 +328,7 @@ class _FuserTable:
     def __init__(self, text: str) -> None:
         self.text = text
         self.warnings: list[str] = []
-        self._holders: dict[int, HeldProcess] = {}
+        self._holders: dict[int, _Holder] = {}
         self._waiting: list[tuple[str, str | None, str, int]] = []  # rows whose PID comes later
         self._path: str | None = None
 
@@ -367,17 +367,24 @@ class _FuserTable:
         if self._waiting:
             number = self._waiting[0][3]
             raise ProbeParseError(NAME, "fuser row without a PID", self.text, line=number)
-        return self._holders
+        return {
+            pid: HeldProcess(
+                pid=pid, name=name, user=user, devices=tuple(devices), sources=("fuser",)
+            )
+            for pid, (user, name, devices) in self._holders.items()
+        }
+
+
+_Holder = tuple[str, str | None, dict[str, None]]
+"""A PID's user and command (its last row's) and its devices in the order first seen."""
 
 
 def _add_holder(
-    holders: dict[int, HeldProcess], pid: int, user: str, name: str | None, path: str
+    holders: dict[int, _Holder], pid: int, user: str, name: str | None, path: str
 ) -> None:
-    known = holders.get(pid)
-    devices = (*known.devices, path) if known else (path,)
-    holders[pid] = HeldProcess(
-        pid=pid, name=name, user=user, devices=tuple(dict.fromkeys(devices)), sources=("fuser",)
-    )
+    devices = holders[pid][2] if pid in holders else {}
+    devices[path] = None
+    holders[pid] = (user, name, devices)
 
 
 def _merge(

@@ -99,9 +99,10 @@ _MONTHS = ("Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct",
 def records(text: str) -> tuple[Record, ...]:
     """Every non-blank line of `text` (paste artefacts removed) as a Record."""
     found = []
+    times: dict[tuple[LogFormat, str | None], tuple[float | None, Clock | None]] = {}
     for line in clean_lines(text):
         if line.text.strip() and not is_elision(line.text):
-            found.append(_record(line))
+            found.append(_record(line, times))
     return tuple(found)
 
 
@@ -135,13 +136,20 @@ def source_format(found: tuple[Record, ...]) -> LogFormat:
     return formats.most_common(1)[0][0] if formats else LogFormat.BARE
 
 
-def _record(line: Line) -> Record:
+def _record(
+    line: Line, times: dict[tuple[LogFormat, str | None], tuple[float | None, Clock | None]]
+) -> Record:
+    """The record of `line`; `times` keeps each stamp's seconds (many lines share one)."""
     for fmt, pattern in _PREFIXES:
         match = pattern.match(line.text)
         if match:
             stamp = match.groupdict().get("ts")
-            seconds, clock = _seconds(fmt, stamp)
-            message = _EMBEDDED_MONOTONIC.sub("", line.text[match.end() :], count=1)
+            if (fmt, stamp) not in times:
+                times[fmt, stamp] = _seconds(fmt, stamp)
+            seconds, clock = times[fmt, stamp]
+            message = line.text[match.end() :]
+            if message.startswith("["):
+                message = _EMBEDDED_MONOTONIC.sub("", message, count=1)
             return Record(line, fmt, stamp, seconds, clock, message)
     return Record(line, None, None, None, None, line.text)
 

@@ -59,10 +59,11 @@ def split_lines(text: str) -> tuple[Line, ...]:
 
 def strip_quotes(lines: tuple[Line, ...]) -> tuple[Line, ...]:
     """Remove a markdown quote prefix when every non-blank line carries it (a quoted paste)."""
-    content = [ln for ln in lines if ln.text.strip()]
     # Tool output starts with anything but `>`: one look at the first line settles most texts.
-    if not content or not content[0].text.startswith(("+", ">")):
+    first = next((ln.text for ln in lines if ln.text.strip()), "")
+    if not first.startswith(("+", ">")):
         return lines
+    content = [ln for ln in lines if ln.text.strip()]
     if not all(_QUOTE.match(ln.text) for ln in content):
         return lines
     return tuple(Line(ln.number, _QUOTE.sub("", ln.text, count=1)) for ln in lines)
@@ -78,6 +79,11 @@ def is_prompt(text: str, *, leading: bool = False) -> bool:
 
 def drop_prompts(lines: tuple[Line, ...]) -> tuple[Line, ...]:
     """Remove shell prompt lines; `> cmd` only counts as a prompt before the first output line."""
+    texts = "\n".join([ln.text for ln in lines])
+    if "$" not in texts and "@" not in texts:  # most output: only `> cmd` could be a prompt
+        first = next((ln.text for ln in lines if ln.text.strip()), "")
+        if not _GT_PROMPT.match(first):
+            return lines
     kept: list[Line] = []
     leading = True  # no output line kept yet
     for ln in lines:
@@ -89,6 +95,9 @@ def drop_prompts(lines: tuple[Line, ...]) -> tuple[Line, ...]:
 
 def dedent(lines: tuple[Line, ...]) -> tuple[Line, ...]:
     """Remove the whitespace prefix that every non-blank line shares (markdown indentation)."""
+    first = next((ln.text for ln in lines if ln.text.strip()), "")
+    if not first.startswith((" ", "\t")):  # most output: nothing is common to every line
+        return lines
     indents = [_indent(ln.text) for ln in lines if ln.text.strip()]
     # Character-wise on purpose: indentation is a string prefix, not a path.
     common = os.path.commonprefix(indents) if indents else ""  # noqa: RUF071

@@ -355,7 +355,7 @@ class _Reader:
             if _XID_MARK in record.message:
                 self.lines.pass_over()
                 self._xid(record)
-            elif names_sxid(record.message):
+            elif _may_name_sxid(record.message) and names_sxid(record.message):
                 self.lines.pass_over()
                 self._sxid(record)
             else:
@@ -403,6 +403,15 @@ class _Reader:
         event = sxid_event(record)
         if event is not None:
             self.sxids.append(event)
+
+
+def _may_name_sxid(message: str) -> bool:
+    """False only for a message sxid.names_sxid would refuse: an ASCII one naming neither
+    `SXid (` nor NVSwitch in any case (its pattern, case-blind, needs one of them)."""
+    if not message.isascii():
+        return True
+    lowered = message.lower()
+    return "sxid (" in lowered or "nvswitch" in lowered
 
 
 def _bus_off(sighting: Sighting, uuids: Mapping[str, str]) -> XidEvent:
