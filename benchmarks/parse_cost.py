@@ -1,12 +1,15 @@
 """Parse cost per KB of every built-in probe, on the samples its fixture cases name (issue 10).
 
-    .venv/bin/python benchmarks/parse_cost.py [--repeats 20] [--probe NAME ...]
+    .venv/bin/python benchmarks/parse_cost.py [--repeats 20] [--probe NAME ... | --workload]
 
 For each probe in the built-in registry, each case under tests/probes/<probe>/*.json that
 parses (not the `error` cases) names a sample (under tests/fixtures/samples, or beside the
 cases); the probe's `parse` runs on it `repeats` times and the best run counts (min of
 `time.perf_counter_ns`). Then nvidia_smi's fast path against its slow path on the lab's
-138 KB `nvidia-smi -q -x` output. Prints a table; never asserts a timing.
+138 KB `nvidia-smi -q -x` output, and what one host costs in the benchmark workload
+(benchmarks/workload.py's five probes, each read on what the lab prints for a healthy-1000
+node: tests/fixtures/samples/lab-healthy-1000/). `--workload` prints only that. Prints
+tables; never asserts a timing.
 """
 
 from __future__ import annotations
@@ -20,13 +23,18 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from workload import PROBE_NAMES
+
 from fleetfix.probes import BUILTIN_PROBES, nvidia_smi, probe_registry
 
 ROOT = Path(__file__).resolve().parent.parent
 CASES = ROOT / "tests" / "probes"
 SAMPLES = ROOT / "tests" / "fixtures" / "samples"
 LAB_XML = SAMPLES / "nvidia-smi-xml" / "lab-healthy-1000-8xh100-550.90.07.xml"
+LAB_HOST = SAMPLES / "lab-healthy-1000"
+"""What the lab prints for one healthy-1000 node, per probe (its MANIFEST.md says how)."""
 HEADERS = ("probe", "sample", "KB", "µs/parse", "µs/KB")
+WORKLOAD_HEADERS = ("probe", "sample", "KB", "ms/parse")
 
 
 @dataclass(frozen=True, slots=True)
@@ -123,13 +131,43 @@ def nvidia_smi_paths(path: Path = LAB_XML, *, repeats: int = 20) -> list[ParseCo
     ]
 
 
+def workload_samples() -> list[Sample]:
+    """One host's output for each probe of the benchmark workload, as the lab prints it (the
+    nvidia_smi one is the lab's -q -x sample, which the lab renders byte for byte)."""
+    return [
+        Sample(probe, LAB_XML if probe == "nvidia_smi" else LAB_HOST / f"probe-{probe}.txt")
+        for probe in PROBE_NAMES
+    ]
+
+
+def workload_costs(*, repeats: int = 20) -> list[ParseCost]:
+    """Each workload probe's best read of its lab output, then one row for the host: the
+    five together (`sample` says how many)."""
+    costs = parse_costs(workload_samples(), repeats=repeats)
+    size = sum(cost.size_bytes for cost in costs)
+    elapsed = sum(cost.best_ns for cost in costs)
+    return [*costs, ParseCost("per host", f"{len(costs)} probes", size, elapsed, repeats)]
+
+
 def cost_table(costs: Sequence[ParseCost]) -> list[str]:
     """The costs as aligned text lines, a header first."""
     rows = [HEADERS] + [
         (c.probe, c.sample, f"{c.kb:.1f}", f"{c.us_per_parse:.1f}", f"{c.us_per_kb:.1f}")
         for c in costs
     ]
-    widths = [max(len(row[column]) for row in rows) for column in range(len(HEADERS))]
+    return _aligned(rows)
+
+
+def workload_table(costs: Sequence[ParseCost]) -> list[str]:
+    """The workload's costs in milliseconds, as aligned text lines, a header first."""
+    rows = [WORKLOAD_HEADERS] + [
+        (c.probe, c.sample, f"{c.kb:.1f}", f"{c.us_per_parse / 1000:.3f}") for c in costs
+    ]
+    return _aligned(rows)
+
+
+def _aligned(rows: Sequence[tuple[str, ...]]) -> list[str]:
+    widths = [max(len(row[column]) for row in rows) for column in range(len(rows[0]))]
     return [
         "  ".join(
             cell.ljust(width) if column < 2 else cell.rjust(width)
@@ -153,17 +191,28 @@ def probe_totals(costs: Sequence[ParseCost]) -> list[ParseCost]:
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
     parser.add_argument("--repeats", type=int, default=20, help="parses per sample (best)")
-    parser.add_argument("--probe", action="append", help="only this probe (repeatable)")
+    which = parser.add_mutually_exclusive_group()
+    which.add_argument("--probe", action="append", help="only this probe (repeatable)")
+    which.add_argument(
+        "--workload", action="store_true", help="only one host of the benchmark workload"
+    )
     args = parser.parse_args(argv)
-    probes = tuple(args.probe or BUILTIN_PROBES)
-    costs = parse_costs(probe_samples(probes), repeats=args.repeats)
+    if not args.workload:
+        _print_probes(tuple(args.probe or BUILTIN_PROBES), args.repeats)
+    if args.workload or not args.probe:
+        print("\n".join(workload_table(workload_costs(repeats=args.repeats))))
+    return 0
+
+
+def _print_probes(probes: tuple[str, ...], repeats: int) -> None:
+    costs = parse_costs(probe_samples(probes), repeats=repeats)
     print("\n".join(cost_table(costs)))
     print()
     print("\n".join(cost_table(probe_totals(costs))))
     if "nvidia_smi" in probes:
         print()
-        print("\n".join(cost_table(nvidia_smi_paths(repeats=args.repeats))))
-    return 0
+        print("\n".join(cost_table(nvidia_smi_paths(repeats=repeats))))
+    print()
 
 
 if __name__ == "__main__":

@@ -1,4 +1,5 @@
-"""Tests of benchmarks/parse_cost.py: every probe with samples gets a row; no timing asserts.
+"""Tests of benchmarks/parse_cost.py: every probe with samples gets a row, one host of the
+benchmark workload gets its five; no timing asserts.
 
 .venv/bin/pytest benchmarks/test_parse_cost.py -q
 """
@@ -12,6 +13,8 @@ from parse_cost import (
     CASES,
     HEADERS,
     LAB_XML,
+    SAMPLES,
+    WORKLOAD_HEADERS,
     ParseCost,
     cost_table,
     main,
@@ -19,7 +22,9 @@ from parse_cost import (
     parse_costs,
     probe_samples,
     probe_totals,
+    workload_costs,
 )
+from workload import PROBE_NAMES
 
 from fleetfix.probes import BUILTIN_PROBES
 
@@ -56,12 +61,12 @@ def test_samples_beside_the_cases_are_found() -> None:
 def test_error_cases_are_not_timed() -> None:
     timed = {sample.path for sample in probe_samples(("services",))}
     refused = {
-        json.loads(case.read_text(encoding="utf-8"))["sample"]
+        (SAMPLES / json.loads(case.read_text(encoding="utf-8"))["sample"]).resolve()
         for case in (CASES / "services").glob("*.json")
         if "error" in json.loads(case.read_text(encoding="utf-8"))
     }
     assert refused, "services has an error case to leave out"
-    assert not {path.name for path in timed} & {name.rsplit("/", 1)[-1] for name in refused}
+    assert not timed & refused
 
 
 def test_per_kb_figures_follow_the_size() -> None:
@@ -84,3 +89,20 @@ def test_the_script_prints_its_tables(capsys: pytest.CaptureFixture[str]) -> Non
     assert "nvidia_smi slow" in out
     assert "services" in out
     assert "xid" not in out
+
+
+def test_one_host_of_the_workload_is_timed_probe_by_probe() -> None:
+    *probes, host = workload_costs(repeats=1)
+    assert [cost.probe for cost in probes] == list(PROBE_NAMES)
+    assert all(cost.size_bytes > 0 and cost.best_ns > 0 for cost in probes)
+    assert probes[0].sample == LAB_XML.name
+    assert (host.probe, host.sample) == ("per host", "5 probes")
+    assert host.best_ns == sum(cost.best_ns for cost in probes)
+
+
+def test_the_workload_alone_prints_milliseconds(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["--repeats", "1", "--workload"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[0].split() == list(WORKLOAD_HEADERS)
+    assert [line.split()[0] for line in lines[1:]] == [*PROBE_NAMES, "per"]
+    assert float(lines[-1].split()[-1]) > 0
