@@ -37,7 +37,7 @@ import re
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from itertools import compress, count
-from operator import ne, not_, or_
+from operator import ne, or_
 from types import MappingProxyType
 from typing import Any, Protocol, TypeVar, cast
 
@@ -356,7 +356,10 @@ class _Split:
         """Each child's value as the tree reader sees it: None for a section."""
         if None not in self.leaves:
             return list(map(str.strip, cast(list[str], self.leaves)))
-        return [self.value(at) for at in range(len(self.tags))]
+        return [
+            ("" if empty else None) if leaf is None else leaf.strip()
+            for leaf, empty in zip(self.leaves, self.empties, strict=True)
+        ]
 
     def value(self, at: int) -> str | None:
         leaf = self.leaves[at]
@@ -709,15 +712,18 @@ class _Scan:
             if "<" in "".join(split.pieces):
                 raise _Unsure  # a sibling that does not start its own line
             return cast(list[str], split.leaves)
-        sections = [
-            leaf is None and not empty
-            for leaf, empty in zip(split.leaves, split.empties, strict=False)
-        ]
-        if "<" in "".join(compress(split.pieces, map(not_, sections))):
+        contents: list[str] = []
+        plain: list[str] = []  # what follows each leaf or empty child: no tag may hide there
+        for tag, empty, leaf, piece in zip(
+            split.tags, split.empties, split.leaves, split.pieces, strict=True
+        ):
+            if leaf is not None or empty:
+                plain.append(piece)
+                contents.append(leaf or "")
+            else:
+                contents.append(_element_content(path, tag, piece))
+        if "<" in "".join(plain):
             raise _Unsure
-        contents = [leaf or "" for leaf in split.leaves]
-        for at in compress(count(), sections):
-            contents[at] = self._child(path, split, at)
         return contents
 
     def _child(self, path: tuple[str, ...], split: _Split, at: int) -> str:
