@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from fleetfix.errors import ProbeParseError
-from fleetfix.probes import nvidia_smi, nvidia_smi_fast
+from fleetfix.probes import nvidia_smi, nvidia_smi_fast, nvidia_smi_scan
 from fleetfix.probes.base import to_data
 from fleetfix.probes.gpu_facts import summarize
 from fleetfix.probes.nvidia_smi_fast import read_clean_xml
@@ -303,7 +303,7 @@ def _tree(text: str) -> object:
 
 
 def _scan(text: str) -> object:
-    reading = nvidia_smi_fast.scan_report(text, _start(text))
+    reading = nvidia_smi_scan.scan_report(text, _start(text))
     return None if reading is None else to_data(summarize(reading))
 
 
