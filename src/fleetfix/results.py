@@ -16,6 +16,12 @@ EXCERPT = 4000
 live one showed (its head a few characters shorter), with the true length of the output."""
 
 
+PARSED_EXCERPT = 1000
+"""Characters kept of an output a probe read into facts (head and tail, with its true length):
+the facts, in the step's row, are the evidence; 4,000 characters of nvidia-smi's XML were a
+fifth of the journal. The journal keeps this much, and so does the live report."""
+
+
 def excerpt(text: str, limit: int = EXCERPT) -> str:
     """At most `limit` characters of `text`, marker included: a quarter from the head (what
     ran), the rest from the tail (where tools print their verdict and errors). The marker says

@@ -17,7 +17,7 @@ import pytest
 
 from fleetfix.journal import Journal
 from fleetfix.journal.codec import EXCERPT
-from fleetfix.journal.rows import PARSED_EXCERPT
+from fleetfix.results import PARSED_EXCERPT
 from tests.e2e.labrun import Run, fleetfix_run, run_env, write_inventory
 from tests.lab.support import running_lab
 

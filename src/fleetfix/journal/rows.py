@@ -21,15 +21,11 @@ from fleetfix.events import CommandRan, HostStepFinished, LoopItemFinished
 from fleetfix.journal.batch import Write
 from fleetfix.journal.codec import EXCERPT, excerpt
 from fleetfix.journal.db import Database
-from fleetfix.results import CommandResult, registered_output
+from fleetfix.results import PARSED_EXCERPT, CommandResult, registered_output
 
 REGISTERED_OUTPUT = 65536
 """Characters of a registered stdout/stderr a step row keeps when it cannot refer to its
 command's excerpt (a shell step's long output: a resumed run replays it as `register:`)."""
-PARSED_EXCERPT = 1000
-"""Characters kept of an output a probe read into facts (head and tail, with its true length):
-the facts, in the step's row, are the evidence; 4,000 characters of nvidia-smi's XML were a
-fifth of the journal."""
 COMPRESS_ABOVE = 1024
 """Characters of a step's JSON data above which the row keeps it zlib-compressed (a BLOB)."""
 _SHARED = ("cmd", "stdout", "stderr")

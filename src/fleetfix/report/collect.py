@@ -48,7 +48,13 @@ from fleetfix.report.model import (
     StepRecord,
 )
 from fleetfix.report.text import EXCERPT_CHARS, clean, excerpt
-from fleetfix.results import HostStats, RunResult, StepResult, failed_and_considered
+from fleetfix.results import (
+    PARSED_EXCERPT,
+    HostStats,
+    RunResult,
+    StepResult,
+    failed_and_considered,
+)
 from fleetfix.topology.findings import (
     Finding,
     correlated_failures,
@@ -282,13 +288,20 @@ class ReportCollector:
             planned_only=event.planned_only,
             # Cut first, then clean: cleaning 138 KB of XML to keep 4,000 characters of it
             # cost more than the rest of the event (a cut escape is replaced, never shown).
-            stdout=clean(excerpt(result.stdout, self.excerpt_chars)),
+            # Output a probe read into facts keeps what the journal keeps of it: the facts
+            # are the evidence, and a report rendered from the journal shows the same.
+            stdout=clean(excerpt(result.stdout, self._kept_chars(event))),
             stderr=clean(excerpt(result.stderr, self.excerpt_chars)),
             at=event.at,
         )
         self._open_step(event.host, event.step).commands.append(record)
         if event.planned_only:
             self._planned.setdefault((event.host, event.step), []).append(record.command)
+
+    def _kept_chars(self, event: CommandRan) -> int:
+        if event.read_into_facts:
+            return min(self.excerpt_chars, PARSED_EXCERPT)
+        return self.excerpt_chars
 
     def _action(self, event: ActionTaken) -> None:
         open_step = self._open_step(event.host, event.step)

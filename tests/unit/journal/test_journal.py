@@ -26,9 +26,8 @@ from fleetfix.events import (
 )
 from fleetfix.journal import Journal, ResumeRefused, default_journal_path
 from fleetfix.journal.codec import EXCERPT
-from fleetfix.journal.rows import PARSED_EXCERPT
 from fleetfix.journal.store import JournalError
-from fleetfix.results import CommandResult, Status, StepResult
+from fleetfix.results import PARSED_EXCERPT, CommandResult, Status, StepResult
 
 if TYPE_CHECKING:
     from tests.unit.journal.conftest import Backend

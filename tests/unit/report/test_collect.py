@@ -11,7 +11,15 @@ from fleetfix.events import (
 )
 from fleetfix.report.collect import ReportCollector, registered_busbw
 from fleetfix.report.model import Report
-from fleetfix.results import CommandResult, HostStats, RunResult, Status, StepResult
+from fleetfix.report.text import EXCERPT_CHARS
+from fleetfix.results import (
+    PARSED_EXCERPT,
+    CommandResult,
+    HostStats,
+    RunResult,
+    Status,
+    StepResult,
+)
 from fleetfix.topology.findings import FindingCategory
 from fleetfix.topology.graph import NO_LEAF, NO_SPINE, Topology
 from fleetfix.verdicts import Verdict, VerdictKind
@@ -248,3 +256,15 @@ def test_a_rescued_failure_still_counts_for_correlation() -> None:
     report = collector.model(Topology.from_hosts(host_vars()))
     assert report.host("gpu001").status is VerdictKind.CHANGED
     assert report.outcome == "ok"
+
+
+def test_output_read_into_facts_keeps_what_the_journal_keeps(topology: Topology) -> None:
+    collector = ReportCollector()
+    collector(HostStepStarted(host="gpu001", step="s", at=T0))
+    xml = "<x>" + "y" * 20_000 + "</x>"
+    result = CommandResult("nvidia-smi -q -x", 0, xml, "")
+    collector(CommandRan(host="gpu001", step="s", result=result, read_into_facts=True, at=T0))
+    collector(HostStepFinished(result=StepResult("gpu001", "s", Status.OK), at=T0 + 1))
+    stdout = collector.model(topology).host("gpu001").steps[0].commands[0].stdout
+    assert len(stdout) < PARSED_EXCERPT + 60 < EXCERPT_CHARS
+    assert stdout.endswith("</x>")
