@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import shlex
+import sys
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any
@@ -162,7 +163,9 @@ class HostStep:
             if expected is not None:
                 params = {**params, "expected_gpus": expected.count}
         probe = self.ctx.probes.get(name).bind(params)
-        result = await self.command(probe.command(params), probe=probe)
+        # One copy of the command text for every host that runs it (about 1 KB each for
+        # nvidia_smi, gpu_processes and services): the run keeps it with each step's result.
+        result = await self.command(sys.intern(probe.command(params)), probe=probe)
         return self.parse_output(name, result, params)
 
     def parse_output(
