@@ -5,7 +5,9 @@ the topology are built once and live as long as the run. CPython's collector wal
 object it tracks at each full collection, and a growing heap triggers them: at 10,000 hosts
 six full collections before the first command took 0.25 s and found nothing to free. So the
 start-up builds with the collector paused, and what it built is then frozen (gc.freeze):
-kept out of every later collection until the run ends, when it is handed back.
+kept out of every later collection until the run ends, when it is handed back. A run's
+start (each host's state and task, up to its first result) has a pause of its own
+(CollectorPause, ended by the run).
 """
 
 from __future__ import annotations
@@ -15,17 +17,31 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 
 
+class CollectorPause:
+    """No automatic collection from now until `end()` (called once or more, by whichever of
+    its ends comes first); the collector as it was after."""
+
+    def __init__(self) -> None:
+        self._enable_after = gc.isenabled()
+        self._paused = True
+        gc.disable()
+
+    def end(self) -> None:
+        if self._paused:
+            self._paused = False
+            if self._enable_after:
+                gc.enable()
+
+
 @contextmanager
 def collector_paused() -> Iterator[None]:
     """No automatic collection in the body (bounded work that makes data to keep, not
     garbage); the collector as it was after."""
-    was_enabled = gc.isenabled()
-    gc.disable()
+    pause = CollectorPause()
     try:
         yield
     finally:
-        if was_enabled:
-            gc.enable()
+        pause.end()
 
 
 @contextmanager
@@ -41,4 +57,4 @@ def frozen_heap() -> Iterator[None]:
         gc.unfreeze()
 
 
-__all__ = ["collector_paused", "frozen_heap"]
+__all__ = ["CollectorPause", "collector_paused", "frozen_heap"]

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 from fleetfix.actions import action_registry
 from fleetfix.cli.ansible_options import resolve_ansible_options
-from fleetfix.cli.heap import collector_paused, frozen_heap
+from fleetfix.cli.heap import CollectorPause, collector_paused, frozen_heap
 from fleetfix.cli.loading import builtin_task_loader
 from fleetfix.cli.loading import load_builtin_playbook as _load_playbook
 from fleetfix.cli.options import (
@@ -55,7 +55,7 @@ from fleetfix.engine import Engine, RunOptions
 from fleetfix.engine.playkeys import rendered_play
 from fleetfix.engine.tags import PlayTags, selected
 from fleetfix.errors import InputError, UsageError
-from fleetfix.events import EventBus
+from fleetfix.events import CommandRan, EventBus, HostStepFinished, RunFinished
 from fleetfix.inventory import Inventory, load_inventory
 from fleetfix.inventory.runtime import EMPTY_INVENTORY_WARNING, with_implicit_localhost
 from fleetfix.inventory.runtime import select as select_hosts
@@ -185,7 +185,7 @@ def run_command(args: argparse.Namespace) -> int:
     if plan is None:
         return Outcome.OK  # --syntax-check, --list-hosts, --list-tasks: nothing to run
     with frozen_heap():
-        return asyncio.run(_run(args, plan))
+        return asyncio.run(_run_paused_start(args, plan))
 
 
 def _plan(args: argparse.Namespace) -> RunPlan | None:
@@ -347,10 +347,30 @@ def _without(plan: RunPlan, leased: dict[str, str]) -> RunPlan:
     return replace(plan, selection=selection, leased=dict(leased))
 
 
-async def _run(args: argparse.Namespace, plan: RunPlan) -> int:
+START_PAUSE_LIMIT = 10.0
+"""Seconds a run's start keeps the collector paused at most (cli/heap.py), when its first
+result is slow to come (a first step that waits)."""
+FIRST_RESULTS = (CommandRan, HostStepFinished, RunFinished)
+
+
+async def _run_paused_start(args: argparse.Namespace, plan: RunPlan) -> int:
+    """The run, the collector paused from its start to its first result: in between the
+    engine makes each host's state and task (10,000 of each), and the full collections that
+    walked them freed nothing (0.07 s before the first command at 10,000 hosts)."""
+    pause = CollectorPause()
+    timer = asyncio.get_running_loop().call_later(START_PAUSE_LIMIT, pause.end)
+    try:
+        return await _run(args, plan, pause)
+    finally:
+        timer.cancel()
+        pause.end()
+
+
+async def _run(args: argparse.Namespace, plan: RunPlan, pause: CollectorPause) -> int:
     redactor = run_redactor(args)
     failpoint = stop_at_from_env()
     bus = EventBus(redactor)
+    bus.subscribe(lambda event: pause.end() if isinstance(event, FIRST_RESULTS) else None)
     bus.subscribe(ConsoleView(verbosity=args.verbose, diff=args.diff))
     journal = Journal(journal_target(args.journal))
     try:
