@@ -146,9 +146,9 @@ def _unknown_name(inventory: Inventory, term: str) -> bool:
     body = term[1:] if term[0] in "&!" else term
     return not (
         not body
+        or body in inventory.hosts  # first: a limit file of 10,000 host names
         or body[0] == "~"
         or any(c in body for c in _GLOB_CHARS)
-        or body in inventory.hosts
         or body in inventory.groups
         or body in LOCALHOST_NAMES
     )
