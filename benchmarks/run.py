@@ -54,7 +54,14 @@ from contenders import (
     warm_up,
 )
 from measure import TIME_BINARY, Measurement, load_average
-from parse_cost import cost_table, nvidia_smi_paths, parse_costs, probe_totals
+from parse_cost import (
+    cost_table,
+    nvidia_smi_paths,
+    parse_costs,
+    probe_totals,
+    workload_costs,
+    workload_table,
+)
 from pinning import CpuPlan, pin_tree, plan_pinning
 from proctree import descendants
 from shell_tools import PDSH, PSSH_NAMES, found_tool
@@ -342,13 +349,17 @@ def _profile(setup: Setup, hosts: int, path: Path) -> list[str]:
 
 
 def parse_cost_lines(repeats: int = 20) -> list[str]:
-    """parse_cost.py's figures: per probe over its fixture samples, and nvidia_smi's two paths."""
+    """parse_cost.py's figures: per probe over its fixture samples, nvidia_smi's two paths,
+    and one host of the benchmark workload in ms."""
     costs = parse_costs(repeats=repeats)
     return [
         f"parse cost per probe (benchmarks/parse_cost.py; fixture samples, best of {repeats}):",
         *cost_table(probe_totals(costs)),
         "",
         *cost_table(nvidia_smi_paths(repeats=repeats)),
+        "",
+        "one host of the benchmark workload, on the lab's own outputs:",
+        *workload_table(workload_costs(repeats=repeats)),
     ]
 
 
