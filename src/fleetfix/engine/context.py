@@ -179,6 +179,16 @@ class ProbeData(Mapping[str, Any]):
     def drop(self, name: str) -> None:
         self._latest.pop(name, None)
 
+    def field(self, name: str, key: str) -> Any:
+        """One field of a probe's latest facts as data (None when absent), without making the
+        data of the rest: `field("nvidia_smi", "gpu_count")`."""
+        facts = self._latest.get(name)
+        if facts is None:
+            return None
+        if isinstance(facts, Mapping):
+            return to_data(facts.get(key))
+        return to_data(getattr(facts, key, None))
+
     def __getitem__(self, name: str) -> Any:
         return to_data(self._latest[name])
 

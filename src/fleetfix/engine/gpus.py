@@ -25,8 +25,8 @@ def most_seen(ctx: RunContext, state: HostState) -> int | None:
 def expected_gpus_of(ctx: RunContext, state: HostState) -> Expected | None:
     return expected_gpus(
         inventory=state.base_vars.get("gpus"),
-        gres=(state.probe_data.get("slurm_node") or {}).get("gpus_total"),
-        pci=(state.probe_data.get("pci_gpus") or {}).get("count"),
+        gres=state.probe_data.field("slurm_node", "gpus_total"),
+        pci=state.probe_data.field("pci_gpus", "count"),
         seen=most_seen(ctx, state),
     )
 
@@ -34,7 +34,7 @@ def expected_gpus_of(ctx: RunContext, state: HostState) -> Expected | None:
 def gpus_short(ctx: RunContext, state: HostState) -> str | None:
     """Why the host shows fewer GPUs than it has (`7 of 8 GPUs visible (Slurm's Gres)`), or
     None: nvidia-smi must show the largest count any claim makes."""
-    smi = state.probe_data.get("nvidia_smi")
-    if not smi:
+    if "nvidia_smi" not in state.probe_data:
         return None
-    return shortfall(smi.get("gpu_count"), expected_gpus_of(ctx, state))
+    count = state.probe_data.field("nvidia_smi", "gpu_count")
+    return shortfall(count, expected_gpus_of(ctx, state))
