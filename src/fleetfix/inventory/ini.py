@@ -15,6 +15,7 @@ from __future__ import annotations
 import ast
 import re
 import shlex
+import sys
 import warnings
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -259,7 +260,13 @@ class _IniReader:
             key, equals, text = token.partition("=")
             if not equals:
                 self._fail(f"Expected key=value host variable assignment, got: {token}", token)
-            value = variables[key] = self._value(text, token)
+            value = self._value(text, token)
+            # One copy of each name and text for every host that repeats it: a 10,000-host
+            # inventory's rack=, leaf=, gpus=8 and model strings were 8 MB, mostly repeats.
+            key = sys.intern(key)
+            if type(value) is str:
+                value = sys.intern(value)
+            variables[key] = value
             if key in GATE_VARS:
                 self._check_gate(key, value, token)
         builder = self._builder
