@@ -43,8 +43,9 @@ pytest: venv
 
 test: lint typecheck pytest
 
-# docs/benchmarks.md. `bench`: the 1,000-host figures plus the 10,000-host inventory parse and
-# first-command latency, and the journal on SQLite and PostgreSQL (about 17 minutes);
+# docs/benchmarks.md. `bench`: fleetfix (as it runs by default, and with forced shard workers)
+# and the bare fan-out at 300 and 1,000 hosts, the tools at 200, the 10,000-host inventory parse
+# and first-command latency, and the journal on SQLite and PostgreSQL (about 25 minutes);
 # `bench-10k`: fleetfix and the bare fan-out on 1,000 and 10,000 hosts (the lab's ~35 ms of CPU
 # per command makes that well over an hour).
 bench: venv
