@@ -108,6 +108,17 @@ async def back_with_new_boot(
     return CommandResult(command, 0, f"back with boot id {new_id}", "", elapsed)
 
 
+async def answering(hs: HostStep, wait: float) -> bool:
+    """Wait up to `wait` seconds for the host to answer (a reboot an interrupted run sent may
+    still be under way); True once it does."""
+    deadline = time.monotonic() + wait
+    while await boot_id(hs) is None:
+        if time.monotonic() >= deadline:
+            return False
+        await asyncio.sleep(hs.ctx.options.reconnect_poll)
+    return True
+
+
 async def await_new_boot(hs: HostStep, old_boot_id: str, wait: float) -> str | None:
     deadline = time.monotonic() + wait
     while time.monotonic() < deadline:

@@ -14,7 +14,7 @@ from fleetfix.engine.gates import Refusal, gate_facts, ownership
 from fleetfix.engine.hoststep import HostStep, Outcome
 from fleetfix.engine.interrupted import lost_during, settle
 from fleetfix.engine.parking import PARK_KEY, PARKED, parked_data
-from fleetfix.engine.reboot import boot_id, send_reboot_like
+from fleetfix.engine.reboot import answering, boot_id, reboot_wait, send_reboot_like
 from fleetfix.engine.runhosts import unlisted
 from fleetfix.engine.verification import (
     VERIFIED_KEY,
@@ -88,6 +88,10 @@ async def _one_rung(
 ) -> Outcome:
     interrupted = _open_intent(hs, action)
     if interrupted is not None:
+        if interrupted.evidence.get("boot_id") and not hs.dry:
+            # The interrupted run may have rebooted the node, and it may still be down: the
+            # lease needs an answer from the node, so wait for one as judging the reboot would.
+            await answering(hs, reboot_wait(hs))
         leased = await _node_lease(hs, action)  # an interrupted run's lease is this run's
         if leased is not None:
             return _left(leased)

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import subprocess
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -20,7 +21,7 @@ from fleetfix.engine.node_lease import (
     lease_script,
     read_answer,
 )
-from fleetfix.results import CommandResult, Status
+from fleetfix.results import CommandResult, OpenIntent, ResumeState, Status
 from fleetfix.transport.fake import FakeTransport, Reply
 
 from .conftest import Runner
@@ -220,3 +221,46 @@ async def test_a_lease_that_cannot_be_taken_refuses_the_action(
     run = await run_playbook(REBOOT_BOOK, hosts=["gpu001"], run_id=ME.run, node_lease_seconds=600)
     assert not any("systemctl reboot" in c.command for c in fake.ran)
     assert "cannot take the node lease" in run.result.left["gpu001"]
+
+
+async def test_a_resumed_reboot_waits_for_the_node_before_taking_its_lease(
+    run_playbook: Runner, fake: FakeTransport, tmp_path: Path
+) -> None:
+    """The interrupted run rebooted the node and died while it was down. The resumed run
+    waits for the node to answer before taking the lease (which needs an answer), then judges
+    the reboot done by its new boot id: not refused, not repeated."""
+    book = tmp_path / "playbook.yml"
+    down = {"answers": 3}  # the node answers nothing for this many tries
+
+    def rebooting(reply: Callable[[str, int], Reply]) -> Callable[[str, int], Reply]:
+        def respond(command: str, hits: int) -> Reply:
+            if down["answers"] > 0:
+                down["answers"] -= 1
+                return Reply(drop=True)
+            return reply(command, hits)
+
+        return respond
+
+    lease_dir = tmp_path / "gpu001"
+    host = fake.host("gpu001")
+    host.on(r"flock", rebooting(lambda c, _h: _lease_reply(c, lease_dir)))
+    host.on(r"boot_id", rebooting(lambda _c, _h: Reply(stdout="boot-after\n")))
+    node(fake, "gpu001")
+    intent = OpenIntent("reboot", at=0.0, evidence={"boot_id": "boot-before"}, record=1)
+    run = await run_playbook(
+        REBOOT_BOOK,
+        hosts=["gpu001"],
+        run_id=ME.run,
+        node_lease_seconds=600,
+        node_lease_root=LEASE_ROOT,
+        resume=ResumeState(run_id=ME.run, intents={("gpu001", f"{book}:4:7", "reboot"): intent}),
+    )
+    assert "gpu001" not in run.result.left, run.result.left
+    assert not any("systemctl reboot" in c for c in fake.commands_on("gpu001"))
+    assert "verified, not repeated" in run.result.results[-1].message
+    assert down["answers"] == 0
+
+
+def _lease_reply(command: str, directory: Path) -> Reply:
+    done = run_sh(command.replace(LEASE_ROOT, str(directory)))
+    return Reply(stdout=done.stdout, stderr=done.stderr, rc=done.rc or 0)
