@@ -14,7 +14,7 @@ _PLAIN = frozenset((str, int, float, bool, type(None)))
 
 _KINDS: dict[type, tuple[str, ...] | str] = {}
 """A memo of each class's kind (which never changes), not run state: a dataclass's field names,
-or "enum", "mapping", "sequence" or "other"."""
+or "enum", "mapping", "sequence" (list, tuple, set) or "other"."""
 
 
 def _kind(cls: type) -> tuple[str, ...] | str:
@@ -28,7 +28,7 @@ def _kind(cls: type) -> tuple[str, ...] | str:
             kind = "enum"
         elif issubclass(cls, Mapping):
             kind = "mapping"
-        elif issubclass(cls, (list, tuple)):
+        elif issubclass(cls, (list, tuple, set, frozenset)):
             kind = "sequence"
         else:
             kind = "other"
@@ -37,7 +37,8 @@ def _kind(cls: type) -> tuple[str, ...] | str:
 
 
 def to_data(value: Any) -> Any:
-    """Facts (nested frozen dataclasses, enums, tuples) as plain JSON-able data."""
+    """Facts (nested frozen dataclasses, enums, tuples, sets), or an event, as plain JSON-able
+    data: the journal encodes events with it too."""
     cls = type(value)
     if cls in _PLAIN:
         return value

@@ -20,6 +20,7 @@ from typing import Any
 from fleetfix import events
 from fleetfix.errors import FleetfixError
 from fleetfix.events import CommandRan, Event, HostStepFinished, LoopItemFinished, RunFinished
+from fleetfix.plain import to_data
 from fleetfix.results import EXCERPT, CommandResult, StepResult, excerpt
 
 ROW_FIELDS: dict[type[Event], tuple[str, ...]] = {
@@ -79,7 +80,7 @@ def _bounded(event: Event) -> dict[str, Any]:
         lean = dataclasses.replace(event, result=dataclasses.replace(event.result, results=[]))
     else:
         lean = event
-    value: dict[str, Any] = _plain(lean)
+    value: dict[str, Any] = to_data(lean)
     for name in ROW_FIELDS.get(type(event), ()):
         value["result"].pop(name, None)
     if isinstance(event, CommandRan):
@@ -93,18 +94,6 @@ def _lean_command(result: CommandResult) -> CommandResult:
 
 def _lean_step(result: StepResult) -> StepResult:
     return dataclasses.replace(result, data={}, commands=())
-
-
-def _plain(value: Any) -> Any:
-    if dataclasses.is_dataclass(value) and not isinstance(value, type):
-        return {f.name: _plain(getattr(value, f.name)) for f in dataclasses.fields(value)}
-    if isinstance(value, enum.Enum):
-        return value.value
-    if isinstance(value, Mapping):
-        return {str(k): _plain(v) for k, v in value.items()}
-    if isinstance(value, list | tuple | set | frozenset):
-        return [_plain(v) for v in value]
-    return value
 
 
 def _build(tp: Any, value: Any) -> Any:
