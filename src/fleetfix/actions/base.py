@@ -25,6 +25,10 @@ class PlannedCommand:
     """With `defer_rc`: how much longer the wait may go on. The engine parks the host (its
     batch and the next ones go on), looks again with the action's `verify` probes and `check`
     until then, and runs its play again once the check passes; else it defers the host."""
+    wait: float | None = None
+    """With `park_for`: the whole wait the command stands for (its own look plus park_for), as
+    the deferral tells it; the command's measured time is up to a second off (it counts
+    whole seconds), and "after 59s" for a 60 s wait would be wrong."""
     on_controller: bool = False
     """Runs on the controller, not on the node (a BMC power cycle: the node's OS is what is in
     doubt); with expect_unreachable the engine still waits for the node's new boot id."""

@@ -112,6 +112,7 @@ def _wait_drained(ctx: ActionContext, node: str) -> PlannedCommand:
         timeout=first_look + 60,
         defer_rc=DEFER_RC,
         park_for=park_for or None,
+        wait=wait,
     )
 
 

@@ -296,7 +296,7 @@ def _not_now(
         outcome.left = (LeftKind.DEFERRED, f"deferred: {why}")
     else:
         until = time.time() + planned.park_for
-        wait = result.duration + planned.park_for
+        wait = planned.wait if planned.wait is not None else result.duration + planned.park_for
         outcome.data[PARK_KEY] = parked_data(action.name, why, until, wait)
         clock = time.strftime("%H:%M:%S", time.localtime(until))
         outcome.left = (PARKED, f"parked: {why}; looked at again until {clock}")
