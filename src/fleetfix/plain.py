@@ -36,6 +36,12 @@ def _kind(cls: type) -> tuple[str, ...] | str:
     return kind
 
 
+def field_names(cls: type) -> tuple[str, ...] | None:
+    """A dataclass's field names (worked out once per class); None for anything else."""
+    kind = _kind(cls)
+    return kind if type(kind) is tuple else None
+
+
 def to_data(value: Any) -> Any:
     """Facts (nested frozen dataclasses, enums, tuples, sets), or an event, as plain JSON-able
     data: the journal encodes events with it too."""

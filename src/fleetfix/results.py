@@ -22,6 +22,12 @@ the facts, in the step's row, are the evidence; 4,000 characters of nvidia-smi's
 fifth of the journal. The journal keeps this much, and so does the live report."""
 
 
+def kept_of(read_into_facts: bool, full: int = EXCERPT) -> int:
+    """Characters of a command's output to keep: PARSED_EXCERPT (at most `full`) when a probe
+    read it into facts, else `full`. The journal and the live report keep the same."""
+    return min(full, PARSED_EXCERPT) if read_into_facts else full
+
+
 def excerpt(text: str, limit: int = EXCERPT) -> str:
     """At most `limit` characters of `text`, marker included: a quarter from the head (what
     ran), the rest from the tail (where tools print their verdict and errors). The marker says

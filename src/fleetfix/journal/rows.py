@@ -21,7 +21,7 @@ from fleetfix.events import CommandRan, HostStepFinished, LoopItemFinished
 from fleetfix.journal.batch import Write
 from fleetfix.journal.codec import EXCERPT, excerpt
 from fleetfix.journal.db import Database
-from fleetfix.results import PARSED_EXCERPT, CommandResult, registered_output
+from fleetfix.results import CommandResult, kept_of, registered_output
 
 REGISTERED_OUTPUT = 65536
 """Characters of a registered stdout/stderr a step row keeps when it cannot refer to its
@@ -55,7 +55,7 @@ def event_write(run_id: str, kind: str, body: str, *, refers: bool = False) -> W
 
 
 def command_write(run_id: str, event: CommandRan) -> Write:
-    kept = PARSED_EXCERPT if event.read_into_facts else EXCERPT
+    kept = kept_of(event.read_into_facts)
     params = _command_params(
         run_id, event.host, event.step, event.result, event.planned_only, kept=kept
     )

@@ -49,11 +49,11 @@ from fleetfix.report.model import (
 )
 from fleetfix.report.text import EXCERPT_CHARS, clean, excerpt
 from fleetfix.results import (
-    PARSED_EXCERPT,
     HostStats,
     RunResult,
     StepResult,
     failed_and_considered,
+    kept_of,
 )
 from fleetfix.topology.findings import (
     Finding,
@@ -280,6 +280,7 @@ class ReportCollector:
 
     def _command(self, event: CommandRan) -> None:
         result = event.result
+        kept = kept_of(event.read_into_facts, self.excerpt_chars)
         record = CommandRecord(
             command=clean(result.command),
             rc=result.rc,
@@ -290,18 +291,13 @@ class ReportCollector:
             # cost more than the rest of the event (a cut escape is replaced, never shown).
             # Output a probe read into facts keeps what the journal keeps of it: the facts
             # are the evidence, and a report rendered from the journal shows the same.
-            stdout=clean(excerpt(result.stdout, self._kept_chars(event))),
+            stdout=clean(excerpt(result.stdout, kept)),
             stderr=clean(excerpt(result.stderr, self.excerpt_chars)),
             at=event.at,
         )
         self._open_step(event.host, event.step).commands.append(record)
         if event.planned_only:
             self._planned.setdefault((event.host, event.step), []).append(record.command)
-
-    def _kept_chars(self, event: CommandRan) -> int:
-        if event.read_into_facts:
-            return min(self.excerpt_chars, PARSED_EXCERPT)
-        return self.excerpt_chars
 
     def _action(self, event: ActionTaken) -> None:
         open_step = self._open_step(event.host, event.step)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any, Protocol, runtime_checkable
+from typing import Protocol
 
 from fleetfix.results import CommandResult
 
@@ -50,22 +50,6 @@ class Connection(Protocol):
         ...
 
     async def close(self) -> None: ...
-
-
-@runtime_checkable
-class ProbeRunner(Protocol):
-    """A connection that can parse a probe's output where the command ran (a host shard)."""
-
-    async def run_probe(
-        self,
-        command: str,
-        probe: Any,
-        *,
-        timeout: float | None = DEFAULT_COMMAND_TIMEOUT,
-        env: Mapping[str, str] | None = None,
-    ) -> CommandResult:
-        """Run `command` like Connection.run; `parsed` holds the built-in probe's verdict."""
-        ...
 
 
 class Transport(Protocol):

@@ -34,7 +34,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import copyreg
-import dataclasses
 import io
 import itertools
 import logging
@@ -49,6 +48,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from fleetfix.errors import HostKeyError, TransportError, UnreachableError
+from fleetfix.plain import field_names
 from fleetfix.probes.base import Probe
 from fleetfix.results import CommandResult
 from fleetfix.transport.base import DEFAULT_COMMAND_TIMEOUT, Connection, ConnectionSpec, Transport
@@ -154,22 +154,10 @@ def read_only(mapping: dict[Any, Any]) -> types.MappingProxyType[Any, Any]:
 copyreg.pickle(types.MappingProxyType, _mapping_proxy)
 
 
-_FIELDS: dict[type, tuple[str, ...] | None] = {}
-"""A memo of class metadata (which never changes), not run state."""
-
-
-def _fields(cls: type) -> tuple[str, ...] | None:
-    """The field names of a dataclass with slots (facts are), read once per class."""
-    if cls not in _FIELDS:
-        slotted = dataclasses.is_dataclass(cls) and hasattr(cls, "__slots__")
-        _FIELDS[cls] = tuple(f.name for f in dataclasses.fields(cls)) if slotted else None
-    return _FIELDS[cls]
-
-
 def restore(cls: type, values: tuple[Any, ...]) -> Any:
     """A dataclass from its field values, as `frame` sent it (the values are already the
     object's own: no validation runs again)."""
-    names = _fields(cls)
+    names = field_names(cls)
     assert names is not None, cls
     made: Any = object.__new__(cls)
     for name, value in zip(names, values, strict=True):
@@ -178,11 +166,12 @@ def restore(cls: type, values: tuple[Any, ...]) -> Any:
 
 
 class _Pickler(pickle.Pickler):
-    """Facts cross as (class, field values): a slotted frozen dataclass's own pickling calls
-    `dataclasses.fields()` for every object restored (~25,700 per 300 hosts), this does not."""
+    """Dataclasses (facts) cross as (class, field values): a slotted frozen dataclass's own
+    pickling calls `dataclasses.fields()` for every object restored (~25,700 per 300 hosts);
+    this reads each class's field names once (plain.field_names)."""
 
     def reducer_override(self, obj: Any) -> Any:
-        names = _fields(type(obj))
+        names = field_names(type(obj))
         if names is None:
             return NotImplemented
         return restore, (type(obj), tuple(getattr(obj, name) for name in names))
@@ -265,7 +254,8 @@ class ShardedTransport:
         self._workers: list[_Worker] = []
         self._local_count = 0
         self._connects = 0
-        self._tasks: list[asyncio.Task[None]] = []
+        self._starts: list[asyncio.Task[None]] = []
+        self._watch: asyncio.Task[None] | None = None
         self._starting = 0
         self._closed = False
 
@@ -275,7 +265,7 @@ class ShardedTransport:
 
     async def started(self) -> None:
         """Wait until the workers being started have started (or failed to)."""
-        while pending := [t for t in self._tasks if not t.done() and t.get_name() == "start"]:
+        while pending := [t for t in self._starts if not t.done()]:
             await asyncio.wait(pending)
 
     async def connect(self, spec: ConnectionSpec) -> Connection:
@@ -296,16 +286,14 @@ class ShardedTransport:
             self._spawn()
         if self._grow_to > self._wanted:
             self._saturation.start()
-            watch = asyncio.get_running_loop().create_task(self._watch(), name="watch")
-            self._tasks.append(watch)
+            self._watch = asyncio.get_running_loop().create_task(self._grow())
 
     def _spawn(self) -> None:
         number = len(self._workers) + self._starting
         self._starting += 1
-        task = asyncio.get_running_loop().create_task(self._start(number), name="start")
-        self._tasks.append(task)
+        self._starts.append(asyncio.get_running_loop().create_task(self._start(number)))
 
-    async def _watch(self) -> None:
+    async def _grow(self) -> None:
         """One more worker each time the main process stays saturated while hosts arrive."""
         seen = self._connects
         while not self._closed and len(self._workers) + self._starting < self._grow_to:
@@ -342,10 +330,11 @@ class ShardedTransport:
 
     async def aclose(self) -> None:
         self._closed = True
-        for task in self._tasks:
-            if task.get_name() == "watch":
-                task.cancel()
-        await asyncio.gather(*self._tasks, return_exceptions=True)
+        if self._watch is not None:
+            self._watch.cancel()
+        await asyncio.gather(*self._starts, return_exceptions=True)
+        if self._watch is not None:
+            await asyncio.gather(self._watch, return_exceptions=True)
         await asyncio.gather(*(w.stop() for w in self._workers), return_exceptions=True)
         self._workers.clear()
         await self._local.aclose()

@@ -10,8 +10,7 @@ from typing import Any
 import pytest
 
 from fleetfix.probes import probe_registry
-from fleetfix.transport.base import ProbeRunner
-from fleetfix.transport.shards import ShardedTransport, WorkerOptions
+from fleetfix.transport.shards import ShardedTransport, WorkerOptions, _WorkerConnection
 from fleetfix.transport.ssh import SSHTransport
 from tests.support import spec_for
 
@@ -33,7 +32,7 @@ async def test_the_worker_parses_with_the_bound_parameters(
     await sharded.connect(spec_for(ssh_server, "host0"))  # the main process's shard
     await sharded.started()
     conn = await sharded.connect(spec_for(ssh_server, "host1"))
-    assert isinstance(conn, ProbeRunner) and type(conn).__name__ == "_WorkerConnection"
+    assert isinstance(conn, _WorkerConnection)  # it parses where the command ran
     probe = probe_registry().get("nvidia_smi").bind({"expected_gpus": 2})
 
     probed = await conn.run_probe(f"cat {H200 / 'probe-nvidia_smi.txt'}", probe, timeout=30)
