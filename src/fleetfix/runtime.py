@@ -15,7 +15,8 @@ from fleetfix.inventory import Inventory
 from fleetfix.transport.base import DEFAULT_CONNECT_TIMEOUT, ConnectionSpec, Transport
 from fleetfix.transport.registry import make_transport
 from fleetfix.transport.routing import RoutingTransport
-from fleetfix.transport.shards import ShardedTransport, WorkerOptions, worker_limit
+from fleetfix.transport.shard_policy import worker_limit
+from fleetfix.transport.shards import ShardedTransport, WorkerOptions
 from fleetfix.transport.spec import SpecDefaults, build_spec
 
 

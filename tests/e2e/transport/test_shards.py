@@ -16,7 +16,8 @@ from fleetfix.errors import UnreachableError
 from fleetfix.probes import probe_registry
 from fleetfix.probes.base import to_data
 from fleetfix.results import excerpt
-from fleetfix.transport.shards import Saturation, ShardedTransport, WorkerOptions
+from fleetfix.transport.shard_policy import Saturation
+from fleetfix.transport.shards import ShardedTransport, WorkerOptions
 from fleetfix.transport.ssh import SSHTransport
 from tests.support import eventually, process_alive, read_pid, spec_for
 

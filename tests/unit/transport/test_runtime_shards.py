@@ -11,13 +11,13 @@ from fleetfix.events import EventBus
 from fleetfix.inventory import load_inventory
 from fleetfix.runtime import open_runtime
 from fleetfix.transport.routing import RoutingTransport
-from fleetfix.transport.shards import (
+from fleetfix.transport.shard_policy import (
     SATURATED_WINDOWS,
     WORKER_MEMORY,
     Saturation,
-    ShardedTransport,
     worker_limit,
 )
+from fleetfix.transport.shards import ShardedTransport
 
 
 async def test_shards_follow_the_selected_hosts(tmp_path: Path) -> None:
