@@ -28,6 +28,7 @@ from asyncssh.public_key import get_default_public_key_algs
 from fleetfix.errors import HostKeyError, UnreachableError
 from fleetfix.results import CommandResult
 from fleetfix.transport.base import DEFAULT_COMMAND_TIMEOUT, ConnectionSpec
+from fleetfix.transport.known_hosts import LazyKnownHosts
 from fleetfix.transport.pool import ConnectionLostError, StaleConnectionError
 from fleetfix.transport.remote import (
     CHANNEL_RETRY_DELAYS,
@@ -68,14 +69,15 @@ PREFERRED_MACS = ("umac-64-etm@openssh.com", "umac-128-etm@openssh.com")
 
 
 class _KnownHostsFile:
-    """One known_hosts file (plus the system-wide one), parsed once per transport."""
+    """One known_hosts file (plus the system-wide one), read once per transport; a host's own
+    lines are parsed when it is first matched (LazyKnownHosts)."""
 
     def __init__(self, path: Path) -> None:
         self.path = path
-        self._hosts = asyncssh.SSHKnownHosts()
+        self._hosts = LazyKnownHosts()
         for source in (path, GLOBAL_KNOWN_HOSTS):
             if source.is_file():
-                self._hosts.load(source.read_text(encoding="utf-8", errors="replace"))
+                self._hosts.load_lazily(source.read_text(encoding="utf-8", errors="replace"))
 
     def trusted(self, host: str, addr: str, port: int | None) -> tuple[set[asyncssh.SSHKey], bool]:
         """The keys trusted for this host, and whether the file knows the host at all."""
