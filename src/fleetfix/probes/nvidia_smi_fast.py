@@ -28,8 +28,6 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
-from lxml import etree  # type: ignore[import-untyped]  # no stubs: typed by _Element below
-
 from fleetfix.errors import ProbeParseError
 from fleetfix.probes.gpu_facts import Format, Reading
 from fleetfix.probes.nvidia_smi_scan import DOTS, scan_report
@@ -150,6 +148,9 @@ def _check_prolog(text: str, start: int) -> bool:
 
 def _parse(data: bytes, text: str, start: int) -> _Element | None:
     """The root element, or None when libxml2 rejects the bytes (the slow path then judges)."""
+    # lxml (3-4 MB of RSS) loads only when the scan declines a document (nvidia_smi_scan).
+    from lxml import etree  # type: ignore[import-untyped]  # noqa: PLC0415  # no stubs: typed by _Element
+
     parser = etree.XMLParser(
         encoding="utf-8",
         resolve_entities=False,

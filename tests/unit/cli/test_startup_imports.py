@@ -20,6 +20,7 @@ NOT_BEFORE_THE_FIRST_COMMAND = (
     "networkx",  # the topology's graph algorithms: a switch's blast radius
     "rich",  # a terminal's live view, and the end of the run
     "psycopg",  # a team's PostgreSQL journal
+    "lxml",  # nvidia-smi XML the scan declines (nvidia_smi_scan); 3-4 MB of RSS
     "fleetfix.report.html",
     "fleetfix.report.json",
     "fleetfix.report.junit",
