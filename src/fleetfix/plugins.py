@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import difflib
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from typing import Generic, TypeVar
 
 from fleetfix.errors import FleetfixError
@@ -24,14 +24,27 @@ class UnknownPluginError(FleetfixError):
 
 
 class Registry(Generic[T]):
-    """Named plugins of one kind; state lives on the instance, never on the class."""
+    """Named plugins of one kind; state lives on the instance, never on the class.
 
-    def __init__(self, kind: str, items: Iterable[T], key: Callable[[T], str]) -> None:
+    `lazy` plugins are made on first use (`get`, or iterating): a run loads the 5 probes its
+    playbook names, not all 14 (issue 21: memory and the first command's time).
+    """
+
+    def __init__(
+        self,
+        kind: str,
+        items: Iterable[T],
+        key: Callable[[T], str],
+        *,
+        lazy: Mapping[str, Callable[[], T]] | None = None,
+    ) -> None:
         self.kind = kind
+        self._key = key
+        self._lazy: dict[str, Callable[[], T]] = dict(lazy or {})
         self._items: dict[str, T] = {}
         for item in items:
             name = key(item)
-            if name in self._items:
+            if name in self._items or name in self._lazy:
                 raise ValueError(f"duplicate {kind} {name!r}")
             self._items[name] = item
 
@@ -39,16 +52,27 @@ class Registry(Generic[T]):
         try:
             return self._items[name]
         except KeyError:
-            raise UnknownPluginError(self.kind, name, self._items) from None
+            if name in self._lazy:
+                return self._make(name)
+            raise UnknownPluginError(self.kind, name, self.names()) from None
 
     def names(self) -> list[str]:
-        return sorted(self._items)
+        return sorted([*self._items, *self._lazy])
 
     def __contains__(self, name: object) -> bool:
-        return name in self._items
+        return name in self._items or name in self._lazy
 
     def __iter__(self) -> Iterator[T]:
+        for name in list(self._lazy):
+            self._make(name)
         return iter(self._items.values())
 
     def __len__(self) -> int:
-        return len(self._items)
+        return len(self._items) + len(self._lazy)
+
+    def _make(self, name: str) -> T:
+        item = self._lazy.pop(name)()
+        if self._key(item) != name:
+            raise ValueError(f"{self.kind} {name!r} made one named {self._key(item)!r}")
+        self._items[name] = item
+        return item

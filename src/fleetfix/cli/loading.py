@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -22,10 +22,30 @@ from fleetfix.probes.base import Probe
 
 
 def builtin_catalog() -> StepCatalog:
-    """Every built-in probe and action with the parameters it accepts."""
-    probes = {p.name: frozenset(p.params) for p in probe_registry()}
-    actions = {a.name: frozenset(a.params) for a in action_registry()}
-    return StepCatalog(probes=probes, actions=actions)
+    """Every built-in probe and action with the parameters it accepts (each plugin's module
+    loaded when a playbook names it)."""
+    return StepCatalog(probes=_Params(probe_registry()), actions=_Params(action_registry()))
+
+
+class _Params(Mapping[str, frozenset[str]]):
+    """A registry seen as plugin name -> the params it accepts."""
+
+    def __init__(self, registry: Registry[Probe[Any]] | Registry[Action]) -> None:
+        self._registry = registry
+
+    def __getitem__(self, name: str) -> frozenset[str]:
+        if name not in self._registry:
+            raise KeyError(name)
+        return frozenset(self._registry.get(name).params)
+
+    def __contains__(self, name: object) -> bool:
+        return name in self._registry
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._registry.names())
+
+    def __len__(self) -> int:
+        return len(self._registry)
 
 
 def builtin_task_loader() -> Callable[[str], tuple[Step, ...]]:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import importlib
+from functools import partial
 from typing import Any
 
 from fleetfix.plugins import Registry
@@ -24,11 +25,17 @@ BUILTIN_PROBES: tuple[str, ...] = (
     "nccl_tests",
     "dcgm_diag",
 )
-"""Module names under fleetfix.probes, each defining PROBE; grep here to find them all."""
+"""Module names under fleetfix.probes, each defining PROBE of the same name; grep here to find
+them all."""
 
 
 def probe_registry(extra: tuple[Probe[Any], ...] = ()) -> Registry[Probe[Any]]:
-    """The built-in probes plus `extra` ones (tests, plugins)."""
-    modules = (importlib.import_module(f"fleetfix.probes.{name}") for name in BUILTIN_PROBES)
-    builtins: list[Probe[Any]] = [module.PROBE for module in modules]
-    return Registry("probe", [*builtins, *extra], key=lambda p: p.name)
+    """The built-in probes (each module loaded when its probe is first asked for) plus
+    `extra` ones (tests, plugins)."""
+    lazy = {name: partial(_builtin, name) for name in BUILTIN_PROBES}
+    return Registry("probe", extra, key=lambda p: p.name, lazy=lazy)
+
+
+def _builtin(name: str) -> Probe[Any]:
+    probe: Probe[Any] = importlib.import_module(f"fleetfix.probes.{name}").PROBE
+    return probe

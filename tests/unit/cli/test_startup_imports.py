@@ -33,6 +33,13 @@ NOT_BEFORE_THE_FIRST_COMMAND = (
     "fleetfix.metrics",  # --metrics-file
     "fleetfix.lab.control",  # an inventory that names a lab scenario
     "fleetfix.topology.file",  # --topology-file
+    # Probes and actions the playbook does not name (made on first use: plugins.Registry)
+    "fleetfix.probes.dcgm_diag",
+    "fleetfix.probes.nccl_tests",
+    "fleetfix.probes.nvidia_smi",
+    "fleetfix.actions.dcgm",
+    "fleetfix.actions.gpu",
+    "fleetfix.actions.node",
 )
 SUBCOMMAND_MODULES = tuple(commands.module for commands in COMMANDS)
 
