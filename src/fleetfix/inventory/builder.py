@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from fleetfix.errors import InventoryError, SourcePosition
-from fleetfix.inventory.model import Group, Host
+from fleetfix.inventory.model import Group, Host, HostVars
 
 MAX_INVENTORY_HOSTS = 1_000_000
 """The most hosts one inventory may hold (as many as one range may stand for, see ranges.py):
@@ -147,10 +147,14 @@ class InventoryBuilder:
         depths = _depths(self.groups)
         groups = {name: _frozen_group(draft, depths[name]) for name, draft in self.groups.items()}
         ancestry = _Ancestry(self.groups)
-        hosts = {
-            name: Host(name, draft.vars, tuple(sorted(ancestry.closure(draft.groups))))
-            for name, draft in self.hosts.items()
-        }
+        # Hosts of one rack share their names of variables and their groups: one copy each.
+        shared: dict[tuple[str, ...], tuple[str, ...]] = {}
+        hosts = {}
+        for name, draft in self.hosts.items():
+            names = tuple(draft.vars)
+            member_of = tuple(sorted(ancestry.closure(draft.groups)))
+            own = HostVars(shared.setdefault(names, names), tuple(draft.vars.values()))
+            hosts[name] = Host(name, own, shared.setdefault(member_of, member_of))
         return groups, hosts
 
     def _add_member(self, group: _GroupDraft, host: _HostDraft) -> None:
