@@ -18,6 +18,7 @@ could not split is refused at load, with asyncssh's own message, as before.
 
 from __future__ import annotations
 
+import re
 from array import array
 from bisect import bisect_left
 
@@ -26,6 +27,8 @@ from asyncssh.known_hosts import _KnownHostsResult
 
 _PATTERN_SIGNS = frozenset("*?|/!")  # what makes asyncssh treat a host field as a pattern
 _TEXT_SHIFT = 40  # a line's place: its text's number above this bit, its offset below
+# Where str.splitlines ends a line (asyncssh's load splits with it): not only at "\n".
+_LINE_END = re.compile("[\n\r\x0b\x0c\x1c\x1d\x1e\x85\u2028\u2029]")
 
 
 class LazyKnownHosts(asyncssh.SSHKnownHosts):
@@ -78,8 +81,8 @@ class LazyKnownHosts(asyncssh.SSHKnownHosts):
             return
         text = self._texts[place >> _TEXT_SHIFT]
         start = place & ((1 << _TEXT_SHIFT) - 1)
-        end = text.find("\n", start)
-        line = text[start : end if end >= 0 else len(text)].strip()
+        end = _LINE_END.search(text, start)
+        line = text[start : end.start() if end else len(text)].strip()
         if name in line.split(None, 1)[0].split(","):  # not another name of the same hash
             self._loaded.add(place)
             self.load(line)

@@ -26,7 +26,7 @@ def _hashed(name: str) -> str:
     return f"|1|{base64.b64encode(salt).decode()}|{base64.b64encode(digest).decode()}"
 
 
-def _known_hosts_text() -> str:
+def _known_hosts_text(newline: str = "\n") -> str:
     lines = [
         "# a comment, then a blank line",
         "",
@@ -45,7 +45,7 @@ def _known_hosts_text() -> str:
         f"gpu008 {_key_text()}",
         f"gpu003 {_key_text()}",
     ]
-    return "\n".join(lines) + "\n"
+    return newline.join(lines) + newline
 
 
 def _keys(result: Any) -> list[set[bytes]]:
@@ -70,8 +70,9 @@ ADDRS = ["10.0.0.1", "10.0.0.4", "10.0.0.5", "10.0.0.9", ""]
 PORTS = [None, 22, 2222, 2200]
 
 
-def test_every_host_finds_the_keys_a_full_load_finds() -> None:
-    text = _known_hosts_text()
+@pytest.mark.parametrize("newline", ["\n", "\r\n", "\r"])
+def test_every_host_finds_the_keys_a_full_load_finds(newline: str) -> None:
+    text = _known_hosts_text(newline)
     full = asyncssh.SSHKnownHosts(text)
     lazy = LazyKnownHosts()
     lazy.load_lazily(text)
@@ -84,10 +85,11 @@ def test_every_host_finds_the_keys_a_full_load_finds() -> None:
     assert found > len(queries)  # the queries do find keys: the comparison is not of empties
 
 
-def test_a_host_loads_only_its_own_lines() -> None:
+@pytest.mark.parametrize("newline", ["\n", "\r\n", "\r"])
+def test_a_host_loads_only_its_own_lines(newline: str) -> None:
     lines = [f"gpu{n:05d},10.1.{n // 250}.{n % 250} {_key_text()}" for n in range(200)]
     lazy = LazyKnownHosts()
-    lazy.load_lazily("\n".join(lines))
+    lazy.load_lazily(newline.join(lines))
     assert lazy.match("gpu00007", "10.1.0.7", None)[0]
     parsed = {name for name, entries in lazy._exact_entries.items() if entries}
     assert parsed == {"gpu00007", "10.1.0.7"}
