@@ -152,16 +152,18 @@ class FabricConnection:
         started = time.monotonic()
         try:
             result = self._run_with_slot(wire, timeout, stdin)
+            client_gave_up = False
         except CommandTimedOut as exc:
-            pid, stderr = split_pid_line(exc.result.stderr)
-            self._kill_sync(pid)
-            elapsed = time.monotonic() - started
-            return CommandResult(command, None, exc.result.stdout, stderr, elapsed, True)
+            result = exc.result
+            client_gave_up = True
         except (paramiko.SSHException, OSError, EOFError, ThreadException) as exc:
             raise UnreachableError(self.spec.name, f"connection lost: {_reason(exc)}") from exc
         elapsed = time.monotonic() - started
         rc = result.exited
-        _pid, stderr = split_pid_line(result.stderr)
+        pid, stderr = split_pid_line(result.stderr)
+        if client_gave_up or cut_off_by_client(rc, elapsed, timeout):
+            self._kill_sync(pid)
+            return CommandResult(command, None, result.stdout, stderr, elapsed, True)
         if killed_by_timeout(rc, elapsed, timeout):
             return CommandResult(command, None, result.stdout, stderr, elapsed, True)
         return CommandResult(command, rc, result.stdout, stderr, elapsed)
@@ -194,7 +196,7 @@ class FabricConnection:
             pty=False,
             encoding="utf-8",
             in_stream=io.StringIO(stdin or ""),
-            timeout=None if timeout is None else math.ceil(timeout + CLIENT_GRACE),
+            timeout=_client_deadline(timeout),
         )
 
     def _kill_sync(self, pid: int | None) -> None:
@@ -208,6 +210,26 @@ class FabricConnection:
 
     async def close(self) -> None:
         await _in_thread(self._executor, self._conn.close)
+
+
+_NO_EXIT_STATUS = -1
+"""What paramiko reports for a channel closed before the server sent an exit status."""
+
+
+def _client_deadline(timeout: float | None) -> int | None:
+    """Whole seconds Invoke waits before closing the channel on a command still running."""
+    return None if timeout is None else math.ceil(timeout + CLIENT_GRACE)
+
+
+def cut_off_by_client(rc: int | None, elapsed: float, timeout: float | None) -> bool:
+    """Whether Invoke's timer closed the channel on a command without raising CommandTimedOut.
+
+    The timer closes the channel and only then counts as expired, so a run that returns in
+    between carries no exit status and no CommandTimedOut, though the command was cut off
+    (and may still run remotely: the caller kills its process group).
+    """
+    deadline = _client_deadline(timeout)
+    return rc == _NO_EXIT_STATUS and deadline is not None and elapsed >= deadline
 
 
 async def _in_thread(executor: ThreadPoolExecutor, function: Callable[[], T]) -> T:
