@@ -6,7 +6,8 @@ from collections.abc import Awaitable, Callable, Mapping
 from types import MappingProxyType
 
 from fleetfix.engine.hoststep import HostStep, Outcome
-from fleetfix.modules import copy, files, lineinfile, raw, reboot, services, waits
+from fleetfix.modules import copy, files, lineinfile, package, raw, reboot, services, waits
+from fleetfix.modules import facts as fact_modules
 from fleetfix.modules.call import KindHandlers, ModuleCall, ModuleFailed
 from fleetfix.modules.spec import ModuleArgsError, resolve
 from fleetfix.modules.specs import MODULE_SPECS
@@ -28,6 +29,12 @@ IMPLEMENTATIONS: Mapping[str, ModuleRunner] = MappingProxyType(
         "copy": copy.copy,
         "template": copy.template,
         "lineinfile": lineinfile.lineinfile,
+        "setup": fact_modules.setup,
+        "gather_facts": fact_modules.gather_facts,
+        "package": package.package,
+        "apt": package.apt,
+        "dnf": package.dnf,
+        "yum": package.yum,
     }
 )
 

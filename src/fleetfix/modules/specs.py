@@ -11,6 +11,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from types import MappingProxyType
 
+from fleetfix.modules.facts_specs import FACT_SPECS
 from fleetfix.modules.spec import ModuleSpec, Param
 
 _PATH = Param("path", required=True, aliases=("dest", "name"))
@@ -28,6 +29,97 @@ _STATES = ("reloaded", "restarted", "started", "stopped")
 
 def _spec(spec: ModuleSpec) -> tuple[str, ModuleSpec]:
     return spec.name, spec
+
+
+_PACKAGE_NAMES = Param("list", aliases=("pkg", "package"))
+_PACKAGE_REFUSED = {
+    name: "fleetfix installs named packages from the node's repositories"
+    for name in ("deb", "upgrade", "list", "download_only", "download_dir", "conf_file")
+}
+_RPM_PARAMS: Mapping[str, Param] = {
+    "name": _PACKAGE_NAMES,
+    "state": Param("str", choices=("absent", "installed", "latest", "present", "removed")),
+    "update_cache": Param("bool", default=False, aliases=("expire-cache",)),
+    "disable_gpg_check": Param("bool", default=False),
+    "enablerepo": Param("list", default=[]),
+    "disablerepo": Param("list", default=[]),
+    "allow_downgrade": Param("bool", default=False),
+}
+_PACKAGE_SPECS = (
+    _spec(
+        ModuleSpec(
+            "package",
+            "install or remove OS packages with the node's manager (apt, dnf or yum)",
+            {
+                "name": Param("list", required=True),
+                "state": Param(
+                    "str",
+                    required=True,
+                    choices=("absent", "installed", "latest", "present", "removed"),
+                ),
+                "use": Param("str", default="auto", choices=("apt", "auto", "dnf", "yum")),
+            },
+        )
+    ),
+    _spec(
+        ModuleSpec(
+            "apt",
+            "install, pin (name=version), upgrade or remove Debian packages; update the cache",
+            {
+                "name": _PACKAGE_NAMES,
+                "state": Param(
+                    "str",
+                    default="present",
+                    choices=("absent", "installed", "latest", "present", "removed"),
+                ),
+                "update_cache": Param("bool", default=False, aliases=("update-cache",)),
+                "cache_valid_time": Param("int", default=0),
+                "purge": Param("bool", default=False),
+                "autoremove": Param("bool", default=False),
+                "install_recommends": Param("bool", aliases=("install-recommends",)),
+                "allow_downgrade": Param(
+                    "bool",
+                    default=False,
+                    aliases=("allow-downgrade", "allow_downgrades", "allow-downgrades"),
+                ),
+                "only_upgrade": Param("bool", default=False),
+                "default_release": Param("str", aliases=("default-release",)),
+                "lock_timeout": Param("int", default=60),
+            },
+            required_one_of=(("name", "update_cache"),),
+            refused={
+                **_PACKAGE_REFUSED,
+                "force": "fleetfix does not force apt past its checks: pin the version",
+                "dpkg_options": "fleetfix keeps the node's config files (confdef, confold)",
+                "policy_rc_d": "services start as the package's scripts say",
+                "fail_on_autoremove": "not supported",
+                "clean": "run apt-get clean with command:",
+                "allow_unauthenticated": "fleetfix installs only authenticated packages",
+                "allow_change_held_packages": "release the hold with command: apt-mark",
+            },
+        )
+    ),
+    *(
+        _spec(
+            ModuleSpec(
+                tool,
+                f"install, pin (name-version), upgrade or remove RPM packages with {tool}",
+                _RPM_PARAMS,
+                required_one_of=(("name", "update_cache"),),
+                refused={
+                    **_PACKAGE_REFUSED,
+                    "exclude": "name the packages to install instead",
+                    "security": "name the packages to install instead",
+                    "bugfix": "name the packages to install instead",
+                    "autoremove": "run dnf autoremove with command:",
+                    "installroot": "fleetfix installs into the node's root",
+                    "releasever": "fleetfix installs the node's release",
+                },
+            )
+        )
+        for tool in ("dnf", "yum")
+    ),
+)
 
 
 MODULE_SPECS: Mapping[str, ModuleSpec] = MappingProxyType(
@@ -303,6 +395,8 @@ MODULE_SPECS: Mapping[str, ModuleSpec] = MappingProxyType(
                     },
                 )
             ),
+            *FACT_SPECS.items(),
+            *_PACKAGE_SPECS,
         ]
     )
 )

@@ -57,6 +57,8 @@ PLAY_KEYWORDS: frozenset[str] = frozenset(
         "order",
         "strategy",
         "gather_facts",
+        "gather_subset",
+        "gather_timeout",
         "become",
         "become_user",
         "tags",
@@ -68,6 +70,8 @@ PLAY_KEYWORDS: frozenset[str] = frozenset(
         "max_unavailable_per",
         "environment",
         "timeout",
+        "check_mode",
+        "force_handlers",
     }
 )
 
@@ -100,10 +104,17 @@ STEP_KEYWORDS: frozenset[str] = frozenset(
         "expect_unreachable",
         "cooldown",
         "max_attempts",
-        *("loop", "with_items", "with_list", "loop_control"),
+        *("loop", "with_items", "with_list", "with_sequence", "with_indexed_items"),
+        "loop_control",
     }
 )
-LOOP_KEYWORDS: tuple[str, ...] = ("loop", "with_items", "with_list")
+LOOP_KEYWORDS: tuple[str, ...] = (
+    "loop",
+    "with_items",
+    "with_list",
+    "with_sequence",
+    "with_indexed_items",
+)
 LOOP_CONTROL_ARGS: frozenset[str] = frozenset({"loop_var", "index_var", "label", "pause"})
 
 _KIND_WORDS: Mapping[str, StepKind] = {
@@ -148,15 +159,20 @@ KIND_LIST = (
     " or a module (docs/modules.md)"
 )
 
-META_ACTIONS: tuple[str, ...] = ("flush_handlers", "end_host", "end_batch", "end_play", "noop")
+META_ACTIONS: tuple[str, ...] = (
+    "flush_handlers",
+    "end_host",
+    "end_batch",
+    "end_play",
+    "noop",
+    "reset_connection",
+    "clear_host_errors",
+)
 UNSUPPORTED_META: Mapping[str, str] = MappingProxyType(
     {
-        "clear_host_errors": "a failed host stays out of the run in fleetfix: rescue the step"
-        " (block/rescue) or use ignore_errors",
         "refresh_inventory": "the inventory is read once per run: add_host and group_by change"
         " it for later plays",
         "clear_facts": "fleetfix keeps no fact cache (probes replace facts)",
-        "reset_connection": "fleetfix reopens a connection when it is lost (and after a reboot)",
         "end_role": "end_role is not supported: put the role's remaining steps under a when:",
     }
 )
@@ -199,9 +215,13 @@ NOT_ON_BLOCK: frozenset[str] = frozenset(
     | ACTION_ONLY
 )
 
-LOOP_HINT = "fleetfix loops with loop:, with_items: or with_list: (other lookups are not supported)"
+LOOP_HINT = (
+    "fleetfix loops with loop:, with_items:, with_list:, with_sequence: or with_indexed_items:;"
+    " for another lookup write loop: \"{{ query('NAME', ...) }}\" with a lookup fleetfix has"
+    " (env, file, vars, sequence, indexed_items, first_found)"
+)
 _INCLUDES = "'include' is gone from Ansible: use import_playbook (plays) or import_tasks (steps)"
-_FACTS = "probes replace facts in fleetfix"
+_FACTS = "fleetfix reads facts.d from /etc/ansible/facts.d (setup: fact_path: for another)"
 _CONNECTION = "connection settings come from the inventory and the command line (-u, --transport)"
 
 UNSUPPORTED_PLAY_KEYWORDS: Mapping[str, str] = MappingProxyType(
@@ -212,12 +232,9 @@ UNSUPPORTED_PLAY_KEYWORDS: Mapping[str, str] = MappingProxyType(
         "remote_user": _CONNECTION,
         "port": _CONNECTION,
         "vars_prompt": "prompts are not supported: pass values with -e",
-        "gather_subset": _FACTS,
-        "gather_timeout": _FACTS,
         "fact_path": _FACTS,
         "become_method": "fleetfix becomes root with sudo",
         "become_flags": "fleetfix becomes root with sudo",
-        "check_mode": "set check_mode on steps, or run with --check",
         "no_log": "set no_log on the steps whose output is secret",
         "ignore_errors": "set ignore_errors on steps",
         "ignore_unreachable": "set ignore_unreachable on steps",
@@ -225,7 +242,6 @@ UNSUPPORTED_PLAY_KEYWORDS: Mapping[str, str] = MappingProxyType(
         "throttle": "use serial or max_unavailable_per",
         "collections": "collections are not supported",
         "module_defaults": "module defaults are not supported",
-        "force_handlers": "handlers run only on hosts that did not fail",
         "debugger": "the debugger is not supported",
         "diff": "use --diff",
     }
@@ -235,7 +251,6 @@ UNSUPPORTED_STEP_KEYWORDS: Mapping[str, str] = MappingProxyType(
     {
         "async": "use timeout: (every step has one)",
         "poll": "use timeout: (every step has one)",
-        "local_action": "use delegate_to: localhost",
         "delegate_facts": "facts are not delegated in fleetfix",
         "throttle": "use serial or max_unavailable_per on the play",
         "any_errors_fatal": "set any_errors_fatal on the play",
@@ -256,22 +271,17 @@ UNSUPPORTED_STEP_KEYWORDS: Mapping[str, str] = MappingProxyType(
 # Common Ansible modules an operator may paste; refused with a pointer to what fleetfix has.
 ANSIBLE_MODULES: frozenset[str] = frozenset(
     {
-        "apt",
         "cron",
-        "dnf",
         "fetch",
         "get_url",
         "group",
         "modprobe",
         "mount",
-        "package",
         "ping",
         "script",
-        "setup",
         "sysctl",
         "uri",
         "user",
-        "yum",
     }
 )
 

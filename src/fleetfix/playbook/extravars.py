@@ -131,16 +131,21 @@ def vars_problems(node: Node, what: str) -> list[PlaybookError]:
     ]
 
 
-def parse_kv(text: str) -> dict[str, str]:
-    """`a=1 msg="x y"` -> {'a': '1', 'msg': 'x y'}; values stay strings.
+def parse_kv(text: str, *, template_keys: bool = False) -> dict[str, str]:
+    """`a=1 msg="x y"` -> {'a': '1', 'msg': 'x y'}; values stay strings. With
+    `template_keys`, a key may be a template (`{{ 'x' + item }}=1`, set_fact's).
 
     Raises:
         ValueError: a word is not key=value, or a quote / Jinja2 block is not closed.
     """
     result: dict[str, str] = {}
     for word in split_args(text):
-        key, sep, value = word.partition("=")
-        if not sep or not is_variable_name(key):
+        if template_keys and word.startswith("{{") and "}}=" in word:
+            key, sep, value = word.partition("}}=")
+            key += "}}"
+        else:
+            key, sep, value = word.partition("=")
+        if not sep or not (is_variable_name(key) or (template_keys and key.startswith("{{"))):
             raise ValueError(f"expected key=value, got {word!r}")
         result[key] = value
     return result

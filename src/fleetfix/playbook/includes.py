@@ -21,6 +21,7 @@ from fleetfix.errors import PlaybookError
 from fleetfix.playbook.catalog import shown, suggest
 from fleetfix.playbook.conditions import is_template
 from fleetfix.playbook.model import Step, StepKind
+from fleetfix.playbook.module_args import kv_mapping
 from fleetfix.playbook.yamlpos import Entry, Node, NodeKind, load_yaml
 
 if TYPE_CHECKING:
@@ -30,6 +31,7 @@ if TYPE_CHECKING:
 INCLUDE_KINDS = frozenset({StepKind.INCLUDE_TASKS, StepKind.INCLUDE_ROLE})
 INCLUDE_KEYWORDS = frozenset(
     {"name", "when", "vars", "tags", "loop", "with_items", "with_list", "loop_control"}
+    | {"with_sequence", "with_indexed_items"}
     | {"ignore_errors", "register", "no_log"}
 )
 """The keywords an include takes; the included steps carry the rest themselves."""
@@ -67,7 +69,7 @@ class Includes:
 
     def tasks_args(self, entry: Entry) -> dict[str, Any]:
         """{'file': name as written, 'steps': the file's steps when the name is a literal}."""
-        node = entry.value
+        node = kv_mapping(entry.value, "include_tasks")
         if node.is_mapping:
             for arg in node.entries:
                 if arg.key.value == "apply":
@@ -98,9 +100,9 @@ class Includes:
 
     def role_args(self, entry: Entry) -> dict[str, Any]:
         """{'role': name, 'steps': the role's steps}; its handlers go to the play's."""
-        node = entry.value
+        node = kv_mapping(entry.value, "include_role")
         if not node.is_mapping:
-            raise node.error("include_role takes a mapping: {name: ROLE, ...}")
+            raise node.error("include_role takes a mapping: {name: ROLE, ...} (or name=ROLE)")
         for arg in node.entries:
             if arg.key.value == "apply":
                 raise arg.key.error(_APPLY)

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable, Mapping
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -324,6 +325,8 @@ class _PlaybookLoader:
             "max_unavailable_per": kw.to_unavailable_caps,
             "environment": values.environment,
             "timeout": lambda n: kw.to_seconds(n, "timeout"),
+            "gather_subset": lambda n: kw.to_names(n, "gather_subset", split_commas=True),
+            "gather_timeout": lambda n: kw.to_seconds(n, "gather_timeout"),
         }
 
     def _play_value(self, key: str, node: Node) -> Any:
@@ -338,6 +341,9 @@ class _PlaybookLoader:
         return ",".join(patterns)
 
     def _vars_files(self, node: Node) -> tuple[str, ...]:
+        if node.is_sequence and any(item.is_sequence for item in node.items):
+            chosen = [self._first_vars_file(i) if i.is_sequence else i for i in node.items]
+            node = replace(node, items=tuple(chosen), value=[i.value for i in chosen])
         files = kw.to_names(node, "vars_files")
         for item in node.items if node.is_sequence else (node,):
             if is_template(item.value):
@@ -345,6 +351,31 @@ class _PlaybookLoader:
             else:
                 self._check_vars_file(item)
         return files
+
+    def _first_vars_file(self, alternatives: Node) -> Node:
+        """`vars_files: [[a.yml, b.yml]]`: the first of the files that exists, as Ansible.
+
+        Raises:
+            PlaybookError: none exists, or one is a template (fleetfix reads vars_files once
+                per play, not per host: Ansible would pick per host).
+        """
+        for item in alternatives.items:
+            if not isinstance(item.value, str | int) or isinstance(item.value, bool):
+                raise item.error(f"a vars_files alternative must be a file name, not {shown(item.value)}")
+            if is_template(item.value):
+                raise item.error(
+                    "a vars_files alternative cannot be a template in fleetfix: the file is"
+                    " chosen once for the play, when the playbook loads",
+                    hint="name the file with -e (vars_files: ['{{ site }}.yml'] renders extra"
+                    " vars), or list plain file names",
+                )
+            path = Path(os.path.normpath(self._base_dir / os.path.expanduser(str(item.value))))
+            if path.is_file():
+                return item
+        names = ", ".join(str(item.value) for item in alternatives.items)
+        raise alternatives.error(
+            f"vars file [{names}] was not found", hint=f"looked in {self._base_dir}"
+        )
 
     def _check_vars_file(self, item: Node) -> None:
         # A number is a file name too (to_names reads `vars_files: [0]` as "0"); an unknown

@@ -1,5 +1,6 @@
 """Ansible's common lookups in templates and conditions: `lookup('env', 'HOME')`,
-`lookup('file', 'motd.txt')`, `lookup('vars', 'name')`, and `query`/`q` (always a list).
+`lookup('file', 'motd.txt')`, `lookup('vars', 'name')`, `sequence` and `indexed_items` (what
+`with_sequence` and `with_indexed_items` loop over), and `query`/`q` (always a list).
 
 They run on the controller, as in Ansible. `file` reads a path relative to the role's `files/`
 directory and the role's own (in a role's step), then the playbook's `files/` and its own. Any
@@ -10,6 +11,7 @@ renders it.
 from __future__ import annotations
 
 import os
+import re
 from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 from typing import Any
@@ -18,7 +20,9 @@ import jinja2
 from jinja2 import nodes
 from jinja2.runtime import Context
 
-SUPPORTED = ("env", "file", "vars")
+from fleetfix.playbook.extravars import parse_kv
+
+SUPPORTED = ("env", "file", "vars", "sequence", "indexed_items")
 CALLS = ("lookup", "query", "q")
 _MISSING = object()
 
@@ -64,10 +68,105 @@ def _vars(context: Context, terms: tuple[Any, ...], options: Mapping[str, Any]) 
     return found
 
 
+_SEQUENCE_SHORTCUT = re.compile(
+    r"^((0?x?[0-9a-f]+)-)?(0?x?[0-9a-f]+)(/(0?x?[0-9a-f]+))?(:(.+))?$", re.IGNORECASE
+)
+_SEQUENCE_FIELDS = ("start", "end", "stride", "count", "format")
+
+
+def _sequence(_context: Context, terms: tuple[Any, ...], options: Mapping[str, Any]) -> list[Any]:
+    """Ansible's `sequence` (`with_sequence`): `start=1 end=5 stride=1 format=%d`, `count=`,
+    or the shortcut `[start-]end[/stride][:format]`; numbers as formatted strings."""
+    found: list[Any] = []
+    for term in terms or ("",):
+        fields = {"start": 1, "stride": 1, "format": "%d", **options}
+        fields.update(_sequence_fields(str(term)))
+        found.extend(sequence_items(fields))
+    return found
+
+
+def _sequence_fields(term: str) -> dict[str, Any]:
+    shortcut = _SEQUENCE_SHORTCUT.match(term.strip())
+    if shortcut is not None:
+        _, start, end, _, stride, _, form = shortcut.groups()
+        given = {"start": start, "end": end, "stride": stride, "format": form}
+        return {key: value for key, value in given.items() if value is not None}
+    try:
+        fields: dict[str, Any] = dict(parse_kv(term)) if term.strip() else {}
+    except ValueError as exc:
+        raise LookupFailed(
+            f"unknown error parsing with_sequence arguments: {term!r}. Error was: {exc}"
+        ) from exc
+    unknown = [key for key in fields if key not in _SEQUENCE_FIELDS]
+    if unknown:
+        raise LookupFailed(f"unrecognized arguments to with_sequence: {unknown}")
+    return fields
+
+
+def _sequence_int(fields: Mapping[str, Any], name: str) -> int | None:
+    value = fields.get(name)
+    if value is None or (isinstance(value, int) and not isinstance(value, bool)):
+        return value
+    text = str(value).strip()
+    try:
+        return int(text, 16) if text.lower().startswith(("0x", "-0x")) else int(text)
+    except ValueError:
+        raise LookupFailed(
+            f"Invalid type for configuration option setting: {name}: {text!r} is not an integer"
+        ) from None
+
+
+def sequence_items(fields: Mapping[str, Any]) -> list[str]:
+    """The numbers of one sequence, formatted; its problems in Ansible's words.
+
+    Raises:
+        LookupFailed: the fields do not make a sequence.
+    """
+    start, end, stride, count = (
+        _sequence_int(fields, name) for name in ("start", "end", "stride", "count")
+    )
+    start, stride, form = start or 0, 1 if stride is None else stride, str(fields["format"])
+    if count is None and end is None:
+        raise LookupFailed("must specify count or end in with_sequence")
+    if count is not None and end is not None:
+        raise LookupFailed("can't specify both count and end in with_sequence")
+    if count is not None:
+        if count == 0:
+            return []
+        end = start + count * stride - 1
+    assert end is not None
+    if stride > 0 and end < start:
+        raise LookupFailed("to count backwards make stride negative")
+    if stride < 0 and end > start:
+        raise LookupFailed("to count forward don't make stride negative")
+    if stride == 0:
+        return []
+    if form.count("%") != 1:
+        raise LookupFailed(f"bad formatting string: {form}")
+    try:
+        return [form % number for number in range(start, end + (1 if stride > 0 else -1), stride)]
+    except (TypeError, ValueError):
+        raise LookupFailed(f"problem formatting {start!r} with {form!r}") from None
+
+
+def _indexed_items(
+    _context: Context, terms: tuple[Any, ...], _options: Mapping[str, Any]
+) -> list[Any]:
+    """Ansible's `indexed_items` (`with_indexed_items`): [index, item] pairs of the list,
+    flattened one level first."""
+    given: Any = terms[0] if len(terms) == 1 else list(terms)
+    if not isinstance(given, list | tuple):
+        raise LookupFailed("with_indexed_items expects a list")
+    flat = [leaf for item in given for leaf in (item if isinstance(item, list | tuple) else [item])]
+    return [[index, item] for index, item in enumerate(flat)]
+
+
 _PLUGINS: Mapping[str, Callable[[Context, tuple[Any, ...], Mapping[str, Any]], list[Any]]] = {
     "env": _env,
     "file": _file,
     "vars": _vars,
+    "sequence": _sequence,
+    "indexed_items": _indexed_items,
 }
 
 

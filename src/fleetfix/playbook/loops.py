@@ -1,8 +1,16 @@
-"""The loop keywords of a step (`loop`, `with_items`, `with_list`, `loop_control`) read into
-`Step.loop`, `Step.loop_flatten` and `LoopControl`; the engine runs the items (engine/loops.py)."""
+"""The loop keywords of a step (`loop`, `with_items`, `with_list`, `with_sequence`,
+`with_indexed_items`, `loop_control`) read into `Step.loop`, `Step.loop_flatten` and
+`LoopControl`; the engine runs the items (engine/loops.py).
+
+`with_sequence: start=1 end={{ n }}` and `with_indexed_items: "{{ disks }}"` become the loop
+template `{{ query('sequence', 'start=1 end=' ~ (n)) }}` (lookups.py): the terms are rendered
+on each host and a bad sequence fails that host's step with Ansible's message, as Ansible's
+`with_` lookups do (not the load).
+"""
 
 from __future__ import annotations
 
+import re
 from typing import TYPE_CHECKING, Any
 
 from fleetfix.playbook import catalog as kw
@@ -14,7 +22,9 @@ from fleetfix.playbook.yamlpos import Node
 if TYPE_CHECKING:
     from fleetfix.playbook.steps import ValueReader
 
-__all__ = ["loop_control", "loop_value", "one_loop"]
+__all__ = ["indexed_items_value", "loop_control", "loop_value", "one_loop", "sequence_value"]
+
+_TEMPLATE_PART = re.compile(r"\{\{(.*?)\}\}", re.DOTALL)
 
 
 def loop_value(values: ValueReader, node: Node, what: str) -> Any:
@@ -32,6 +42,66 @@ def loop_value(values: ValueReader, node: Node, what: str) -> Any:
     if node.is_mapping:
         hint = 'to loop over a mapping, use loop: "{{ x | dict2items }}"'
     raise node.error(f"{what} requires a list, not {shown(value)}", hint=hint)
+
+
+def sequence_value(values: ValueReader, node: Node) -> str:
+    """`with_sequence`: a term (`start=0 end=3`, `2-6/2`, `4`) or a list of them, as a loop
+    template over the `sequence` lookup."""
+    items = node.items if node.is_sequence else (node,)
+    terms: list[str] = []
+    for item in items:
+        if isinstance(item.value, bool) or not isinstance(item.value, str | int):
+            raise item.error(
+                f"with_sequence takes 'start=1 end=5' (or '1-5'), not {shown(item.value)}",
+                hint="the fields are start, end, stride, count and format",
+            )
+        values.check_templates(item)
+        terms.append(jinja_text(item, str(item.value)))
+    return "{{ query('sequence', " + ", ".join(terms) + ") }}"
+
+
+def indexed_items_value(values: ValueReader, node: Node) -> str:
+    """`with_indexed_items`: a list (or a template of one) as a loop template over the
+    `indexed_items` lookup ([index, item] pairs)."""
+    values.check_templates(node)
+    if node.is_scalar and isinstance(node.value, str) and is_template(node.value):
+        term = jinja_text(node, node.value)
+    else:
+        term = jinja_literal(node)
+    return "{{ query('indexed_items', " + term + ") }}"
+
+
+def jinja_text(node: Node, text: str) -> str:
+    """A string that may hold `{{ expr }}` parts as one Jinja2 expression: 'a=' ~ (expr)."""
+    if "{%" in text or "{#" in text:
+        raise node.error(
+            "a with_ lookup's terms may hold {{ }} expressions, not {% %} blocks",
+            hint="compute the value in vars: and name it here",
+        )
+    pieces = _TEMPLATE_PART.split(text)
+    parts = [
+        f"({piece.strip()})" if odd else repr(piece)
+        for odd, piece in ((i % 2 == 1, p) for i, p in enumerate(pieces))
+        if odd or piece
+    ]
+    if len(parts) == 1 and parts[0].startswith("("):
+        return parts[0]  # "{{ disks }}" keeps its value's type (a list stays a list)
+    return " ~ ".join(parts) or "''"
+
+
+def jinja_literal(node: Node) -> str:
+    """A YAML value as a Jinja2 literal; strings may hold `{{ expr }}` parts."""
+    if node.is_sequence:
+        return "[" + ", ".join(jinja_literal(item) for item in node.items) + "]"
+    if node.is_mapping:
+        pairs = (f"{jinja_literal(e.key)}: {jinja_literal(e.value)}" for e in node.entries)
+        return "{" + ", ".join(pairs) + "}"
+    value = node.value
+    if isinstance(value, str):
+        return jinja_text(node, value)
+    if value is None or isinstance(value, bool):
+        return {None: "none", True: "true", False: "false"}[value]
+    return repr(value)
 
 
 def loop_control(values: ValueReader, node: Node) -> LoopControl:

@@ -4,6 +4,7 @@ anything runs; templated ones once rendered on each host."""
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
 from typing import Any
 
@@ -13,7 +14,10 @@ from fleetfix.modules.specs import module_named
 from fleetfix.playbook.catalog import shown, suggest
 from fleetfix.playbook.conditions import is_template
 from fleetfix.playbook.extravars import parse_kv
-from fleetfix.playbook.yamlpos import Node
+from fleetfix.playbook.yamlpos import Entry, Node, NodeKind
+
+_KV_START = re.compile(r"\s*[A-Za-z_][A-Za-z0-9_]*=")
+"""A string that starts as `key=value` words (a file name or template does not)."""
 
 MODULE_NAME = "module"
 """Step.args of a module step: {'module': canonical name, 'params': {...}, 'as': key written}."""
@@ -66,3 +70,24 @@ def _given(name: str, free_form: str | None, node: Node) -> tuple[dict[str, Any]
         given[key] = entry.value.value
         where[key] = entry.key
     return given, where
+
+
+def kv_mapping(node: Node, what: str) -> Node:
+    """A `name=x tasks_from=y` string as the mapping node `{name: x, tasks_from: y}` (every
+    part pointing at the string); any other node as it is.
+
+    Raises:
+        PlaybookError: the string is not `key=value` words.
+    """
+    if not (node.is_scalar and isinstance(node.value, str) and _KV_START.match(node.value)):
+        return node
+    try:
+        pairs = parse_kv(node.value)
+    except ValueError as exc:
+        raise node.error(f"{what}: {exc}", hint=f"or write {what}: {{name: ...}}") from exc
+    entries = tuple(Entry(_scalar(key, node), _scalar(value, node)) for key, value in pairs.items())
+    return Node(NodeKind.MAPPING, dict(pairs), node.position, node.source_line, entries)
+
+
+def _scalar(value: Any, where: Node) -> Node:
+    return Node(NodeKind.SCALAR, value, where.position, where.source_line)

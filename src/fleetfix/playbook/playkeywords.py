@@ -17,7 +17,7 @@ from fleetfix.errors import FleetfixError
 from fleetfix.playbook import catalog as kw
 from fleetfix.playbook.conditions import is_template
 from fleetfix.playbook.model import Play
-from fleetfix.playbook.yamlpos import Node, NodeKind
+from fleetfix.playbook.yamlpos import Entry, Node, NodeKind
 
 _TRUE = frozenset({"true", "yes", "on", "1", "y", "t"})
 _FALSE = frozenset({"false", "no", "off", "0", "n", "f", ""})
@@ -29,6 +29,9 @@ _CONVERTERS: Mapping[str, Callable[[Node], Any]] = {
     "any_errors_fatal": lambda n: _boolean(n, "any_errors_fatal"),
     "become": lambda n: _boolean(n, "become"),
     "gather_facts": lambda n: _boolean(n, "gather_facts"),
+    "check_mode": lambda n: _boolean(n, "check_mode"),
+    "force_handlers": lambda n: _boolean(n, "force_handlers"),
+    "environment": lambda n: kw.to_environment(n, "environment"),
     "timeout": lambda n: kw.to_seconds(n, "timeout"),
     "order": lambda n: kw.to_choice(n, "order", kw.PLAY_ORDERS),
     "strategy": lambda n: kw.to_choice(n, "strategy", kw.STRATEGIES),
@@ -83,6 +86,11 @@ def _rendered(
 
 def _as_node(value: Any, written: Node) -> Node:
     """A rendered value as a node at the place its template was written."""
+    if isinstance(value, Mapping):
+        entries = tuple(
+            Entry(_as_node(key, written), _as_node(item, written)) for key, item in value.items()
+        )
+        return Node(NodeKind.MAPPING, dict(value), written.position, written.source_line, entries)
     if isinstance(value, list | tuple):
         items = tuple(_as_node(item, written) for item in value)
         return Node(

@@ -28,6 +28,7 @@ from fleetfix.playbook import catalog as kw
 from fleetfix.playbook.catalog import shown
 from fleetfix.playbook.conditions import is_template
 from fleetfix.playbook.model import RoleInfo, Step
+from fleetfix.playbook.module_args import kv_mapping
 from fleetfix.playbook.yamlpos import Entry, Node, load_yaml
 
 if TYPE_CHECKING:
@@ -127,9 +128,15 @@ class RoleReader:
         return _Use(name, named, f"{item.position}>", when, tags, variables) if name else None
 
     def _import_entry(self, node: Node, entry: Entry) -> _Use | None:
-        args = entry.value
+        try:
+            args = kv_mapping(entry.value, "import_role")
+        except PlaybookError as exc:
+            self._values.report(exc)
+            return None
         if not args.is_mapping:
-            self._values.report(args.error("import_role takes a mapping: {name: ROLE, ...}"))
+            self._values.report(
+                args.error("import_role takes a mapping: {name: ROLE, ...} (or name=ROLE)")
+            )
             return None
         files: dict[str, str] = {}
         for arg in args.entries:

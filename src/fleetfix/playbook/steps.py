@@ -11,6 +11,7 @@ from __future__ import annotations
 import enum
 import re
 from collections.abc import Callable, Iterable, Mapping
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -209,6 +210,11 @@ class StepReader:
                 node.error(f"a step must be a mapping like '- name: ...', not {shown(node.value)}")
             )
             return None
+        try:
+            node = local_action(node)
+        except PlaybookError as exc:
+            self._report(exc)
+            return None
         unknown = self._check_step_keys(node)
         kind_entry = self._kind_entry(node, unknown)
         if kind_entry is None:
@@ -346,6 +352,8 @@ class StepReader:
             "loop": lambda n: loops.loop_value(self._values, n, "loop"),
             "with_items": lambda n: loops.loop_value(self._values, n, "with_items"),
             "with_list": lambda n: loops.loop_value(self._values, n, "with_list"),
+            "with_sequence": lambda n: loops.sequence_value(self._values, n),
+            "with_indexed_items": lambda n: loops.indexed_items_value(self._values, n),
             "loop_control": lambda n: loops.loop_control(self._values, n),
         }
 
@@ -497,9 +505,11 @@ class StepReader:
         for where, name, value in pairs:
             if name == "cacheable":
                 self._report(where.error("set_fact cacheable is not supported: facts last one run"))
-            elif not kw.is_variable_name(name):
+            elif not kw.is_variable_name(name) and not is_template(name):
                 self._report(where.error(f"invalid variable name {shown(name)} in set_fact"))
             else:
+                if is_template(name):  # `"{{ name }}": value`: the key is rendered per host
+                    self._values.check_templates(where)
                 self._values.check_templates(value)
                 facts[name] = value.value
         return facts
@@ -552,6 +562,53 @@ class StepReader:
 # ---------------------------------------------------------------------- helpers without state
 
 
+_LOCAL_ACTION = "local_action"
+
+
+def local_action(node: Node) -> Node:
+    """A step written with `local_action:` as the step Ansible runs for it: the module as its
+    kind, `delegate_to: localhost` (`local_action: shell echo hi` or
+    `local_action: {module: copy, src: a, dest: /b}`).
+
+    Raises:
+        PlaybookError: no module named, or delegate_to given too.
+    """
+    entry = node.entry(_LOCAL_ACTION)
+    if entry is None:
+        return node
+    if node.entry("delegate_to") is not None:
+        raise entry.key.error(
+            "local_action and delegate_to are mutually exclusive", hint="keep one of them"
+        )
+    kind = _local_kind(entry)
+    delegate = Entry(
+        Node(NodeKind.SCALAR, "delegate_to", entry.key.position, entry.key.source_line),
+        Node(NodeKind.SCALAR, "localhost", entry.key.position, entry.key.source_line),
+    )
+    entries = (*(kind if e is entry else e for e in node.entries), delegate)
+    return replace(node, entries=entries)
+
+
+def _local_kind(entry: Entry) -> Entry:
+    """`local_action`'s value as the entry `MODULE: ARGS`."""
+    value = entry.value
+    if value.is_scalar and isinstance(value.value, str) and value.value.strip():
+        module, _, rest = value.value.strip().partition(" ")
+        args = Node(NodeKind.SCALAR, rest.strip() or None, value.position, value.source_line)
+        key = Node(NodeKind.SCALAR, module, value.position, value.source_line)
+        return Entry(key, args)
+    module_entry = value.entry("module") if value.is_mapping else None
+    if module_entry is None or not isinstance(module_entry.value.value, str):
+        raise value.error(
+            "local_action needs a module: 'local_action: MODULE ARGS' or"
+            " 'local_action: {module: MODULE, ARG: ...}'"
+        )
+    rest_entries = tuple(e for e in value.entries if e is not module_entry)
+    rest_value = {e.key.value: e.value.value for e in rest_entries}
+    args = replace(value, entries=rest_entries, value=rest_value)
+    return Entry(replace(module_entry.value, value=module_entry.value.value.strip()), args)
+
+
 def _misplaced(key: str, kind: StepKind, role: Role) -> str | None:
     """Why `key` is not allowed on this step, or None."""
     if kind in INCLUDE_KINDS and key not in INCLUDE_KEYWORDS:
@@ -598,7 +655,7 @@ def _expand_params(entries: Iterable[Entry], accepted: frozenset[str]) -> Iterab
 def _free_form(node: Node, what: str) -> dict[str, Node]:
     """`debug: msg="x y"` style arguments; every value points at the whole string."""
     try:
-        pairs = parse_kv(node.value)
+        pairs = parse_kv(node.value, template_keys=what == "set_fact")
     except ValueError as exc:
         example = "{name: value}" if what == "set_fact" else "{msg: ...}"
         raise node.error(
