@@ -152,6 +152,10 @@ class Play:
     templated: Mapping[str, Node] = field(default_factory=dict)
     """Keywords written as templates (hosts, serial, ...): their nodes, rendered before the
     play runs (playbook/playkeywords.py); the field keeps its default (hosts: the template)."""
+    check_mode: bool | None = None
+    """True: every step runs as under --check; False: as without it (a step's own wins)."""
+    force_handlers: bool | None = None
+    """Notified handlers run on hosts that failed too (None: the run's --force-handlers)."""
 
 
 @dataclass(frozen=True, slots=True)
