@@ -70,6 +70,8 @@ class HostStep:
         """Whether mutating work only plans here (--check, or check_mode on the step)."""
         if self.step.check_mode is not None:
             return self.step.check_mode
+        if self.env.play.check_mode is not None:  # task > block > play > --check, as Ansible
+            return self.env.play.check_mode
         return self.ctx.options.check
 
     def render(self, value: Any) -> Any:
