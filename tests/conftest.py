@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import gc
+import os
 from collections.abc import AsyncIterator, Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -53,6 +54,20 @@ def make_spec() -> SpecFactory:
         return spec_for(server, name, **changes)
 
     return make
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _explicit_gathering() -> Iterator[None]:
+    """ANSIBLE_GATHERING=explicit for the session: a play gathers facts only when it says
+    `gather_facts: true`, so tests not about facts keep their step counts. The parity runs
+    (tests/support/parity.py, scripts/ansible_targets.py) drop it: both tools at the default."""
+    before = os.environ.get("ANSIBLE_GATHERING")
+    os.environ["ANSIBLE_GATHERING"] = "explicit"
+    yield
+    if before is None:
+        os.environ.pop("ANSIBLE_GATHERING", None)
+    else:
+        os.environ["ANSIBLE_GATHERING"] = before
 
 
 LEAKY = ("tests/e2e/", "tests/lab/", "tests/unit/transport/", "tests/unit/engine/")

@@ -6,9 +6,9 @@ and is readable; the others are not merged in. An environment variable beats the
 command line beats both (the CLI applies that, fleetfix.cli.ansible_options). Settings read:
 
     [defaults] forks, inventory, remote_user, private_key_file, timeout, host_key_checking,
-               roles_path
+               roles_path, gathering
     ANSIBLE_FORKS, ANSIBLE_INVENTORY, ANSIBLE_REMOTE_USER, ANSIBLE_PRIVATE_KEY_FILE,
-    ANSIBLE_TIMEOUT, ANSIBLE_HOST_KEY_CHECKING, ANSIBLE_ROLES_PATH
+    ANSIBLE_TIMEOUT, ANSIBLE_HOST_KEY_CHECKING, ANSIBLE_ROLES_PATH, ANSIBLE_GATHERING
 
 Other keys are ignored, as Ansible ignores keys it does not know; `[ssh_connection]` keys are
 noted, never applied (fleetfix's SSH client is not OpenSSH). A bad value of a known key is an
@@ -112,6 +112,17 @@ def _path_spec(text: str, base: Path) -> tuple[str, ...]:
     return tuple(_path(part.strip(), base) for part in text.split(os.pathsep) if part.strip())
 
 
+GATHERING_CHOICES: tuple[str, ...] = ("implicit", "explicit", "smart")
+
+
+def _gathering(text: str, _base: Path) -> str:
+    """DEFAULT_GATHERING: implicit (gather unless gather_facts: false), explicit, smart."""
+    word = _unquote(text.strip()).lower()
+    if word not in GATHERING_CHOICES:
+        raise ValueError(f"one of {', '.join(GATHERING_CHOICES)}")
+    return word
+
+
 def _unquote(text: str) -> str:
     quoted = len(text) >= 2 and text[0] == text[-1] and text[0] in "\"'"
     return text[1:-1] if quoted else text
@@ -125,6 +136,7 @@ SPECS: tuple[_Spec, ...] = (
     _Spec("timeout", "ANSIBLE_TIMEOUT", _integer),
     _Spec("host_key_checking", "ANSIBLE_HOST_KEY_CHECKING", _boolean),
     _Spec("roles_path", "ANSIBLE_ROLES_PATH", _path_spec),
+    _Spec("gathering", "ANSIBLE_GATHERING", _gathering),
 )
 
 

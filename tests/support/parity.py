@@ -64,7 +64,9 @@ def fleetfix(playbook: Path, *extra: str, hosts: tuple[str, ...] = ("localhost",
     inventory.parent.mkdir(exist_ok=True)
     inventory.write_text("".join(f"{host}\n" for host in hosts))
     journal = playbook.parent / "journal.sqlite"
-    env = {**os.environ, "NO_COLOR": "1", "FLEETFIX_JOURNAL": str(journal)}
+    # Without tests/conftest.py's ANSIBLE_GATHERING=explicit: both tools at Ansible's default.
+    inherited = {k: v for k, v in os.environ.items() if k != "ANSIBLE_GATHERING"}
+    env = {**inherited, "NO_COLOR": "1", "FLEETFIX_JOURNAL": str(journal)}
     command = [str(VENV_BIN / "fleetfix"), "run", "-i", str(inventory), "--transport", "local"]
     return _run([*command, "--yes", *extra, str(playbook)], env, playbook.parent)
 

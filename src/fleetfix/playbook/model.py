@@ -138,7 +138,10 @@ class Play:
     any_errors_fatal: bool = False
     order: str = "inventory"  # inventory, reverse_inventory, sorted, reverse_sorted, shuffle
     strategy: str = "linear"  # linear, free
-    gather_facts: bool = False
+    gather_facts: bool | None = None
+    """None: not written (Ansible's DEFAULT_GATHERING decides: facts/step.py)."""
+    gather_subset: tuple[str, ...] = ()  # () gathers Ansible's default, all
+    gather_timeout: float | None = None  # None: the run's command timeout
     become: bool = False
     become_user: str | None = None
     tags: frozenset[str] = frozenset()
