@@ -361,7 +361,9 @@ class _PlaybookLoader:
         """
         for item in alternatives.items:
             if not isinstance(item.value, str | int) or isinstance(item.value, bool):
-                raise item.error(f"a vars_files alternative must be a file name, not {shown(item.value)}")
+                raise item.error(
+                    f"a vars_files alternative must be a file name, not {shown(item.value)}"
+                )
             if is_template(item.value):
                 raise item.error(
                     "a vars_files alternative cannot be a template in fleetfix: the file is"

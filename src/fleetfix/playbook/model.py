@@ -152,13 +152,13 @@ class Play:
     max_unavailable_per: Mapping[str, int] = field(default_factory=dict)
     environment: Mapping[str, str] = field(default_factory=dict)
     timeout: float | None = None
-    templated: Mapping[str, Node] = field(default_factory=dict)
-    """Keywords written as templates (hosts, serial, ...): their nodes, rendered before the
-    play runs (playbook/playkeywords.py); the field keeps its default (hosts: the template)."""
     check_mode: bool | None = None
     """True: every step runs as under --check; False: as without it (a step's own wins)."""
     force_handlers: bool | None = None
     """Notified handlers run on hosts that failed too (None: the run's --force-handlers)."""
+    templated: Mapping[str, Node] = field(default_factory=dict)
+    """Keywords written as templates (hosts, serial, ...): their nodes, rendered before the
+    play runs (playbook/playkeywords.py); the field keeps its default (hosts: the template)."""
 
 
 @dataclass(frozen=True, slots=True)
