@@ -21,6 +21,7 @@ from typing import Any
 from fleetfix.engine.hoststep import HostStep, with_lines
 from fleetfix.errors import FleetfixError
 from fleetfix.events import LoopItemFinished
+from fleetfix.playbook.lookups import LookupFailed
 from fleetfix.playbook.model import Step
 from fleetfix.results import CommandResult, Status, StepResult
 
@@ -38,6 +39,8 @@ async def run_loop(hs: HostStep, run_item: ItemRunner) -> StepResult:
     try:
         items = loop_items(hs)
     except Exception as exc:  # a template error or not a list: this host's failure
+        if isinstance(exc.__cause__, LookupFailed):  # with_sequence's own words, as Ansible's
+            return _combined(hs, [], failure=str(exc.__cause__))
         return _combined(hs, [], failure=f"{step.position}: {exc}")
     results: list[StepResult] = []
     registered: list[dict[str, Any]] = []
