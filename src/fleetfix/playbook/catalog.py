@@ -172,7 +172,7 @@ UNSUPPORTED_META: Mapping[str, str] = MappingProxyType(
     {
         "refresh_inventory": "the inventory is read once per run: add_host and group_by change"
         " it for later plays",
-        "clear_facts": "fleetfix keeps no fact cache (probes replace facts)",
+        "clear_facts": "fleetfix keeps no fact cache between runs: drop the step",
         "end_role": "end_role is not supported: put the role's remaining steps under a when:",
     }
 )
@@ -217,11 +217,17 @@ NOT_ON_BLOCK: frozenset[str] = frozenset(
 
 LOOP_HINT = (
     "fleetfix loops with loop:, with_items:, with_list:, with_sequence: or with_indexed_items:;"
-    " for another lookup write loop: \"{{ query('NAME', ...) }}\" with a lookup fleetfix has"
-    " (env, file, vars, sequence, indexed_items, first_found)"
+    ' write another with_ as a loop: (with_dict: loop: "{{ d | dict2items }}")'
 )
 _INCLUDES = "'include' is gone from Ansible: use import_playbook (plays) or import_tasks (steps)"
 _FACTS = "fleetfix reads facts.d from /etc/ansible/facts.d (setup: fact_path: for another)"
+_COLLECTIONS = (
+    "collections are not supported: name modules ansible.builtin.NAME or by their short name"
+)
+_MODULE_DEFAULTS = (
+    "module defaults are not supported: give the arguments on each step (a YAML anchor shares them)"
+)
+_DEBUGGER = "the debugger is not supported: register the result and print it with debug: var="
 _CONNECTION = "connection settings come from the inventory and the command line (-u, --transport)"
 
 UNSUPPORTED_PLAY_KEYWORDS: Mapping[str, str] = MappingProxyType(
@@ -240,9 +246,9 @@ UNSUPPORTED_PLAY_KEYWORDS: Mapping[str, str] = MappingProxyType(
         "ignore_unreachable": "set ignore_unreachable on steps",
         "run_once": "set run_once on steps",
         "throttle": "use serial or max_unavailable_per",
-        "collections": "collections are not supported",
-        "module_defaults": "module defaults are not supported",
-        "debugger": "the debugger is not supported",
+        "collections": _COLLECTIONS,
+        "module_defaults": _MODULE_DEFAULTS,
+        "debugger": _DEBUGGER,
         "diff": "use --diff",
     }
 )
@@ -251,7 +257,8 @@ UNSUPPORTED_STEP_KEYWORDS: Mapping[str, str] = MappingProxyType(
     {
         "async": "use timeout: (every step has one)",
         "poll": "use timeout: (every step has one)",
-        "delegate_facts": "facts are not delegated in fleetfix",
+        "delegate_facts": "facts are not delegated in fleetfix: set_fact in a play on that host,"
+        " or keep the value in a registered variable (hostvars[host] reads it)",
         "throttle": "use serial or max_unavailable_per on the play",
         "any_errors_fatal": "set any_errors_fatal on the play",
         "connection": _CONNECTION,
@@ -261,9 +268,9 @@ UNSUPPORTED_STEP_KEYWORDS: Mapping[str, str] = MappingProxyType(
         "become_flags": "fleetfix becomes root with sudo",
         "include": _INCLUDES,
         "include_vars": "use vars_files on the play",
-        "module_defaults": "module defaults are not supported",
-        "collections": "collections are not supported",
-        "debugger": "the debugger is not supported",
+        "module_defaults": _MODULE_DEFAULTS,
+        "collections": _COLLECTIONS,
+        "debugger": _DEBUGGER,
         "diff": "use --diff",
     }
 )

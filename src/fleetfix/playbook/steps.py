@@ -504,7 +504,9 @@ class StepReader:
         facts: dict[str, Any] = {}
         for where, name, value in pairs:
             if name == "cacheable":
-                self._report(where.error("set_fact cacheable is not supported: facts last one run"))
+                self._report(
+                    where.error("set_fact cacheable is not supported: facts last one run; drop it")
+                )
             elif not kw.is_variable_name(name) and not is_template(name):
                 self._report(where.error(f"invalid variable name {shown(name)} in set_fact"))
             else:
