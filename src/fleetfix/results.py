@@ -76,6 +76,20 @@ class CommandResult:
         return self.rc == 0 and not self.timed_out
 
 
+INTERNAL_PREFIX = "_ansible_"
+"""Result keys for the console only, never registered (as Ansible's internal keys)."""
+VERBOSE_KEY = "_ansible_verbose_always"
+"""In a step's data: printed whole without -v (debug, assert), as Ansible's default callback."""
+DEBUG_KEY = "_ansible_debug"
+"""In a debug step's data: printed as Ansible prints debug (its msg alone, or its var)."""
+META_KEY = "_ansible_meta"
+"""In a meta step's data: no line is printed for it (only `skipping` when its `when` fails)."""
+QUIET_KEY = "_ansible_quiet"
+"""In an Ansible module's data: its message is not printed without -v, as in Ansible."""
+WARNINGS_KEY = "_ansible_warnings"
+"""In a step's data: warnings printed before its line (`[WARNING]: ...`)."""
+
+
 def registered_output(text: str) -> str:
     """A command's output as `register:` keeps it: without the trailing newline, as Ansible's
     command and shell modules strip it (`out.stdout == 'hello'` after `echo hello`)."""

@@ -555,6 +555,7 @@ def _engine_options(
         command_timeout=args.timeout,
         become=args.become,
         become_user=args.become_user,
+        verbosity=args.verbose or 0,
         resume=resume,
         memory=journal,
         step_gate=ask_each_step() if args.step else None,

@@ -119,6 +119,8 @@ class RunOptions:
     command_timeout: float = DEFAULT_COMMAND_TIMEOUT
     become: bool = False
     become_user: str = "root"
+    verbosity: int = 0
+    """-v count: a `debug` step with `verbosity: N` above it is skipped, as in Ansible."""
     reconnect_poll: float = 2.0
     reconnect_delays: tuple[float, ...] = DEFAULT_RETRY_DELAYS
     """Seconds before each further try of a read-only command whose connection dropped, on a

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import datetime
 import shlex
 import sys
 from collections.abc import Mapping
@@ -11,11 +12,11 @@ from typing import Any
 from fleetfix.engine.commands import run_command, step_timeout
 from fleetfix.engine.context import HostState, RunContext
 from fleetfix.engine.gpus import expected_gpus_of
-from fleetfix.engine.variables import PlayScope
+from fleetfix.engine.variables import ActiveHosts, PlayScope
 from fleetfix.events import ActionStarted, ActionTaken, HostObserved, Reconnecting
 from fleetfix.playbook.model import Play, Step
 from fleetfix.probes.base import Probe, verdict
-from fleetfix.results import CommandResult, registered_output
+from fleetfix.results import INTERNAL_PREFIX, CommandResult, registered_output
 from fleetfix.secrets import NO_LOG_TEXT
 from fleetfix.transport.pool import GAVE_UP, ConnectionLostError, Retry, StaleConnectionError
 
@@ -53,6 +54,10 @@ class Outcome:
     registers_command: bool = True
     """The registered value carries the last command's rc/stdout/stderr (shell, command,
     raw); a module's is only its own return values."""
+    registers_msg: bool = True
+    """The registered value carries `message` as `msg` (when there is one); False where
+    Ansible's result has no msg (`debug: var=`, a skipped `when`): the message is fleetfix's
+    own line for the reports."""
 
 
 @dataclass(slots=True)
@@ -75,7 +80,7 @@ class HostStep:
         return self.ctx.options.check
 
     def render(self, value: Any) -> Any:
-        return self.ctx.templar.render(value, self.variables)
+        return plain_hosts(self.ctx.templar.render(value, self.variables))
 
     def evaluate(
         self, expressions: tuple[str, ...], extra: Mapping[str, Any] | None = None
@@ -208,6 +213,22 @@ class HostStep:
         return outcome
 
 
+def plain_hosts(value: Any) -> Any:
+    """A rendered value with the play's host lists as the lists Ansible's are: the lazy
+    ActiveHosts (`ansible_play_hosts`, `ansible_play_batch`) and the tuples the play keeps
+    (`ansible_play_hosts_all`) made lists, so a set_fact keeps them as they are now and a
+    debug prints them as lists. Containers without them are returned as they are."""
+    if isinstance(value, ActiveHosts | tuple):
+        return [plain_hosts(item) for item in value]
+    if isinstance(value, list):
+        items = [plain_hosts(item) for item in value]
+        return items if any(a is not b for a, b in zip(items, value, strict=True)) else value
+    if isinstance(value, dict):
+        pairs = {key: plain_hosts(item) for key, item in value.items()}
+        return pairs if any(pairs[k] is not value[k] for k in value) else value
+    return value
+
+
 def forget_probe(state: HostState, name: str) -> None:
     """The node does not have the probe's tool: neither facts nor a failure to count."""
     state.probe_facts.pop(name, None)
@@ -247,15 +268,19 @@ def remember_probe(
         ctx.bus.emit(HostObserved(host=state.name, in_service=not out))
 
 
-def registered(outcome: Outcome, attempts: int, *, no_log: bool = False) -> dict[str, Any]:
-    """The value `register:` stores: rc/stdout/stderr/changed/failed/... plus kind data."""
-    value: dict[str, Any] = {
-        "changed": outcome.changed,
-        "failed": outcome.failed,
-        "skipped": outcome.skipped,
-        "msg": outcome.message,
-        "attempts": attempts,
-    }
+def registered(
+    outcome: Outcome, attempts: int | None = None, *, no_log: bool = False
+) -> dict[str, Any]:
+    """The value `register:` stores, key for key as Ansible's: changed and failed, `skipped`
+    only when skipped, `msg` where there is one, `attempts` only when given (a retried step),
+    the last command's cmd/rc/stdout/stderr/delta for command kinds, plus the kind's data."""
+    value: dict[str, Any] = {"changed": outcome.changed, "failed": outcome.failed}
+    if outcome.skipped:
+        value["skipped"] = True
+    if outcome.message and outcome.registers_msg:
+        value["msg"] = outcome.message
+    if attempts is not None:
+        value["attempts"] = attempts
     if outcome.commands and outcome.registers_command:
         last = outcome.commands[-1]
         value.update(
@@ -263,9 +288,10 @@ def registered(outcome: Outcome, attempts: int, *, no_log: bool = False) -> dict
             rc=last.rc,
             stdout=registered_output(last.stdout),
             stderr=registered_output(last.stderr),
-            timed_out=last.timed_out,
-            delta=round(last.duration, 3),
+            delta=ansible_delta(last.duration),
         )
+        if last.timed_out:
+            value["timed_out"] = True
     value.update(outcome.data)
     if no_log:
         for key in ("cmd", "stdout", "stderr", "msg"):
@@ -277,17 +303,35 @@ def registered(outcome: Outcome, attempts: int, *, no_log: bool = False) -> dict
     return value
 
 
+def ansible_delta(seconds: float) -> str:
+    """A duration as Ansible's command module registers it: `0:00:00.003456`."""
+    return str(datetime.timedelta(seconds=seconds))
+
+
+def ansible_times(duration: float) -> dict[str, str]:
+    """`start` and `end` of a command that just ended, as Ansible's command module registers
+    them (local time, `2026-12-07 03:09:46.123456`)."""
+    end = datetime.datetime.now()
+    start = end - datetime.timedelta(seconds=duration)
+    return {"start": start.strftime(TIME_FORMAT), "end": end.strftime(TIME_FORMAT)}
+
+
+TIME_FORMAT = "%Y-%m-%d %H:%M:%S.%f"
+
+
 def with_lines(value: Mapping[str, Any]) -> dict[str, Any]:
-    """A registered value as `register:` exposes it: with `stdout_lines`/`stderr_lines`.
-    Only built for steps that register: a step result keeps the text once, not twice."""
-    lines = {
-        f"{key}_lines": value[key].splitlines() if isinstance(value.get(key), str) else []
-        for key in ("stdout", "stderr")
-    }
-    items = value.get("results")
+    """A registered value as `register:` exposes it: `stdout_lines`/`stderr_lines` next to
+    the stdout/stderr it has, without the console's internal keys. Only built for steps that
+    register: a step result keeps the text once, not twice."""
+    shown = {k: v for k, v in value.items() if not k.startswith(INTERNAL_PREFIX)}
+    for key in ("stdout", "stderr"):
+        if key in shown:
+            text = shown[key]
+            shown[f"{key}_lines"] = text.splitlines() if isinstance(text, str) else []
+    items = shown.get("results")
     if isinstance(items, list):  # a loop's items (a replayed one has them without lines)
-        lines["results"] = [with_lines(i) if isinstance(i, Mapping) else i for i in items]
-    return {**value, **lines}
+        shown["results"] = [with_lines(i) if isinstance(i, Mapping) else i for i in items]
+    return shown
 
 
 def command_line(kind_is_command: bool, rendered: Mapping[str, Any]) -> str:

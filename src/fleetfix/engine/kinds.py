@@ -8,9 +8,11 @@ from collections.abc import Awaitable, Callable, Mapping
 from pathlib import Path
 from typing import Any
 
+import jinja2
+
 from fleetfix.engine.commands import announce_planned
 from fleetfix.engine.disruptive import command_action, disruptive_command
-from fleetfix.engine.hoststep import HostStep, Outcome, command_line
+from fleetfix.engine.hoststep import HostStep, Outcome, ansible_times, command_line
 from fleetfix.engine.inventory_kinds import add_host_step, group_by_step
 from fleetfix.engine.parking import PARK_KEY, PARKED, parked_from
 from fleetfix.engine.remediate import run_action, run_command_action
@@ -18,7 +20,7 @@ from fleetfix.engine.verdict import left
 from fleetfix.errors import FleetfixError
 from fleetfix.playbook.includes import candidates
 from fleetfix.playbook.model import StepKind
-from fleetfix.results import CommandResult
+from fleetfix.results import DEBUG_KEY, META_KEY, VERBOSE_KEY, WARNINGS_KEY, CommandResult
 from fleetfix.verdicts import LeftKind
 
 KindHandler = Callable[[HostStep], Awaitable[Outcome]]
@@ -32,7 +34,7 @@ def command_outcome(result: CommandResult, *, changed: bool) -> Outcome:
         outcome.message = "command timed out and was killed"
     elif result.rc != 0:
         outcome.failed = True
-        outcome.message = f"non-zero return code {result.rc}"
+        outcome.message = "non-zero return code"  # Ansible's msg; rc is a key of its own
     return outcome
 
 
@@ -50,7 +52,15 @@ async def _shell(hs: HostStep) -> Outcome:
     if hs.dry:
         announce_planned(hs.ctx, hs.state, hs.step, command)
         return Outcome(skipped=True, message=f"check mode: would run: {command}")
-    return command_outcome(await hs.command(command), changed=True)
+    result = await hs.command(command)
+    outcome = command_outcome(result, changed=True)
+    # Registered as Ansible's command module has it: cmd as argv (command) or the line
+    # (shell), msg ("" when it went well), start and end next to delta.
+    cmd: Any = str(rendered["cmd"]) if "cmd" in rendered else command
+    if hs.step.kind is StepKind.COMMAND:
+        cmd = [str(a) for a in rendered.get("argv") or shlex.split(str(rendered["cmd"]))]
+    outcome.data.update(cmd=cmd, msg=outcome.message, **ansible_times(result.duration))
+    return outcome
 
 
 async def _creates_removes(hs: HostStep, rendered: Mapping[str, Any]) -> Outcome | None:
@@ -78,14 +88,37 @@ async def _probe(hs: HostStep) -> Outcome:
 
 
 async def _debug(hs: HostStep) -> Outcome:
-    if "var" in hs.step.args:
-        name = str(hs.step.args["var"])
-        value = hs.render("{{ " + name + " }}")
-        # Masked before repr: repr escapes quotes and backslashes, and a secret holding one
-        # would no longer match the run's masking as written.
+    """Ansible's debug: the result is `{"msg": value}` or `{var: value}` (the value as it
+    is, not its text), printed whole (VERBOSE_KEY); `verbosity: N` skips it below -v x N. An
+    undefined `var` prints Ansible 2.19's placeholder and a warning; the host stays ok."""
+    args = hs.step.args
+    verbosity = int(args.get("verbosity") or 0)
+    if verbosity > hs.ctx.options.verbosity:
+        return Outcome(
+            skipped=True,
+            message="Verbosity threshold not met.",
+            data={"skipped_reason": "Verbosity threshold not met."},
+            registers_msg=False,
+        )
+    if "var" in args:
+        name = str(args["var"])
+        data: dict[str, Any] = {VERBOSE_KEY: True, DEBUG_KEY: True}
+        try:
+            value = hs.render("{{ " + name + " }}")
+        except FleetfixError as exc:
+            if not isinstance(exc.__cause__, jinja2.UndefinedError):
+                raise
+            value = f"<< error 1 - {exc.__cause__} >>"
+            data[WARNINGS_KEY] = [
+                f"Encountered 1 template error.\nerror 1 - {exc.__cause__}\n"
+                f"Origin: {hs.step.position}"
+            ]
         shown = hs.ctx.bus.redactor.redact(value)
-        return Outcome(message=f"{name}: {shown!r}", data={name: value})
-    return Outcome(message=str(hs.render(hs.step.args.get("msg", "Hello world!"))))
+        return Outcome(
+            message=f"{name}: {shown!r}", data={name: value, **data}, registers_msg=False
+        )
+    value = hs.render(args.get("msg", "Hello world!"))
+    return Outcome(message=str(value), data={"msg": value, VERBOSE_KEY: True, DEBUG_KEY: True})
 
 
 async def _set_fact(hs: HostStep) -> Outcome:
@@ -97,16 +130,18 @@ async def _set_fact(hs: HostStep) -> Outcome:
 async def _assert(hs: HostStep) -> Outcome:
     """Ansible's assert: the first condition that does not hold fails the step, and the result
     names it (`assertion`, `evaluated_to: false`); msg is fail_msg (or msg), else "Assertion
-    failed". A pass registers success_msg; `quiet` changes only what Ansible prints."""
-    that = hs.step.args.get("that", ())
+    failed". A pass registers success_msg. Unless `quiet`, the result is printed whole."""
+    args = hs.step.args
+    that = args.get("that", ())
     conditions = (that,) if isinstance(that, str) else tuple(str(c) for c in that)
+    shown = {} if args.get("quiet") else {VERBOSE_KEY: True}
     for condition in conditions:
         if not hs.evaluate((condition,)):
-            message = hs.step.args.get("fail_msg") or hs.step.args.get("msg") or "Assertion failed"
-            data = {"assertion": condition, "evaluated_to": False}
-            return Outcome(failed=True, message=str(hs.render(message)), data=data)
-    success = hs.step.args.get("success_msg", "All assertions passed")
-    return Outcome(message=str(hs.render(success)))
+            message = hs.render(args.get("fail_msg") or args.get("msg") or "Assertion failed")
+            data = {"assertion": condition, "evaluated_to": False, "msg": message, **shown}
+            return Outcome(failed=True, message=str(message), data=data)
+    success = hs.render(args.get("success_msg", "All assertions passed"))
+    return Outcome(message=str(success), data={"msg": success, **shown})
 
 
 async def _fail(hs: HostStep) -> Outcome:
@@ -115,11 +150,15 @@ async def _fail(hs: HostStep) -> Outcome:
 
 
 async def _meta(hs: HostStep) -> Outcome:
-    # flush_handlers and end_play act on the batch and are consumed by the play runner.
-    if hs.step.args.get("name") == "end_host":
+    """A meta step on one host (flush_handlers, end_play, end_batch and clear_host_errors act
+    on the batch and are consumed by the play runner). Its result is Ansible's `msg`, never
+    printed (META_KEY) and never counted in the recap (engine.steps._record)."""
+    name = hs.step.args.get("name")
+    quiet = {META_KEY: True}
+    if name == "end_host":
         hs.state.ended = True
-        return Outcome(message="ending the play for this host")
-    return Outcome(skipped=True, message=f"meta: {hs.step.args.get('name')}")
+        return Outcome(message=f"ending play for {hs.state.name}", data=quiet)
+    return Outcome(message=str(name), data=quiet)
 
 
 async def _action(hs: HostStep) -> Outcome:

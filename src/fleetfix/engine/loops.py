@@ -49,10 +49,12 @@ async def run_loop(hs: HostStep, run_item: ItemRunner) -> StepResult:
             await asyncio.sleep(step.loop_control.pause)
         item_vars = _item_vars(step, index, item)
         result = await run_item(_item_step(step, index, item), item_vars)
+        # The item's result holds its variables, as Ansible's does (a debug item prints them).
+        result = replace(result, data={**result.data, **item_vars})
         label = _label(hs, item_vars, item)
         hs.ctx.bus.emit(LoopItemFinished(result=result, label=label))
         results.append(result)
-        registered.append({**with_lines(result.data), **item_vars})
+        registered.append(with_lines(result.data))
         if hs.state.unreachable:  # Ansible stops a host's loop when the host is lost
             break
     return _combined(hs, results, registered=registered)

@@ -28,7 +28,7 @@ from fleetfix.errors import FleetfixError, UnreachableError
 from fleetfix.events import HostStepFinished, HostStepStarted, StepRetry
 from fleetfix.playbook.conditions import is_template
 from fleetfix.playbook.model import Step, StepKind
-from fleetfix.results import CommandResult, JournaledStep, Status, StepResult
+from fleetfix.results import QUIET_KEY, CommandResult, JournaledStep, Status, StepResult
 from fleetfix.secrets import LEARNED_MIN, MASK, NO_LOG_TEXT, leaves
 
 DEFAULT_RETRIES = 3
@@ -61,8 +61,9 @@ async def _host_step(
             hs, lambda item_step, vars_: _host_step(ctx, env, state, item_step, vars_)
         )
     try:
-        if step.when and not hs.evaluate(step.when):
-            outcome, attempts = Outcome(skipped=True, message="conditional result was False"), 0
+        false_condition = _false_condition(hs)
+        if false_condition is not None:
+            outcome, attempts = _condition_skipped(false_condition), 0
         else:
             outcome, attempts = await _attempts(hs)
     except UnreachableError as exc:
@@ -75,6 +76,19 @@ async def _host_step(
             raise asyncio.CancelledError from exc
         outcome, attempts = _crashed(step, exc), 1
     return _verdict(hs, outcome, attempts)
+
+
+def _false_condition(hs: HostStep) -> str | None:
+    """The first of the step's `when` conditions that does not hold (None: all hold)."""
+    return next((c for c in hs.step.when if not hs.evaluate((c,))), None)
+
+
+def _condition_skipped(condition: str) -> Outcome:
+    """A step whose `when` does not hold, registered as Ansible registers it."""
+    data = {"false_condition": condition, "skip_reason": "Conditional result was False"}
+    return Outcome(
+        skipped=True, message="conditional result was False", data=data, registers_msg=False
+    )
 
 
 def _stopping() -> bool:
@@ -230,15 +244,19 @@ async def _attempts(hs: HostStep) -> tuple[Outcome, int]:
     while True:
         attempt += 1
         outcome = await handler(hs)
-        _apply_overrides(hs, outcome, attempt)
+        if total > 1 and not outcome.skipped:  # Ansible's `attempts`, seen by the conditions
+            outcome.data["attempts"] = attempt
+        _apply_overrides(hs, outcome)
         if total == 1 or outcome.skipped:
             return outcome, attempt
-        if _until_holds(hs, outcome, attempt):
+        if _until_holds(hs, outcome):
             return outcome, attempt
         if attempt >= total:
             if step.failed_when is None or outcome.failed:
                 outcome.failed = True
                 outcome.message = outcome.message or f"retries exhausted ({total} attempts)"
+            # Ansible registers one less once the attempts ran out (task_executor's for-else).
+            outcome.data["attempts"] = total - 1
             return outcome, attempt
         hs.ctx.bus.emit(
             StepRetry(host=hs.state.name, step=step.name, attempt=attempt, retries=total)
@@ -253,34 +271,46 @@ def attempts_allowed(step: Step) -> int:
     return DEFAULT_RETRIES if step.until else 0
 
 
-def _until_holds(hs: HostStep, outcome: Outcome, attempt: int) -> bool:
+def _until_holds(hs: HostStep, outcome: Outcome) -> bool:
     """Whether to stop retrying; as in Ansible, `until` holding does not clear a failure."""
     if not hs.step.until:
         return not outcome.failed
-    return hs.evaluate(hs.step.until, _register_view(hs.step, outcome, attempt))
+    return hs.evaluate(hs.step.until, _register_view(hs, outcome))
 
 
-def _apply_overrides(hs: HostStep, outcome: Outcome, attempt: int) -> None:
-    """changed_when and failed_when see the result under its register name, like Ansible."""
+def _apply_overrides(hs: HostStep, outcome: Outcome) -> None:
+    """changed_when and failed_when see the result under its register name, like Ansible;
+    failed_when's verdict is registered as `failed_when_result`. One that cannot be evaluated
+    (an undefined variable) fails the step, its text in `changed_when_result` (or
+    `failed_when_result`), the command's output kept."""
     step = hs.step
     if outcome.skipped:
         return
-    if step.changed_when is not None:
-        outcome.changed = hs.evaluate(step.changed_when, _register_view(step, outcome, attempt))
-    if step.failed_when is not None:
-        was_failed = outcome.failed
-        view = _register_view(step, outcome, attempt)
-        outcome.failed = any(hs.evaluate((expr,), view) for expr in step.failed_when)
-        if was_failed and not outcome.failed:
-            outcome.message = ""
-        elif outcome.failed and not outcome.message:
-            outcome.message = "failed_when condition was met"
+    which = "changed"
+    try:
+        if step.changed_when is not None:
+            outcome.changed = hs.evaluate(step.changed_when, _register_view(hs, outcome))
+        which = "failed"
+        if step.failed_when is not None:
+            was_failed = outcome.failed
+            view = _register_view(hs, outcome)
+            outcome.failed = any(hs.evaluate((expr,), view) for expr in step.failed_when)
+            outcome.data["failed_when_result"] = outcome.failed
+            if was_failed and not outcome.failed:
+                outcome.message = ""
+            elif outcome.failed and not outcome.message:
+                outcome.message = "failed_when condition was met"
+    except FleetfixError as exc:
+        outcome.failed = True
+        outcome.data[f"{which}_when_result"] = str(exc)
+        outcome.message = f"{which}_when: {exc}"
 
 
-def _register_view(step: Step, outcome: Outcome, attempts: int) -> dict[str, Any]:
+def _register_view(hs: HostStep, outcome: Outcome) -> dict[str, Any]:
+    step = hs.step
     if step.register is None:
         return {}
-    return {step.register: with_lines(registered(outcome, attempts, no_log=step.no_log))}
+    return {step.register: with_lines(registered(outcome, no_log=step.no_log))}
 
 
 def _verdict(hs: HostStep, outcome: Outcome, attempts: int) -> StepResult:
@@ -293,6 +323,8 @@ def _verdict(hs: HostStep, outcome: Outcome, attempts: int) -> StepResult:
         status = Status.CHANGED if outcome.changed else Status.OK
     if step.no_log:
         _keep_secret(hs.ctx, step, outcome)
+    if outcome.message and step.kind in QUIET_KINDS and not outcome.message.startswith("check"):
+        outcome.data[QUIET_KEY] = True  # Ansible prints no msg of these without -v
     return StepResult(
         host=hs.state.name,
         step=step.name,
@@ -302,10 +334,18 @@ def _verdict(hs: HostStep, outcome: Outcome, attempts: int) -> StepResult:
         commands=tuple(redact(c) for c in outcome.commands)
         if step.no_log
         else tuple(outcome.commands),
-        data=registered(outcome, attempts, no_log=step.no_log),
+        data=registered(outcome, no_log=step.no_log),
         attempts=attempts,
         key=step.key,
     )
+
+
+QUIET_KINDS = frozenset(
+    {StepKind.SHELL, StepKind.COMMAND, StepKind.SET_FACT, StepKind.MODULE, StepKind.META}
+    | {StepKind.DEBUG, StepKind.ASSERT, StepKind.FAIL}
+)
+"""Ansible's own modules: their result's msg is shown at -v, not before (fleetfix's probes
+and actions say what they found or did, and check mode says what it would do)."""
 
 
 def _keep_secret(ctx: RunContext, step: Step, outcome: Outcome) -> None:
@@ -330,7 +370,7 @@ def _unreachable_result(hs: HostStep, exc: UnreachableError) -> StepResult:
         step=hs.step.name,
         status=Status.IGNORED if ignore else Status.UNREACHABLE,
         message=exc.message,
-        data=registered(outcome, 1),
+        data=registered(outcome),
         key=hs.step.key,
     )
 
@@ -349,7 +389,8 @@ def _record(
         state.notified.update(step.notify)
     if result.changed and not _in_and_out_of_service(ctx, step):
         state.changed_node = True
-    ctx.stats(state.name).count(result)
+    if step.kind is not StepKind.META:  # Ansible's recap counts no meta step, even skipped
+        ctx.stats(state.name).count(result)
     ctx.bus.emit(HostStepFinished(result=result))
     ctx.result.results.append(_kept(result, keep_facts=ctx.options.keep_facts))
     return result

@@ -29,9 +29,10 @@ class HostVars(Mapping[str, Mapping[str, Any]]):
 
 
 class ActiveHosts(Sequence[str]):
-    """`ansible_play_hosts`: the play's hosts that have not failed, worked out only when a
-    template reads it. Building the list for every step of every host was quadratic in the
-    fleet size (6 million lookups at 1,000 hosts)."""
+    """`ansible_play_hosts` and `ansible_play_batch`: the play's (batch's) hosts that have not
+    failed, worked out only when a template reads it. Building the list for every step of
+    every host was quadratic in the fleet size (6 million lookups at 1,000 hosts). A value a
+    step renders is a plain list (engine.hoststep `plain_hosts`), as Ansible's is."""
 
     def __init__(self, ctx: RunContext, hosts: tuple[str, ...]) -> None:
         self._ctx = ctx
@@ -54,6 +55,12 @@ class ActiveHosts(Sequence[str]):
 
     def __iter__(self) -> Iterator[str]:
         return iter(self._active())
+
+    def __add__(self, other: Sequence[str]) -> list[str]:
+        return [*self._active(), *other]
+
+    def __radd__(self, other: Sequence[str]) -> list[str]:
+        return [*other, *self._active()]
 
     def __eq__(self, other: object) -> bool:
         return list(self) == list(other) if isinstance(other, Sequence) else NotImplemented
@@ -81,29 +88,43 @@ def compose(
     scope: PlayScope,
     step_vars: Mapping[str, Any] | None = None,
 ) -> dict[str, Any]:
-    """inventory < play vars/vars_files < registered/set_fact < step vars < extra vars."""
+    """inventory < play vars/vars_files < block and step vars < registered/set_fact < extra
+    vars: Ansible's precedence, where a set_fact or register outranks a task's `vars` (a
+    set_fact in a loop sees the value it set for the item before, not the task's again)."""
     variables: dict[str, Any] = {}
     variables.update(state.base_vars)
     variables.update(scope.play_vars.get(state.name, {}))
-    variables.update(state.facts)
     if step_vars:
         variables.update(step_vars)
+    variables.update(state.facts)
     variables.update(ctx.options.extra_vars)
     variables.update(_magic(ctx, state, scope))
     return variables
 
 
 def _magic(ctx: RunContext, state: HostState, scope: PlayScope) -> dict[str, Any]:
-    return {
+    options = ctx.options
+    batch = ActiveHosts(ctx, scope.batch)
+    magic = {
         "inventory_hostname": state.name,
         "inventory_hostname_short": state.name.split(".", 1)[0],
         "group_names": ctx.inventory.groups_of(state.name),
         "groups": scope.groups,
         "hostvars": HostVars(ctx),
-        "ansible_check_mode": ctx.options.check,
+        "ansible_check_mode": options.check,
+        "ansible_diff_mode": options.diff,
+        "ansible_forks": options.forks,
+        "ansible_verbosity": options.verbosity,
+        # Ansible's are the --tags/--skip-tags given, ['all'] and [] by default (in a set's
+        # order: sorted here, so a run prints them the same way every time).
+        "ansible_run_tags": sorted(options.tags) or ["all"],
+        "ansible_skip_tags": sorted(options.skip_tags),
         "ansible_play_hosts": ActiveHosts(ctx, scope.play_hosts),
-        "ansible_play_hosts_all": scope.play_hosts,
-        "ansible_play_batch": scope.batch,
-        "play_hosts": scope.play_hosts,
+        "ansible_play_hosts_all": scope.play_hosts,  # a list once rendered (plain_hosts)
+        "ansible_play_batch": batch,
+        "play_hosts": batch,  # Ansible's deprecated name for ansible_play_batch
         "playbook_dir": scope.playbook_dir,
     }
+    if options.limit:
+        magic["ansible_limit"] = options.limit
+    return magic

@@ -17,7 +17,7 @@ import json
 import os
 import sys
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence, Set
 from typing import IO, TYPE_CHECKING, Any, TextIO
 
 from fleetfix.events import (
@@ -38,7 +38,19 @@ from fleetfix.events import (
     StepRetry,
     TaskStarted,
 )
-from fleetfix.results import RECAP_FIELDS, HostStats, RunResult, Status, StepResult
+from fleetfix.results import (
+    DEBUG_KEY,
+    INTERNAL_PREFIX,
+    META_KEY,
+    QUIET_KEY,
+    RECAP_FIELDS,
+    VERBOSE_KEY,
+    WARNINGS_KEY,
+    HostStats,
+    RunResult,
+    Status,
+    StepResult,
+)
 from fleetfix.secrets import NO_LOG_TEXT
 from fleetfix.verdicts import LeftKind
 
@@ -81,8 +93,9 @@ def recap_lines(result: RunResult) -> list[str]:
     return [recap_line(host, result.stats[host]) for host in sorted(result.stats)]
 
 
-def host_line(result: StepResult, verbosity: int) -> str:
-    """`ok: [gpu001]`, `fatal: [gpu001]: FAILED! => {...}` and friends."""
+def host_line(result: StepResult, verbosity: int) -> str | None:
+    """`ok: [gpu001]`, `fatal: [gpu001]: FAILED! => {...}` and friends; a debug or assert
+    result printed whole, as Ansible prints it. None: Ansible prints no line (a meta step)."""
     host = result.host
     if result.status is Status.FAILED:
         return f"fatal: [{host}]: FAILED! => {_details(result, verbosity)}"
@@ -92,10 +105,14 @@ def host_line(result: StepResult, verbosity: int) -> str:
         return f"fatal: [{host}]: FAILED! => {_details(result, verbosity)}\n...ignoring"
     if result.status is Status.OK and isinstance(result.data.get("included"), str):
         return f"included: {result.data['included']} for {host}"  # an include_tasks/_role
+    if result.data.get(META_KEY) and result.status is not Status.SKIPPED:
+        return None
     word = {Status.SKIPPED: "skipping", Status.CHANGED: "changed"}.get(result.status, "ok")
     line = f"{word}: [{host}]"
     if _censored(result):
         return line + (f" => {_details(result, verbosity)}" if verbosity > 0 else "")
+    if _verbose(result):
+        return f"{line} => {_dump(_shown(result))}"
     if result.message and (verbosity > 0 or _always_show(result)):
         line += f" => {result.message.rstrip()}"
     if verbosity > 0 and result.status is not Status.SKIPPED:
@@ -119,9 +136,17 @@ def item_line(result: StepResult, label: str, verbosity: int) -> str:
     line = f"{word}: [{host}] => {item}"
     if _censored(result):
         return line + (f" => {_details(result, verbosity)}" if verbosity > 0 else "")
+    if _verbose(result):
+        return f"{line} => {_dump(_shown(result))}"
     if result.message and (verbosity > 0 or _always_show(result)):
         line += f" => {result.message.rstrip()}"
     return line
+
+
+def warning_lines(result: StepResult) -> list[str]:
+    """The warnings a result carries, as Ansible prints them before its line."""
+    warnings = result.data.get(WARNINGS_KEY)
+    return [f"[WARNING]: {text}" for text in warnings] if isinstance(warnings, list) else []
 
 
 def looped_line(result: StepResult, verbosity: int) -> str | None:
@@ -145,9 +170,12 @@ def _step_key(key: str) -> str:
 
 
 def _always_show(result: StepResult) -> bool:
-    """Messages an operator needs without -v: debug output and check-mode decisions."""
-    text = result.message
-    return result.status is not Status.SKIPPED or text.startswith("check mode")
+    """Messages an operator needs without -v: what fleetfix's probes and actions found or
+    did, and check-mode decisions; never an Ansible module's msg, which Ansible shows only
+    at -v (QUIET_KEY)."""
+    if result.message.startswith("check mode"):
+        return True
+    return result.status is not Status.SKIPPED and not result.data.get(QUIET_KEY)
 
 
 def _censored(result: StepResult) -> bool:
@@ -155,9 +183,53 @@ def _censored(result: StepResult) -> bool:
     return result.data.get("censored") == NO_LOG_TEXT
 
 
+def _verbose(result: StepResult) -> bool:
+    """A result Ansible prints whole without -v (debug, assert unless quiet)."""
+    return bool(result.data.get(VERBOSE_KEY))
+
+
+_DEBUG_HIDDEN = frozenset(
+    {"changed", "failed", "skipped", "invocation", "skip_reason"}
+    | {"ansible_loop_var", "ansible_index_var", "ansible_loop"}
+)
+"""What Ansible's callback hides of a `debug: var=` result (CallbackBase._hide_in_debug)."""
+_NOT_SHOWN = frozenset(("failed", "skipped"))
+"""What Ansible's callback result never holds (executor/task_result.py `_IGNORE`)."""
+
+
+def _shown(result: StepResult) -> dict[str, Any]:
+    """A result as Ansible's default callback prints it: without its internal keys, `failed`
+    or `skipped`; a debug result its msg alone, or its var without the keys Ansible hides."""
+    data = result.data
+    shown = {
+        k: v for k, v in data.items() if not k.startswith(INTERNAL_PREFIX) and k not in _NOT_SHOWN
+    }
+    if not data.get(DEBUG_KEY):
+        return shown
+    if "msg" in shown:
+        return {"msg": shown["msg"]}
+    return {k: v for k, v in shown.items() if k not in _DEBUG_HIDDEN}
+
+
+def _dump(value: Any) -> str:
+    """json.dumps as Ansible's _dump_results does for a result it always shows whole."""
+    return json.dumps(value, indent=4, sort_keys=True, ensure_ascii=False, default=_jsonable)
+
+
+def _jsonable(value: Any) -> Any:
+    """What json cannot write itself: a mapping or sequence as one, anything else as text."""
+    if isinstance(value, Mapping):
+        return dict(value)
+    if isinstance(value, Sequence | Set) and not isinstance(value, str | bytes):
+        return list(value)
+    return str(value)
+
+
 def _details(result: StepResult, verbosity: int) -> str:
     if _censored(result):
         return json.dumps({"censored": NO_LOG_TEXT, "changed": result.changed})
+    if _verbose(result):  # a failed assert: printed whole, as Ansible does
+        return _dump(_shown(result))
     data: dict[str, Any] = {"changed": result.changed, "msg": result.message}
     for key in ("rc", "stderr", "stdout", "timed_out"):
         value = result.data.get(key)
@@ -369,6 +441,8 @@ class ConsoleView:
         if not self.streaming:
             return
         self._under_banner(result.key)
+        for warning in warning_lines(result):
+            self._say(warning, "bold magenta")
         line: str | None = host_line(result, self.verbosity)
         if (result.host, result.key) in self._itemized:
             self._itemized.discard((result.host, result.key))
@@ -383,6 +457,8 @@ class ConsoleView:
         step_key = _step_key(result.key)
         self._under_banner(step_key)
         self._itemized.add((result.host, step_key))
+        for warning in warning_lines(result):
+            self._say(warning, "bold magenta")
         self._say(item_line(result, event.label, self.verbosity), STYLES.get(result.status))
 
     def _under_banner(self, key: str) -> None:

@@ -57,7 +57,7 @@ def _finished(
 
 def _said(stdout: str) -> list[str]:
     words = ("said-one", "said-two", "said-three", "said-four")
-    return [word for word in words if f"=> {word}" in stdout]
+    return [word for word in words if f'"msg": "{word}"' in stdout]  # as Ansible prints debug
 
 
 def test_each_answer_decides_its_step(tmp_path: Path) -> None:
