@@ -137,6 +137,7 @@ SPECS: tuple[_Spec, ...] = (
     _Spec("host_key_checking", "ANSIBLE_HOST_KEY_CHECKING", _boolean),
     _Spec("roles_path", "ANSIBLE_ROLES_PATH", _path_spec),
     _Spec("gathering", "ANSIBLE_GATHERING", _gathering),
+    _Spec("force_handlers", "ANSIBLE_FORCE_HANDLERS", _boolean),
 )
 
 

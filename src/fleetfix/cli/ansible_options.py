@@ -11,6 +11,7 @@ from pathlib import Path
 
 from fleetfix.ansible_cfg import AnsibleSettings, read_settings
 from fleetfix.errors import UsageError
+from fleetfix.facts.step import DEFAULT_GATHERING
 from fleetfix.transport.base import DEFAULT_CONNECT_TIMEOUT
 
 DEFAULT_FORKS = 50
@@ -32,6 +33,11 @@ def resolve_ansible_options(args: argparse.Namespace) -> AnsibleSettings:
         args.forks = forks.value if forks else DEFAULT_FORKS
     if hasattr(args, "connect_timeout"):
         _resolve_connection(args, settings)
+    if getattr(args, "force_handlers", True) is None:
+        forced = settings.get("force_handlers")
+        args.force_handlers = bool(forced.value) if forced else False
+        gathering = settings.get("gathering")
+        args.gathering = str(gathering.value) if gathering else DEFAULT_GATHERING
     if getattr(args, "verbose", 0):
         _say(settings)
     return settings

@@ -122,6 +122,12 @@ def add_parsers(sub: Any) -> None:
     run.add_argument("--list-tasks", action="store_true", help="list the steps and exit")
     run.add_argument("--syntax-check", action="store_true", help="validate the playbook and exit")
     run.add_argument("--step", action="store_true", help="confirm each step (one at a time)")
+    run.add_argument(
+        "--force-handlers",
+        action="store_true",
+        default=None,
+        help="run notified handlers on hosts that failed too (a play's force_handlers wins)",
+    )
     run.add_argument("-v", "--verbose", action="count", default=0, help="more output (-vv, -vvv)")
     run.add_argument(
         "--yes",
@@ -559,6 +565,8 @@ def _engine_options(
         resume=resume,
         memory=journal,
         step_gate=ask_each_step() if args.step else None,
+        force_handlers=bool(args.force_handlers),
+        gathering=getattr(args, "gathering", "implicit"),
         override_holds=args.override_holds,
         run_id=journal.run_id or "",
         leased=plan.leased,

@@ -129,6 +129,12 @@ class RunOptions:
     """What the interrupted run did: finished host-steps are replayed, open intents verified."""
     memory: FleetMemory | None = None
     step_gate: StepGate | None = None
+    gathering: str = "implicit"
+    """Ansible's DEFAULT_GATHERING (ANSIBLE_GATHERING, ansible.cfg): which plays gather facts
+    first (facts/step.py `gathering_step`)."""
+    force_handlers: bool = False
+    """--force-handlers (or ANSIBLE_FORCE_HANDLERS, ansible.cfg): handlers run on hosts that
+    failed too, unless the play says force_handlers: false."""
     override_holds: bool = False
     run_id: str = ""
     leased: Mapping[str, str] = field(default_factory=dict)

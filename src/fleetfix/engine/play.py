@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import asyncio
+import functools
 import time
-from collections.abc import Hashable, Mapping, Sequence
+from collections.abc import Coroutine, Hashable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -13,6 +14,7 @@ from fleetfix.engine.batches import behind_parked, failure_exceeds, order_hosts,
 from fleetfix.engine.context import HostState, RunContext
 from fleetfix.engine.hoststep import StepEnv, with_lines
 from fleetfix.engine.includes import inclusions
+from fleetfix.engine.lockstep import Key, Lockstep, Turn, outside
 from fleetfix.engine.remediate import HOLD_KEY
 from fleetfix.engine.revisit import REVISIT_POLL, defer_all, look_again
 from fleetfix.engine.steps import execute
@@ -20,11 +22,12 @@ from fleetfix.engine.tags import PlayTags, selected
 from fleetfix.engine.variables import PlayScope, compose
 from fleetfix.errors import FleetfixError
 from fleetfix.events import BatchStarted, PlayFinished, PlayStarted, SafetyStop, TaskStarted
+from fleetfix.facts.step import SMART_KEY, gathered_already, gathering_step
 from fleetfix.playbook.conditions import is_template
 from fleetfix.playbook.extravars import load_vars_files
 from fleetfix.playbook.includes import INCLUDE_KINDS
 from fleetfix.playbook.model import Play, Step, StepKind
-from fleetfix.results import StepResult
+from fleetfix.results import Status, StepResult
 
 
 @dataclass(slots=True)
@@ -49,8 +52,36 @@ class BatchRun:
     """The hosts max_fail_percentage counts (None: the batch's): a batch of revisited parked
     hosts is judged with the batches they were parked in."""
 
+    lockstep: Lockstep | None = None
+    """The linear strategy's turns (None under the free strategy)."""
+    included: dict[str, int] = field(default_factory=dict)
+    """Each included file (or role) in the order this batch first included it: its steps'
+    place after the include, so two files included at one step run one after the other."""
+
     def states(self) -> list[HostState]:
         return [self.ctx.host_state(h) for h in self.hosts]
+
+    async def turn(self, state: HostState, key: Key, step: Step | None) -> Turn | None:
+        """The host's turn at `step` (at once outside the linear strategy)."""
+        if self.lockstep is None:
+            return Turn(key, step, [state.name])
+        return await self.lockstep.turn(state.name, key, step)
+
+    def included_order(self, steps: Sequence[Step]) -> int:
+        name = steps[0].position.file if steps else ""
+        return self.included.setdefault(name, len(self.included))
+
+    def announce_handler(self, handler: Step) -> None:
+        """A handler's banner, each time it runs (a later flush runs it again)."""
+        self.ctx.bus.emit(
+            TaskStarted(
+                name=self.shown_name(handler),
+                position=handler.position,
+                handler=True,
+                key=handler.key,
+                block=handler.kind is StepKind.BLOCK,
+            )
+        )
 
     def judged_states(self) -> list[HostState]:
         return [self.ctx.host_state(h) for h in self.judged or self.hosts]
@@ -250,64 +281,203 @@ async def _run_batch(run: BatchRun) -> None:
         await asyncio.gather(*(_free_host(run, s) for s in run.states()))
         _check_gates(run)
         return
-    for section in (play.pre_tasks, play.tasks, play.post_tasks):
-        await _linear_section(run, section)
-        if run.stop_play:
-            return
-        await _flush_handlers(run)
+    states = run.states()
+    run.lockstep = Lockstep([s.name for s in states], lambda turn: _between(run, turn))
+    await _all_hosts(run, [_linear_host(run, s) for s in states])
 
 
-async def _linear_section(run: BatchRun, steps: Sequence[Step]) -> None:
-    for step in steps:
-        if not _wanted(run, step):
-            continue
-        if await _meta(run, step):
+async def _all_hosts(run: BatchRun, walks: list[Coroutine[Any, Any, None]]) -> None:
+    """Every host's walk; when one raises, the others are cancelled (none is left waiting
+    for a turn that cannot come) and the error goes on."""
+    tasks = [asyncio.ensure_future(walk) for walk in walks]
+    try:
+        await asyncio.gather(*tasks)
+    except BaseException:
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+        raise
+
+
+_SECTION_END = 1 << 62
+"""The key of a section's implicit flush_handlers: after every step of the section."""
+
+
+async def _linear_host(run: BatchRun, state: HostState) -> None:
+    """One host's walk through the play under the linear strategy (engine/lockstep.py):
+    each section, then its implicit flush_handlers, as ansible-core compiles a play."""
+    try:
+        play = run.env.play
+        await _gather_facts(run, state)
+        for index, section in enumerate((play.pre_tasks, play.tasks, play.post_tasks)):
+            await _host_steps(run, state, section, run.env, (index,))
             if run.stop_play:
                 return
-            continue
-        active = run.active()
-        if not active:
+            if state.active or _forced(run, state):
+                turn = await run.turn(state, (index, _SECTION_END), None)
+                if turn is not None and not run.stop_play:
+                    flush = functools.partial(_flush_handlers, run, _states(run, turn))
+                    await turn.once("flush", flush)
+            if run.stop_play:
+                return
+    finally:
+        if run.lockstep is not None:
+            run.lockstep.done(state.name)
+
+
+async def _gather_facts(run: BatchRun, state: HostState) -> None:
+    """The play's implicit Gathering Facts step, ahead of pre_tasks (facts/step.py), when the
+    play gathers under the run's `gathering`; 'smart' leaves out hosts with facts already."""
+    step = gathering_step(run.env.play, run.ctx.options.gathering)
+    if step is None or (SMART_KEY in step.args and gathered_already(state.facts)):
+        return
+    if _wanted(run, step):
+        await _host_step(run, state, step, run.env, (-1,))
+
+
+def _states(run: BatchRun, turn: Turn) -> list[HostState]:
+    return [run.ctx.host_state(h) for h in turn.hosts]
+
+
+def _forced(run: BatchRun, state: HostState) -> bool:
+    """force_handlers: a host that failed still runs the handlers it notified (not one that
+    was unreachable or ended)."""
+    return _force_handlers(run) and state.failed and not (state.unreachable or state.ended)
+
+
+def _force_handlers(run: BatchRun) -> bool:
+    """The play's force_handlers, else the command line's (--force-handlers, or
+    ANSIBLE_FORCE_HANDLERS / ansible.cfg), as Ansible resolves it."""
+    play = run.env.play
+    if play.force_handlers is not None:
+        return play.force_handlers
+    return run.ctx.options.force_handlers
+
+
+def _between(run: BatchRun, turn: Turn) -> None:
+    """After a turn, every host done with its step: Ansible's any_errors_fatal (a run_once
+    step's failure too) marks every other host failed, so it goes to its rescue or always
+    and no further; max_fail_percentage stops the play (exit 6, a safety stop)."""
+    play, lockstep = run.env.play, run.lockstep
+    step = turn.step
+    fatal = step is not None and (play.any_errors_fatal or step.run_once)
+    if fatal and step is not None and not step.ignore_errors and turn.failed and lockstep:
+        for host in lockstep.waiting():
+            if host not in turn.failed:
+                run.ctx.host_state(host).failed = True  # marked: not counted as a failure
+                lockstep.release(host)
+        return  # any_errors_fatal said it: not a max_fail_percentage safety stop as well
+    if _check_max_fail(run) and lockstep is not None:
+        for host in lockstep.waiting():
+            lockstep.release(host)
+
+
+async def _host_steps(
+    run: BatchRun, state: HostState, steps: Sequence[Step], env: StepEnv, place: Key = ()
+) -> None:
+    for index, step in enumerate(steps):
+        if not state.active or run.fatal or run.stop_play:
             return
-        gate = run.ctx.options.step_gate
-        if gate is not None and not await gate(step.name):
+        if not _wanted(run, step):
             continue
+        await _host_step(run, state, step, env, (*place, index))
+
+
+async def _host_step(
+    run: BatchRun,
+    state: HostState,
+    step: Step,
+    env: StepEnv | None = None,
+    place: Key = (),
+    *,
+    banner: bool = True,
+) -> None:
+    """One step (or a whole block) on one host, in its turn, holding a fork while it runs;
+    `banner`: its TASK banner is printed (a handler's RUNNING HANDLER banner came first)."""
+    env = env or run.env
+    if step.kind is StepKind.BLOCK:
         run.announce(step)
-        if step.run_once or step.kind is StepKind.ADD_HOST:  # add_host: once, as Ansible
-            await _run_once(run, step, active)
-        else:
-            await asyncio.gather(*(_top_step(run, s, step) for s in active))
-        if _check_gates(run):
-            return
+        await _block(run, state, step, env, place)
+        return
+    turn = await run.turn(state, place, step)
+    if turn is None or not state.active:
+        return
+    if step.kind is StepKind.META and step.args.get("name") in _BATCH_METAS:
+        await turn.once("meta", lambda: _batch_meta(run, step, _states(run, turn)))
+        return
+    if banner:
+        run.announce(step)
+    gate = run.ctx.options.step_gate
+    if gate is not None and not await turn.once("gate", lambda: gate(step.name)):
+        return
+    if step.run_once or step.kind is StepKind.ADD_HOST:  # add_host: once, as Ansible
+        await turn.once("run_once", lambda: _run_once(run, step, turn, env))
+        return
+    await _run_step(run, state, step, env, turn)
 
 
-async def _meta(run: BatchRun, step: Step) -> bool:
-    """Handle meta steps that act on the whole batch; True when the step was consumed."""
-    if step.kind is not StepKind.META:
-        return False
+async def _run_step(run: BatchRun, state: HostState, step: Step, env: StepEnv, turn: Turn) -> None:
+    async with run.ctx.forks:
+        result = await execute(run.ctx, env, state, step)
+    if _fails(result):
+        turn.failed.add(state.name)
+        if run.env.play.any_errors_fatal and run.lockstep is None:
+            run.fatal = True  # the free strategy: every other host stops before its next step
+    if step.kind in INCLUDE_KINDS:  # then what it brought in, like a block's steps
+        found = inclusions(run.ctx, step, result)
+        if step.loop is not None and found:  # Ansible counts each item's inclusion as ok
+            run.ctx.stats(state.name).ok += len(found) - 1
+        for number, inclusion in enumerate(found):
+            where = (*turn.key, number, run.included_order(inclusion.steps))
+            scoped = env.with_vars(inclusion.variables)
+            await _host_steps(run, state, inclusion.steps, scoped, where)
+
+
+def _fails(result: StepResult) -> bool:
+    """A failed (not ignored) or unreachable result, for any_errors_fatal; a cap or budget
+    hold is not a failed fix (`_held`)."""
+    if result.status is Status.UNREACHABLE:
+        return True
+    return result.status is Status.FAILED and HOLD_KEY not in result.data
+
+
+_BATCH_METAS = frozenset({"flush_handlers", "end_play", "end_batch", "clear_host_errors"})
+
+
+async def _batch_meta(run: BatchRun, step: Step, states: list[HostState]) -> None:
+    """A meta step that acts on the hosts of its turn (flush_handlers) or on the whole
+    batch (end_play, end_batch, clear_host_errors), run once for them, as Ansible does."""
+    active = [s for s in states if s.active]
+    if not active:
+        return
+    run.announce(step)  # Ansible shows a banner for a meta step too
+    if not _meta_holds(run, step, active):
+        return
     action = step.args.get("name")
-    if action not in ("flush_handlers", "end_play", "end_batch"):
-        return False
-    if run.active():
-        run.announce(step)  # Ansible shows a banner for a meta step too
-    if not _meta_holds(run, step):
-        return True
     if action == "flush_handlers":
-        await _flush_handlers(run)
-        return True
+        await _flush_handlers(run, active)
+        return
+    if action == "clear_host_errors":
+        for state in run.states():
+            if state.failed and not state.unreachable:
+                state.failed = False
+        return
     for state in run.active():
         state.ended = True
     run.stop_play = True
     run.ended_by = "batch" if action == "end_batch" else "play"
-    return True
+    if run.lockstep is not None:
+        for host in run.lockstep.waiting():
+            run.lockstep.release(host)
 
 
-def _meta_holds(run: BatchRun, step: Step) -> bool:
-    """Whether a batch-wide meta step's `when` holds for any active host (Ansible ends the
+def _meta_holds(run: BatchRun, step: Step, states: list[HostState]) -> bool:
+    """Whether a batch-wide meta step's `when` holds for any of its hosts (Ansible ends the
     play or batch for every host when it holds for one). A condition that cannot be
     evaluated counts as holding: stopping is the safe side."""
     if not step.when:
         return True
-    for state in run.active():
+    for state in states:
         variables = compose(run.ctx, state, run.env.scope, step.vars)
         try:
             if all(run.ctx.templar.evaluate(c, variables) for c in step.when):
@@ -319,60 +489,42 @@ def _meta_holds(run: BatchRun, step: Step) -> bool:
 
 async def _free_host(run: BatchRun, state: HostState) -> None:
     play = run.env.play
-    for section in (play.pre_tasks, play.tasks, play.post_tasks):
-        for step in section:
-            if not state.active or run.fatal:
-                return
-            if _wanted(run, step):
-                run.announce(step)
-                await _top_step(run, state, step)
+    await _gather_facts(run, state)
+    for index, section in enumerate((play.pre_tasks, play.tasks, play.post_tasks)):
+        await _host_steps(run, state, section, run.env, (index,))
+        if run.fatal or run.stop_play:
+            return
     await _flush_handlers(run, [state])
 
 
 async def _top_step(run: BatchRun, state: HostState, step: Step) -> None:
-    """A play-level step (or whole block) on one host; an unrescued failure there is what
-    any_errors_fatal stops every other host for."""
-    await _host_step(run, state, step)
+    """A step (or whole block) on one host outside the lockstep (a handler); an unrescued
+    failure there is what any_errors_fatal stops every other host for."""
+    await _host_step(run, state, step, banner=False)
     if state.failed and run.env.play.any_errors_fatal:
         run.fatal = True
 
 
-async def _host_step(
-    run: BatchRun, state: HostState, step: Step, env: StepEnv | None = None
+async def _block(
+    run: BatchRun, state: HostState, block: Step, env: StepEnv, place: Key = ()
 ) -> None:
-    """One step (or a whole block) on one host, holding a fork while it runs."""
-    env = env or run.env
-    if step.kind is StepKind.BLOCK:
-        await _block(run, state, step, env)
-        return
-    async with run.ctx.forks:
-        result = await execute(run.ctx, env, state, step)
-    if step.kind in INCLUDE_KINDS:  # then what it brought in, like a block's steps
-        found = inclusions(run.ctx, step, result)
-        if step.loop is not None and found:  # Ansible counts each item's inclusion as ok
-            run.ctx.stats(state.name).ok += len(found) - 1
-        for inclusion in found:
-            await _host_steps(run, state, inclusion.steps, env.with_vars(inclusion.variables))
-
-
-async def _block(run: BatchRun, state: HostState, block: Step, env: StepEnv) -> None:
     """block/rescue/always with Ansible's semantics; a failure a rescue caught counts as rescued.
     The block's `when` is each of its steps' (evaluated before theirs, step by step)."""
     env = env.with_vars(block.vars)
     inherited = _inherit(block)
     failures_before = run.ctx.stats(state.name).failed
-    await _host_steps(run, state, inherited(block.block), env)
-    if state.failed and block.rescue and not _held(state):
+    await _host_steps(run, state, inherited(block.block), env, (*place, 0))
+    if state.failed and block.rescue and not _held(state) and not run.stop_play:
         stats = run.ctx.stats(state.name)
         stats.failed = failures_before
         stats.rescued += 1  # Ansible counts a failure a rescue caught, whatever the rescue does
         state.failed = False
         _expose_failure(state)
-        await _host_steps(run, state, inherited(block.rescue), env)
-    if block.always:
+        await _host_steps(run, state, inherited(block.rescue), env, (*place, 1))
+    if block.always and not run.stop_play:
         was_failed = state.failed
         state.failed = False
-        await _host_steps(run, state, inherited(block.always), env)
+        await _host_steps(run, state, inherited(block.always), env, (*place, 2))
         state.failed = state.failed or was_failed
 
 
@@ -457,23 +609,13 @@ def _inherit(block: Step) -> Any:
     return apply
 
 
-async def _host_steps(run: BatchRun, state: HostState, steps: Sequence[Step], env: StepEnv) -> None:
-    for step in steps:
-        if not state.active or run.fatal:
-            return
-        if not _wanted(run, step):
-            continue
-        run.announce(step)
-        await _host_step(run, state, step, env)
-
-
-async def _run_once(run: BatchRun, step: Step, active: list[HostState]) -> None:
-    """Run on the first active host; every host in the batch sees the registered result."""
-    first = active[0]
-    await _host_step(run, first, step)
+async def _run_once(run: BatchRun, step: Step, turn: Turn, env: StepEnv) -> None:
+    """Run on the first host of the turn; every host in it sees the registered result."""
+    first = run.ctx.host_state(turn.hosts[0])
+    await _run_step(run, first, step, env, turn)
     if step.register is not None and step.register in first.facts:
-        for state in active[1:]:
-            state.facts[step.register] = first.facts[step.register]
+        for host in turn.hosts[1:]:
+            run.ctx.host_state(host).facts[step.register] = first.facts[step.register]
 
 
 def _wanted(run: BatchRun, step: Step, inherited: frozenset[str] = frozenset()) -> bool:
@@ -488,42 +630,62 @@ def _wanted(run: BatchRun, step: Step, inherited: frozenset[str] = frozenset()) 
 
 
 def _check_gates(run: BatchRun) -> bool:
-    """any_errors_fatal and max_fail_percentage, evaluated after each task; True = stop."""
-    play = run.env.play
-    states = run.judged_states()
-    failed = sum(1 for s in states if _counts_failed(s))
-    if failed and play.any_errors_fatal:
-        for state in states:
+    """any_errors_fatal and max_fail_percentage after the free strategy's hosts; True = stop."""
+    failed = sum(1 for s in run.judged_states() if _counts_failed(s))
+    if failed and run.env.play.any_errors_fatal:
+        for state in run.judged_states():
             state.ended = True
         run.stop_play = True
         return True
-    if failure_exceeds(failed, len(states), play.max_fail_percentage):
-        reason = (
-            f"max_fail_percentage {play.max_fail_percentage:g}% exceeded in play "
-            f"{play.name!r}: {failed} of {len(states)} hosts in the batch failed"
-        )
-        run.ctx.result.aborted_by_safety = reason
-        run.ctx.bus.emit(SafetyStop(reason=reason))
-        run.stop_play = True
-        return True
-    return False
+    return _check_max_fail(run)
+
+
+def _check_max_fail(run: BatchRun) -> bool:
+    """max_fail_percentage exceeded: the play stops, a safety stop (exit 6); True = stopped."""
+    play = run.env.play
+    states = run.judged_states()
+    failed = sum(1 for s in states if _counts_failed(s))
+    if not failure_exceeds(failed, len(states), play.max_fail_percentage) or run.stop_play:
+        return False
+    reason = (
+        f"max_fail_percentage {play.max_fail_percentage:g}% exceeded in play "
+        f"{play.name!r}: {failed} of {len(states)} hosts in the batch failed"
+    )
+    run.ctx.result.aborted_by_safety = reason
+    run.ctx.bus.emit(SafetyStop(reason=reason))
+    run.stop_play = True
+    return True
 
 
 async def _flush_handlers(run: BatchRun, only: list[HostState] | None = None) -> None:
-    """Run notified handlers in definition order on the hosts that notified them."""
+    """Run notified handlers in definition order on the hosts that notified them, once
+    through the list, as Ansible's flush: a handler notifying a later one runs it in this
+    flush; one notifying an earlier one (or itself) leaves it for the next flush."""
     scope = only if only is not None else run.states()
-    for handler in run.env.play.handlers:
-        topics = {handler.name, *handler.listen}
-        states = [s for s in scope if s.active and s.notified & topics]
-        if not states:
-            continue
-        run.announce(handler, handler=True)
-        await asyncio.gather(*(_top_step(run, s, handler) for s in states))
-        if run.fatal:
-            _check_gates(run)
-            break
-    for state in scope:
-        state.notified.clear()
+    with outside():
+        for handler in run.env.play.handlers:
+            topics = {handler.name, *handler.listen}
+            states = [s for s in scope if (s.active or _forced(run, s)) and s.notified & topics]
+            if not states:
+                continue
+            for state in states:
+                state.notified -= topics
+            run.announce_handler(handler)
+            await asyncio.gather(*(_handler_step(run, s, handler) for s in states))
+            if run.fatal:
+                _check_gates(run)
+                break
+
+
+async def _handler_step(run: BatchRun, state: HostState, handler: Step) -> None:
+    if _forced(run, state):  # force_handlers: the failed host runs it, and stays failed
+        state.failed = False
+        try:
+            await _top_step(run, state, handler)
+        finally:
+            state.failed = True
+        return
+    await _top_step(run, state, handler)
 
 
 def host_results(ctx: RunContext, host: str) -> list[StepResult]:
