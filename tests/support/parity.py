@@ -3,7 +3,8 @@
 Both run `-i localhost, -c local` (fleetfix: `--transport local`); what is compared is what an
 operator reads: the TASK banners in order, each host line's verdict word (`ok`, `changed`,
 `fatal`, `skipping`, `...ignoring`; a loop's lines one per item, with the item's label), the
-PLAY RECAP line and the exit code.
+values printed whole (each `debug` and `assert` block, `ok: [h] => {` to `}`), the PLAY RECAP
+line and the exit code.
 Registered values are compared by the playbook itself: its `assert` steps state Ansible's
 values, and a failed assertion shows in the recap of whichever tool disagrees.
 """
@@ -37,6 +38,8 @@ class Seen:
     stdout: str = ""
     other_recaps: tuple[str, ...] = ()
     """The recap lines of hosts other than localhost (add_host's), `host: counts`."""
+    printed: tuple[str, ...] = ()
+    """Each result printed whole (a debug's or assert's `=> {` ... `}`), in order."""
 
 
 def ansible_playbook(playbook: Path, *extra: str, hosts: tuple[str, ...] = ("localhost",)) -> Seen:
@@ -93,8 +96,31 @@ def _run(command: list[str], env: dict[str, str], cwd: Path) -> Seen:
     others = tuple(f"{host}: {counts}" for host, counts in sorted(recaps.items()))
     verdicts = _hosts_sorted(verdicts)
     return Seen(
-        tuple(banners), tuple(verdicts), recap, done.returncode, output, done.stdout, others
+        tuple(banners),
+        tuple(verdicts),
+        recap,
+        done.returncode,
+        output,
+        done.stdout,
+        others,
+        tuple(_printed(done.stdout)),
     )
+
+
+def _printed(stdout: str) -> list[str]:
+    """Every result printed whole: from a verdict line ending `=> {` to its closing `}`; by
+    host, each host's in the order printed (hosts finish a step in any order, in both tools)."""
+    blocks: list[str] = []
+    lines = iter(stdout.splitlines())
+    for line in lines:
+        if _VERDICT.match(line) and line.endswith("=> {"):
+            block = [line]
+            for inner in lines:
+                block.append(inner)
+                if inner == "}":
+                    break
+            blocks.append("\n".join(block))
+    return sorted(blocks, key=lambda block: block.split("]", 1)[0])
 
 
 def _verdict(match: re.Match[str]) -> str:
@@ -134,6 +160,7 @@ def assert_same(
     where = f"\n--- ansible-playbook:\n{theirs.output}\n--- fleetfix:\n{ours.output}"
     assert ours.banners == theirs.banners, where
     assert ours.verdicts == theirs.verdicts, where
+    assert ours.printed == theirs.printed, where
     assert ours.recap == theirs.recap, where
     assert ours.other_recaps == theirs.other_recaps, where
     assert ours.exit_code == theirs.exit_code, where

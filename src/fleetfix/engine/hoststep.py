@@ -274,9 +274,11 @@ def registered(
     """The value `register:` stores, key for key as Ansible's: changed and failed, `skipped`
     only when skipped, `msg` where there is one, `attempts` only when given (a retried step),
     the last command's cmd/rc/stdout/stderr/delta for command kinds, plus the kind's data."""
-    value: dict[str, Any] = {"changed": outcome.changed, "failed": outcome.failed}
-    if outcome.skipped:
+    value: dict[str, Any] = {"changed": outcome.changed}
+    if outcome.skipped:  # Ansible's skipped result has no `failed`
         value["skipped"] = True
+    else:
+        value["failed"] = outcome.failed
     if outcome.message and outcome.registers_msg:
         value["msg"] = outcome.message
     if attempts is not None:

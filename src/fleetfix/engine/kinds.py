@@ -97,7 +97,7 @@ async def _debug(hs: HostStep) -> Outcome:
         return Outcome(
             skipped=True,
             message="Verbosity threshold not met.",
-            data={"skipped_reason": "Verbosity threshold not met."},
+            data={"skipped_reason": "Verbosity threshold not met.", "failed": False},
             registers_msg=False,
         )
     if "var" in args:
