@@ -129,9 +129,11 @@ class RunOptions:
     """What the interrupted run did: finished host-steps are replayed, open intents verified."""
     memory: FleetMemory | None = None
     step_gate: StepGate | None = None
-    gathering: str = "implicit"
+    gathering: str = "explicit"
     """Ansible's DEFAULT_GATHERING (ANSIBLE_GATHERING, ansible.cfg): which plays gather facts
-    first (facts/step.py `gathering_step`)."""
+    first (facts/step.py `gathering_step`). The command line's default is Ansible's,
+    'implicit'; a program that builds RunOptions itself asks for facts (`gather_facts: true`,
+    or gathering='implicit')."""
     force_handlers: bool = False
     """--force-handlers (or ANSIBLE_FORCE_HANDLERS, ansible.cfg): handlers run on hosts that
     failed too, unless the play says force_handlers: false."""

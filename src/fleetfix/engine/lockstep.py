@@ -7,8 +7,10 @@ the play), together, as ansible-core's PlayIterator hands one task to every host
 at a later step (others rescuing, a host that skipped an include) wait; so a rescue runs after
 the other hosts finished the block's steps, as ansible-playbook shows it.
 
-Between two turns the play runner looks at what the last step did (any_errors_fatal marks the
-other hosts failed, so they go to their rescue or always: `fail_waiting`).
+When every host of a turn is done with its step (`Turn.arrive`), and before any walks on, the
+play runner looks at what the step did: any_errors_fatal marks the other hosts failed there,
+so each goes on from the step it ran as if that had failed (to its rescue or always), as
+ansible-core's iterator does.
 Work that is done once for the hosts of a turn (a batch-wide meta step, the step gate,
 run_once) goes through `Turn.once`: the first host to ask runs it, the others wait for it.
 Handlers run by a flush are outside the lockstep (`outside`): the flush runs them per handler
@@ -53,7 +55,19 @@ class Turn:
     hosts: list[str]
     failed: set[str] = field(default_factory=set)
     """Hosts whose step failed (or was unreachable) in this turn, ignored failures not."""
+    between: Callable[[Turn], None] | None = None
     _once: dict[str, asyncio.Future[Any]] = field(default_factory=dict)
+    _arrived: set[str] = field(default_factory=set)
+    _all_arrived: asyncio.Event = field(default_factory=asyncio.Event)
+
+    async def arrive(self, host: str) -> None:
+        """The host is done with the step; wait for the turn's other hosts, then `between`."""
+        self._arrived.add(host)
+        if self._arrived.issuperset(self.hosts) and not self._all_arrived.is_set():
+            if self.between is not None:
+                self.between(self)
+            self._all_arrived.set()
+        await self._all_arrived.wait()
 
     async def once(self, name: str, work: Callable[[], Awaitable[Any]]) -> Any:
         """`work`'s result, run by the first host of the turn that asks for `name`."""
@@ -72,14 +86,13 @@ class _Waiting:
 
 
 class Lockstep:
-    """The turns of one batch's hosts. `between` is called with the turn that just ended,
-    when every host has finished its step and none runs."""
+    """The turns of one batch's hosts. `between` is called with a turn once every host of it
+    is done with its step, before any walks on."""
 
     def __init__(self, hosts: list[str], between: Callable[[Turn], None]) -> None:
         self._moving = set(hosts)
         self._waiting: dict[str, _Waiting] = {}
         self._between = between
-        self._current: Turn | None = None
 
     async def turn(self, host: str, key: Key, step: Step | None) -> Turn | None:
         """Wait for `step`'s turn; None when the host must not run it (marked failed, or
@@ -111,17 +124,11 @@ class Lockstep:
     def _advance(self) -> None:
         if self._moving:
             return
-        current, self._current = self._current, None
-        if current is not None:
-            self._between(current)  # may release waiting hosts: they walk on first
-            if self._moving:
-                return
         if not self._waiting:
             return
         key = min(w.key for w in self._waiting.values())
         hosts = [h for h, w in self._waiting.items() if w.key == key]
-        turn = Turn(key, self._waiting[hosts[0]].step, hosts)
-        self._current = turn
+        turn = Turn(key, self._waiting[hosts[0]].step, hosts, between=self._between)
         for host in hosts:
             waiting = self._waiting.pop(host)
             self._moving.add(host)

@@ -13,7 +13,7 @@ from typing import Any
 from fleetfix.engine.batches import behind_parked, failure_exceeds, order_hosts, serial_batches
 from fleetfix.engine.context import HostState, RunContext
 from fleetfix.engine.hoststep import StepEnv, with_lines
-from fleetfix.engine.includes import inclusions
+from fleetfix.engine.includes import Inclusion, inclusions
 from fleetfix.engine.lockstep import Key, Lockstep, Turn, outside
 from fleetfix.engine.remediate import HOLD_KEY
 from fleetfix.engine.revisit import REVISIT_POLL, defer_all, look_again
@@ -54,6 +54,8 @@ class BatchRun:
 
     lockstep: Lockstep | None = None
     """The linear strategy's turns (None under the free strategy)."""
+    marked: set[str] = field(default_factory=set)
+    """Hosts any_errors_fatal marked failed: their rescue runs but is not counted as one."""
     included: dict[str, int] = field(default_factory=dict)
     """Each included file (or role) in the order this batch first included it: its steps'
     place after the include, so two files included at one step run one after the other."""
@@ -355,21 +357,29 @@ def _force_handlers(run: BatchRun) -> bool:
 
 
 def _between(run: BatchRun, turn: Turn) -> None:
-    """After a turn, every host done with its step: Ansible's any_errors_fatal (a run_once
-    step's failure too) marks every other host failed, so it goes to its rescue or always
-    and no further; max_fail_percentage stops the play (exit 6, a safety stop)."""
-    play, lockstep = run.env.play, run.lockstep
-    step = turn.step
+    """When every host of a turn is done with its step: Ansible's any_errors_fatal (a
+    run_once step's failure too) marks every other host failed (not counted in the recap),
+    so each goes on from the step it ran as if that had failed, to its rescue or always and
+    no further; hosts waiting at another step stop there. max_fail_percentage stops the play
+    (exit 6, a safety stop)."""
+    play, lockstep, step = run.env.play, run.lockstep, turn.step
     fatal = step is not None and (play.any_errors_fatal or step.run_once)
-    if fatal and step is not None and not step.ignore_errors and turn.failed and lockstep:
-        for host in lockstep.waiting():
-            if host not in turn.failed:
-                run.ctx.host_state(host).failed = True  # marked: not counted as a failure
-                lockstep.release(host)
+    if fatal and step is not None and not step.ignore_errors and turn.failed:
+        for state in run.states():
+            if state.name not in turn.failed and state.active:
+                state.failed = True
+                run.marked.add(state.name)
+                if lockstep is not None:
+                    lockstep.release(state.name)
         return  # any_errors_fatal said it: not a max_fail_percentage safety stop as well
     if _check_max_fail(run) and lockstep is not None:
         for host in lockstep.waiting():
             lockstep.release(host)
+
+
+def _joined(own: tuple[str, ...], inherited: tuple[str, ...]) -> tuple[str, ...]:
+    """A step's notify topics and those of the block (or include) around it, once each."""
+    return tuple(dict.fromkeys((*own, *inherited))) if inherited else own
 
 
 async def _host_steps(
@@ -393,44 +403,62 @@ async def _host_step(
     banner: bool = True,
 ) -> None:
     """One step (or a whole block) on one host, in its turn, holding a fork while it runs;
-    `banner`: its TASK banner is printed (a handler's RUNNING HANDLER banner came first)."""
+    `banner`: its TASK banner is printed (a handler's RUNNING HANDLER banner came first).
+    What an include brought in is walked once every host of the turn is done with it."""
     env = env or run.env
     if step.kind is StepKind.BLOCK:
         run.announce(step)
         await _block(run, state, step, env, place)
         return
     turn = await run.turn(state, place, step)
-    if turn is None or not state.active:
+    if turn is None:
         return
+    try:
+        found = await _in_turn(run, state, step, env, turn, banner=banner)
+    finally:
+        await turn.arrive(state.name)
+    for number, inclusion in enumerate(found):
+        if not state.active or run.stop_play:
+            return
+        where = (*turn.key, number, run.included_order(inclusion.steps))
+        scoped = env.with_vars(inclusion.variables)
+        await _host_steps(run, state, inclusion.steps, scoped, where)
+
+
+async def _in_turn(
+    run: BatchRun, state: HostState, step: Step, env: StepEnv, turn: Turn, *, banner: bool
+) -> list[Inclusion]:
+    if not state.active:
+        return []
     if step.kind is StepKind.META and step.args.get("name") in _BATCH_METAS:
         await turn.once("meta", lambda: _batch_meta(run, step, _states(run, turn)))
-        return
+        return []
     if banner:
         run.announce(step)
     gate = run.ctx.options.step_gate
     if gate is not None and not await turn.once("gate", lambda: gate(step.name)):
-        return
+        return []
     if step.run_once or step.kind is StepKind.ADD_HOST:  # add_host: once, as Ansible
         await turn.once("run_once", lambda: _run_once(run, step, turn, env))
-        return
-    await _run_step(run, state, step, env, turn)
+        return []
+    return await _run_step(run, state, step, env, turn)
 
 
-async def _run_step(run: BatchRun, state: HostState, step: Step, env: StepEnv, turn: Turn) -> None:
+async def _run_step(
+    run: BatchRun, state: HostState, step: Step, env: StepEnv, turn: Turn
+) -> list[Inclusion]:
     async with run.ctx.forks:
         result = await execute(run.ctx, env, state, step)
     if _fails(result):
         turn.failed.add(state.name)
         if run.env.play.any_errors_fatal and run.lockstep is None:
             run.fatal = True  # the free strategy: every other host stops before its next step
-    if step.kind in INCLUDE_KINDS:  # then what it brought in, like a block's steps
-        found = inclusions(run.ctx, step, result)
-        if step.loop is not None and found:  # Ansible counts each item's inclusion as ok
-            run.ctx.stats(state.name).ok += len(found) - 1
-        for number, inclusion in enumerate(found):
-            where = (*turn.key, number, run.included_order(inclusion.steps))
-            scoped = env.with_vars(inclusion.variables)
-            await _host_steps(run, state, inclusion.steps, scoped, where)
+    if step.kind not in INCLUDE_KINDS:
+        return []
+    found = inclusions(run.ctx, step, result)  # walked like a block's steps, after the turn
+    if step.loop is not None and found:  # Ansible counts each item's inclusion as ok
+        run.ctx.stats(state.name).ok += len(found) - 1
+    return found
 
 
 def _fails(result: StepResult) -> bool:
@@ -517,7 +545,10 @@ async def _block(
     if state.failed and block.rescue and not _held(state) and not run.stop_play:
         stats = run.ctx.stats(state.name)
         stats.failed = failures_before
-        stats.rescued += 1  # Ansible counts a failure a rescue caught, whatever the rescue does
+        if state.name in run.marked:
+            run.marked.discard(state.name)  # Ansible counts no rescue of a marked host
+        else:
+            stats.rescued += 1  # a failure a rescue caught, whatever the rescue does
         state.failed = False
         _expose_failure(state)
         await _host_steps(run, state, inherited(block.rescue), env, (*place, 1))
@@ -602,6 +633,7 @@ def _inherit(block: Step) -> Any:
                     become=child.become if child.become is not None else block.become,
                     environment={**block.environment, **child.environment},
                     ignore_errors=child.ignore_errors or block.ignore_errors,
+                    notify=_joined(child.notify, block.notify),
                 )
             )
         return out
@@ -610,7 +642,8 @@ def _inherit(block: Step) -> Any:
 
 
 async def _run_once(run: BatchRun, step: Step, turn: Turn, env: StepEnv) -> None:
-    """Run on the first host of the turn; every host in it sees the registered result."""
+    """Run on the first host of the turn; every host in it sees the registered result (what
+    a run_once include brings in is not walked: fleetfix refuses that at load time)."""
     first = run.ctx.host_state(turn.hosts[0])
     await _run_step(run, first, step, env, turn)
     if step.register is not None and step.register in first.facts:

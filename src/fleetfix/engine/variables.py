@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, overload
@@ -91,7 +92,7 @@ def compose(
     """inventory < play vars/vars_files < block and step vars < registered/set_fact < extra
     vars: Ansible's precedence, where a set_fact or register outranks a task's `vars` (a
     set_fact in a loop sees the value it set for the item before, not the task's again)."""
-    variables: dict[str, Any] = {}
+    variables: dict[str, Any] = {"ansible_host": state.name}  # Ansible's default for it
     variables.update(state.base_vars)
     variables.update(scope.play_vars.get(state.name, {}))
     if step_vars:
@@ -124,6 +125,7 @@ def _magic(ctx: RunContext, state: HostState, scope: PlayScope) -> dict[str, Any
         "ansible_play_batch": batch,
         "play_hosts": batch,  # Ansible's deprecated name for ansible_play_batch
         "playbook_dir": scope.playbook_dir,
+        "ansible_playbook_python": sys.executable,  # the controller's Python, as Ansible's
     }
     if options.limit:
         magic["ansible_limit"] = options.limit

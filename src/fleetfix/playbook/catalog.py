@@ -206,7 +206,6 @@ NOT_ON_BLOCK: frozenset[str] = frozenset(
         "delay",
         "changed_when",
         "failed_when",
-        "notify",
         "listen",
         "expect_unreachable",
         *LOOP_KEYWORDS,
