@@ -54,18 +54,15 @@ def _inclusion(
     if steps is None:  # a templated file: engine.kinds read it (the loader keeps it)
         loader = ctx.options.task_loader
         steps = loader(str(data[INCLUDED_KEY])) if loader is not None else ()
-    included = tuple(under(step, site, include.notify) for step in steps)
-    return Inclusion(included, {**include.vars, **item_vars})
+    return Inclusion(tuple(under(step, site) for step in steps), {**include.vars, **item_vars})
 
 
-def under(step: Step, site: str, notify: tuple[str, ...] = ()) -> Step:
-    """The step (and a block's steps, at any depth) keyed under an inclusion's site, with the
-    include's notify topics added to its own (Ansible's notify on an include)."""
+def under(step: Step, site: str) -> Step:
+    """The step (and a block's steps, at any depth) keyed under an inclusion's site."""
     return replace(
         step,
         via=site + step.via,
-        notify=tuple(dict.fromkeys((*step.notify, *notify))) if notify else step.notify,
-        block=tuple(under(child, site, notify) for child in step.block),
-        rescue=tuple(under(child, site, notify) for child in step.rescue),
-        always=tuple(under(child, site, notify) for child in step.always),
+        block=tuple(under(child, site) for child in step.block),
+        rescue=tuple(under(child, site) for child in step.rescue),
+        always=tuple(under(child, site) for child in step.always),
     )

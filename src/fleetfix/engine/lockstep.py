@@ -63,7 +63,7 @@ class Turn:
     async def arrive(self, host: str) -> None:
         """The host is done with the step; wait for the turn's other hosts, then `between`."""
         self._arrived.add(host)
-        if self._arrived.issuperset(self.hosts) and not self._all_arrived.is_set():
+        if len(self._arrived) >= len(self.hosts) and not self._all_arrived.is_set():
             if self.between is not None:
                 self.between(self)
             self._all_arrived.set()
@@ -91,6 +91,7 @@ class Lockstep:
 
     def __init__(self, hosts: list[str], between: Callable[[Turn], None]) -> None:
         self._moving = set(hosts)
+        self._order = {host: index for index, host in enumerate(hosts)}
         self._waiting: dict[str, _Waiting] = {}
         self._between = between
 
@@ -121,13 +122,17 @@ class Lockstep:
             self._moving.add(host)
             waiting.future.set_result(None)
 
+    def _rank(self, host: str) -> int:
+        """The host's place in the batch: a turn's hosts run in inventory order, as Ansible's."""
+        return self._order[host]
+
     def _advance(self) -> None:
         if self._moving:
             return
         if not self._waiting:
             return
         key = min(w.key for w in self._waiting.values())
-        hosts = [h for h, w in self._waiting.items() if w.key == key]
+        hosts = sorted((h for h, w in self._waiting.items() if w.key == key), key=self._rank)
         turn = Turn(key, self._waiting[hosts[0]].step, hosts, between=self._between)
         for host in hosts:
             waiting = self._waiting.pop(host)

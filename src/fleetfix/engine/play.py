@@ -191,9 +191,12 @@ class _PlayBatches:
         ctx.safety.correlate(ctx.result)
         stopped = run.stop_play and run.ended_by != "batch"
         judged_failed = {s.name for s in run.judged_states() if _counts_failed(s)}
-        if stopped or (batch and judged_failed.issuperset(run.judged or batch)):
-            # Ansible's rule: a batch in which every host failed ends the play.
-            return not stopped or run.ended_by == "play"
+        if stopped:
+            return run.ended_by == "play"
+        if batch and judged_failed.issuperset(run.judged or batch):
+            # Ansible's rule: a batch in which every host failed (or was marked failed by
+            # any_errors_fatal) ends the playbook: no later batch, no later play.
+            return False
         return None
 
     async def again(self, hosts: list[str]) -> bool | None:
@@ -431,7 +434,7 @@ async def _in_turn(
     if not state.active:
         return []
     if step.kind is StepKind.META and step.args.get("name") in _BATCH_METAS:
-        await turn.once("meta", lambda: _batch_meta(run, step, _states(run, turn)))
+        await turn.once("meta", lambda: _batch_meta(run, step, env, turn))
         return []
     if banner:
         run.announce(step)
@@ -472,18 +475,23 @@ def _fails(result: StepResult) -> bool:
 _BATCH_METAS = frozenset({"flush_handlers", "end_play", "end_batch", "clear_host_errors"})
 
 
-async def _batch_meta(run: BatchRun, step: Step, states: list[HostState]) -> None:
-    """A meta step that acts on the hosts of its turn (flush_handlers) or on the whole
-    batch (end_play, end_batch, clear_host_errors), run once for them, as Ansible does."""
-    active = [s for s in states if s.active]
-    if not active:
+async def _batch_meta(run: BatchRun, step: Step, env: StepEnv, turn: Turn) -> None:
+    """A meta step that acts on the hosts of its turn (flush_handlers) or on the whole batch
+    (end_play, end_batch, clear_host_errors). The batch-wide ones run once, on the turn's
+    first host, as Ansible runs them: their `when` is that host's, and its result is printed
+    (`skipping` when the when does not hold) but never counted."""
+    states = [s for s in _states(run, turn) if s.active]
+    if not states:
         return
     run.announce(step)  # Ansible shows a banner for a meta step too
-    if not _meta_holds(run, step, active):
-        return
     action = step.args.get("name")
     if action == "flush_handlers":
-        await _flush_handlers(run, active)
+        if _meta_holds(run, step, states):
+            await _flush_handlers(run, states)
+        return
+    async with run.ctx.forks:
+        result = await execute(run.ctx, env, states[0], step)
+    if result.status is Status.SKIPPED:
         return
     if action == "clear_host_errors":
         for state in run.states():
@@ -500,9 +508,8 @@ async def _batch_meta(run: BatchRun, step: Step, states: list[HostState]) -> Non
 
 
 def _meta_holds(run: BatchRun, step: Step, states: list[HostState]) -> bool:
-    """Whether a batch-wide meta step's `when` holds for any of its hosts (Ansible ends the
-    play or batch for every host when it holds for one). A condition that cannot be
-    evaluated counts as holding: stopping is the safe side."""
+    """Whether a flush_handlers step's `when` holds for any of its hosts. A condition that
+    cannot be evaluated counts as holding."""
     if not step.when:
         return True
     for state in states:

@@ -32,7 +32,8 @@ _IMPORT_TASKS = ("import_tasks", "ansible.builtin.import_tasks", "ansible.legacy
 StepListReader = Callable[[Node, str], tuple[Step, ...]]
 """Reads a list of steps (the importing StepReader's own step_list, for one role)."""
 
-Inherited = tuple[tuple[str, ...], frozenset[str], dict[str, Any]]
+Inherited = tuple[tuple[str, ...], frozenset[str], dict[str, Any], tuple[str, ...]]
+"""What the imported steps take from the import: when, tags, vars and notify."""
 """The import's when, tags and vars."""
 
 
@@ -92,6 +93,7 @@ class TaskImports:
         when: tuple[str, ...] = ()
         tags: frozenset[str] = frozenset()
         variables: dict[str, Any] = {}
+        notify: tuple[str, ...] = ()
         ok = True
         for other in node.entries:
             key = other.key.value
@@ -104,19 +106,21 @@ class TaskImports:
                     tags = frozenset(kw.to_names(other.value, "tags", split_commas=True))
                 elif key == "vars":
                     variables = self._values.vars(other.value, "vars")
+                elif key == "notify":
+                    notify = tuple(kw.to_names(other.value, "notify"))
                 else:
                     ok = False
                     self._values.report(
                         other.key.error(
                             f"{shown(key)} is not supported on import_tasks",
-                            hint="import_tasks takes name, when, tags and vars; "
+                            hint="import_tasks takes name, when, tags, vars and notify; "
                             "put other keywords on the imported steps",
                         )
                     )
             except PlaybookError as exc:
                 ok = False
                 self._values.report(exc)
-        return (when, tags, variables) if ok else None
+        return (when, tags, variables, notify) if ok else None
 
     def _path(self, node: Node) -> Path | None:
         """The imported file: next to the importing file, else next to the playbook."""
@@ -148,11 +152,12 @@ class TaskImports:
 
 
 def _inherit(step: Step, inherited: Inherited, site: str) -> Step:
-    when, tags, variables = inherited
+    when, tags, variables, notify = inherited
     return replace(
         step,
         when=when + step.when,
         tags=step.tags | tags,
         vars={**variables, **step.vars},
         via=site + step.via,
+        notify=tuple(dict.fromkeys((*step.notify, *notify))),
     )

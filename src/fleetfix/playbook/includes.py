@@ -32,7 +32,7 @@ INCLUDE_KINDS = frozenset({StepKind.INCLUDE_TASKS, StepKind.INCLUDE_ROLE})
 INCLUDE_KEYWORDS = frozenset(
     {"name", "when", "vars", "tags", "loop", "with_items", "with_list", "loop_control"}
     | {"with_sequence", "with_indexed_items"}
-    | {"ignore_errors", "register", "no_log", "notify"}
+    | {"ignore_errors", "register", "no_log"}
 )
 """The keywords an include takes; the included steps carry the rest themselves."""
 _ROLE_ARGS = frozenset(
