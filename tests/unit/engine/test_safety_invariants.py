@@ -398,7 +398,8 @@ async def test_unrelated_commands_are_untouched(run_playbook: Runner, fake: Fake
 async def test_a_hold_is_not_rescued_as_a_failed_fix(
     run_playbook: Runner, fake: FakeTransport
 ) -> None:
-    """A repair budget of one node. gpu001's fix failed in the first play, so it stays drained
+    """A repair budget of one node. gpu001's fix failed in the first play (gpu002 had nothing
+    to fix there: a play whose every host failed would end the playbook), so it stays drained
     and holds the budget's place; gpu002's drain is then held. The rescue, written for a
     fix that failed, must not run on gpu002, which nothing was tried on: it stays held and the
     run exits 6."""
@@ -406,12 +407,14 @@ async def test_a_hold_is_not_rescued_as_a_failed_fix(
         node(fake, name)
     run = await run_playbook(
         """
-        - hosts: gpu001
+        - hosts: gpu
           tasks:
             - name: drain
               action: {name: slurm_drain, reason: "fleetfix: test"}
+              when: inventory_hostname == 'gpu001'
             - name: the fix does not verify
               fail: {msg: "not fixed, left drained"}
+              when: inventory_hostname == 'gpu001'
         - hosts: gpu
           tasks:
             - name: fix
