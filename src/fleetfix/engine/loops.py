@@ -18,6 +18,8 @@ from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import replace
 from typing import Any
 
+import jinja2
+
 from fleetfix.engine.hoststep import HostStep, with_lines
 from fleetfix.errors import FleetfixError
 from fleetfix.events import LoopItemFinished
@@ -39,6 +41,10 @@ async def run_loop(hs: HostStep, run_item: ItemRunner) -> StepResult:
     try:
         items = loop_items(hs)
     except Exception as exc:  # a template error or not a list: this host's failure
+        undefined = isinstance(exc.__cause__, jinja2.UndefinedError)
+        false_condition = _when_false(hs) if undefined else None
+        if false_condition is not None:
+            return _combined(hs, [], when_false=false_condition)
         if isinstance(exc.__cause__, LookupFailed):  # with_sequence's own words, as Ansible's
             return _combined(hs, [], failure=str(exc.__cause__))
         return _combined(hs, [], failure=f"{step.position}: {exc}")
@@ -58,6 +64,16 @@ async def run_loop(hs: HostStep, run_item: ItemRunner) -> StepResult:
         if hs.state.unreachable:  # Ansible stops a host's loop when the host is lost
             break
     return _combined(hs, results, registered=registered)
+
+
+def _when_false(hs: HostStep) -> str | None:
+    """Ansible skips a step whose loop names an undefined variable when its `when` (read
+    without the item) is false: the false condition. An error in that reading leaves the
+    loop's error standing (None)."""
+    try:
+        return next((c for c in hs.step.when if not hs.evaluate((c,))), None)
+    except Exception:
+        return None
 
 
 def loop_items(hs: HostStep) -> list[Any]:
@@ -111,6 +127,7 @@ def _combined(
     *,
     registered: list[dict[str, Any]] | None = None,
     failure: str | None = None,
+    when_false: str | None = None,
 ) -> StepResult:
     """The step's verdict from its items' (Ansible's rules); `failure`: the loop itself failed."""
     step = hs.step
@@ -131,12 +148,21 @@ def _combined(
     message = failure or _message(results, failed=failed, skipped=skipped)
     data: dict[str, Any] = {
         "changed": changed,
-        "failed": failed,
         "skipped": skipped,
         "msg": message,
         "results": registered or [],
     }
-    if not results and failure is None:
+    if failed:  # Ansible's loop result names failed only when it is true
+        data["failed"] = True
+    if when_false is not None:
+        message = "Conditional result was False"
+        data = {
+            "changed": False,
+            "false_condition": when_false,
+            "skip_reason": message,
+            "skipped": True,
+        }
+    elif not results and failure is None:
         data["skipped_reason"] = "No items in the list"
     commands: tuple[CommandResult, ...] = tuple(c for r in results for c in r.commands)
     return StepResult(

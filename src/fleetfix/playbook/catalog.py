@@ -105,6 +105,7 @@ STEP_KEYWORDS: frozenset[str] = frozenset(
         "cooldown",
         "max_attempts",
         *("loop", "with_items", "with_list", "with_sequence", "with_indexed_items"),
+        *("with_dict", "with_nested", "with_together", "with_subelements", "with_first_found"),
         "loop_control",
     }
 )
@@ -114,6 +115,11 @@ LOOP_KEYWORDS: tuple[str, ...] = (
     "with_list",
     "with_sequence",
     "with_indexed_items",
+    "with_dict",
+    "with_nested",
+    "with_together",
+    "with_subelements",
+    "with_first_found",
 )
 LOOP_CONTROL_ARGS: frozenset[str] = frozenset({"loop_var", "index_var", "label", "pause"})
 
@@ -215,8 +221,9 @@ NOT_ON_BLOCK: frozenset[str] = frozenset(
 )
 
 LOOP_HINT = (
-    "fleetfix loops with loop:, with_items:, with_list:, with_sequence: or with_indexed_items:;"
-    ' write another with_ as a loop: (with_dict: loop: "{{ d | dict2items }}")'
+    "fleetfix loops with loop:, with_items:, with_list:, with_sequence:, with_indexed_items:,"
+    " with_dict:, with_nested:, with_together:, with_subelements: or with_first_found:;"
+    ' write another with_ as a loop: with filters (loop: "{{ d | dict2items }}")'
 )
 _INCLUDES = "'include' is gone from Ansible: use import_playbook (plays) or import_tasks (steps)"
 _FACTS = "fleetfix reads facts.d from /etc/ansible/facts.d (setup: fact_path: for another)"

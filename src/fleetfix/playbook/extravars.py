@@ -140,15 +140,27 @@ def parse_kv(text: str, *, template_keys: bool = False) -> dict[str, str]:
     """
     result: dict[str, str] = {}
     for word in split_args(text):
-        if template_keys and word.startswith("{{") and "}}=" in word:
-            key, sep, value = word.partition("}}=")
-            key += "}}"
+        if template_keys and "{{" in word:
+            key, sep, value = _split_outside_templates(word)
         else:
             key, sep, value = word.partition("=")
-        if not sep or not (is_variable_name(key) or (template_keys and key.startswith("{{"))):
+        if not sep or not (is_variable_name(key) or (template_keys and "{{" in key)):
             raise ValueError(f"expected key=value, got {word!r}")
         result[key] = value
     return result
+
+
+def _split_outside_templates(word: str) -> tuple[str, str, str]:
+    """`user_{{ a == b }}={{ c }}` at its first `=` outside `{{ }}` (a set_fact key template)."""
+    depth = 0
+    for at, char in enumerate(word):
+        if word.startswith("{{", at):
+            depth += 1
+        elif word.startswith("}}", at) and depth:
+            depth -= 1
+        elif char == "=" and not depth:
+            return word[:at], "=", word[at + 1 :]
+    return word, "", ""
 
 
 def split_args(text: str) -> list[str]:

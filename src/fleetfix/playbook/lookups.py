@@ -1,6 +1,11 @@
 """Ansible's common lookups in templates and conditions: `lookup('env', 'HOME')`,
-`lookup('file', 'motd.txt')`, `lookup('vars', 'name')`, `sequence` and `indexed_items` (what
-`with_sequence` and `with_indexed_items` loop over), and `query`/`q` (always a list).
+`lookup('file', 'motd.txt')`, `lookup('vars', 'name')`, `first_found`, and the ones the `with_`
+loops run over (`sequence`, `indexed_items`, `dict`, `nested`, `together`, `subelements`,
+`items`, `list`), plus `query`/`q` (always a list).
+
+A `with_X:` loop is the template `{{ query('X', TERMS, _loop_terms=true) }}`: `_loop_terms`
+says TERMS is the loop's whole value, spread into the lookup's terms as Ansible does (a list is
+the terms, anything else the one term).
 
 They run on the controller, as in Ansible. `file` reads a path relative to the role's `files/`
 directory and the role's own (in a role's step), then the playbook's `files/` and its own. Any
@@ -10,6 +15,7 @@ renders it.
 
 from __future__ import annotations
 
+import itertools
 import os
 import re
 from collections.abc import Callable, Iterator, Mapping
@@ -22,7 +28,20 @@ from jinja2.runtime import Context
 
 from fleetfix.playbook.extravars import parse_kv
 
-SUPPORTED = ("env", "file", "vars", "sequence", "indexed_items")
+SUPPORTED = (
+    "env",
+    "file",
+    "vars",
+    "sequence",
+    "indexed_items",
+    "dict",
+    "nested",
+    "together",
+    "subelements",
+    "first_found",
+    "items",
+    "list",
+)
 CALLS = ("lookup", "query", "q")
 _MISSING = object()
 
@@ -161,12 +180,181 @@ def _indexed_items(
     return [[index, item] for index, item in enumerate(flat)]
 
 
+def _flat(terms: Any) -> list[Any]:
+    """Ansible's LookupBase._flatten: one level of lists spread."""
+    return [leaf for term in terms for leaf in (term if isinstance(term, list | tuple) else [term])]
+
+
+def _dict(_context: Context, terms: tuple[Any, ...], _options: Mapping[str, Any]) -> list[Any]:
+    """Ansible's `dict` (`with_dict`): [{key, value}] of each mapping."""
+    found: list[Any] = []
+    for term in terms:
+        if not isinstance(term, Mapping):
+            raise LookupFailed(
+                f"the 'dict' lookup plugin expects a dictionary, got '{term}' of type {type(term)})"
+            )
+        found.extend({"key": key, "value": value} for key, value in term.items())
+    return found
+
+
+def _nested(_context: Context, terms: tuple[Any, ...], _options: Mapping[str, Any]) -> list[Any]:
+    """Ansible's `nested` (`with_nested`): the product of the lists, each item a flat list."""
+    if not terms:
+        raise LookupFailed("with_nested requires at least one element in the nested list")
+    result: list[Any] = list(_as_list(terms[0]))
+    for more in terms[1:]:
+        result = [_flat([x, y]) for x in result for y in _as_list(more)]
+    return [_flat(x) if isinstance(x, list | tuple) else [x] for x in result]
+
+
+def _as_list(value: Any) -> list[Any]:
+    return list(value) if isinstance(value, list | tuple) else [value]
+
+
+def _together(_context: Context, terms: tuple[Any, ...], _options: Mapping[str, Any]) -> list[Any]:
+    """Ansible's `together` (`with_together`): the lists zipped, short ones padded with None."""
+    if not terms:
+        raise LookupFailed("with_together requires at least one element in each list")
+    lists = [_as_list(term) for term in terms]
+    return [_flat(row) for row in itertools.zip_longest(*lists, fillvalue=None)]
+
+
+def _items(_context: Context, terms: tuple[Any, ...], _options: Mapping[str, Any]) -> list[Any]:
+    return _flat(terms)
+
+
+def _list(_context: Context, terms: tuple[Any, ...], _options: Mapping[str, Any]) -> list[Any]:
+    return list(terms)
+
+
+_SUBELEMENT_FLAGS = ("skip_missing",)
+
+
+def _subelements(
+    _context: Context, terms: tuple[Any, ...], _options: Mapping[str, Any]
+) -> list[Any]:
+    """Ansible's `subelements` (`with_subelements`): [element, sub-item] for each sub-item of
+    each element's list at the (dotted) key; the element without that key, as Ansible's."""
+    prefix = "subelements lookup expects a list of two or three items, "
+    if not 2 <= len(terms) <= 3:
+        raise LookupFailed(prefix)
+    if not isinstance(terms[0], list | tuple | Mapping) or not isinstance(terms[1], str):
+        raise LookupFailed(
+            prefix + "first a dict or a list, second a string pointing to the subkey"
+        )
+    keys = terms[1].split(".")
+    elements: Any = terms[0]
+    if isinstance(elements, Mapping):
+        if elements.get("skipped", False) is not False:
+            return []
+        elements = list(elements.values())
+    flags = terms[2] if len(terms) == 3 else {}
+    if not isinstance(flags, Mapping) or any(k not in _SUBELEMENT_FLAGS for k in flags):
+        raise LookupFailed(
+            prefix + f"the optional third item must be a dict with flags {list(_SUBELEMENT_FLAGS)}"
+        )
+    skip_missing = str(flags.get("skip_missing", False)).lower() in ("true", "yes", "1", "on")
+    found: list[Any] = []
+    for element in elements:
+        if not isinstance(element, Mapping):
+            raise LookupFailed(f"subelements lookup expects a dictionary, got '{element}'")
+        if element.get("skipped", False) is not False:
+            continue
+        first = dict(element)  # Ansible pops the sub-list from (its copy of) the element
+        sublist = _sublist(first, keys, skip_missing)
+        found.extend([first, sub] for sub in sublist)
+    return found
+
+
+def _sublist(element: dict[str, Any], keys: list[str], skip_missing: bool) -> list[Any]:
+    value: Any = element
+    for depth, key in enumerate(keys):
+        last = depth == len(keys) - 1
+        if key not in value:
+            if skip_missing:
+                return []
+            raise LookupFailed(f"could not find '{key}' key in iterated item '{value}'")
+        if not last:
+            if not isinstance(value[key], Mapping):
+                if skip_missing:
+                    return []
+                raise LookupFailed(
+                    f"the key {key} should point to a dictionary, got '{value[key]}'"
+                )
+            value[key] = dict(value[key])
+            value = value[key]
+        elif not isinstance(value[key], list | tuple):
+            raise LookupFailed(f"the key {key} should point to a list, got '{value[key]}'")
+        else:
+            return list(value.pop(key))
+    return []
+
+
+def _first_found(context: Context, terms: tuple[Any, ...], options: Mapping[str, Any]) -> list[Any]:
+    """Ansible's `first_found`: the absolute path of the first file that exists, searched as
+    `file` searches (and a role's `tasks/`); [] with skip=True when none does."""
+    skip = bool(options.get("skip", False))
+    names = _first_found_names(terms or (options.get("files", []),), options)
+    for name in names:
+        hit = _search(context, name, ("files", "tasks", "vars", "templates"))
+        if hit is not None:
+            return [str(hit.absolute())]
+    if skip:
+        return []
+    raise LookupFailed("No file was found when using first_found.")
+
+
+def _first_found_names(terms: Any, options: Mapping[str, Any]) -> list[str]:
+    names: list[str] = []
+    for term in terms:
+        if isinstance(term, Mapping):
+            files, paths = term.get("files", []), term.get("paths", options.get("paths", []))
+        elif isinstance(term, str):
+            files, paths = [term], options.get("paths", [])
+        elif isinstance(term, list | tuple):
+            names.extend(_first_found_names(term, options))
+            continue
+        else:
+            raise LookupFailed(
+                "Invalid term supplied. A string, dict or list is required,"
+                f" not {type(term).__name__!r})."
+            )
+        file_list = _split_on(files, ",;")
+        path_list = _split_on(paths, ",:;")
+        names.extend(
+            [os.path.join(p, f) for p in path_list for f in file_list] if path_list else file_list
+        )
+    return names
+
+
+def _split_on(value: Any, separators: str) -> list[str]:
+    words = [value] if isinstance(value, str) else list(value or [])
+    return [part for word in words for part in re.split(f"[{separators}]", str(word)) if part]
+
+
+def _search(context: Context, name: str, subdirs: tuple[str, ...]) -> Path | None:
+    path = Path(name)
+    if path.is_absolute():
+        return path if path.exists() else None
+    bases = [Path(str(context[d])) for d in ("role_path", "playbook_dir") if context.get(d)]
+    candidates = [base / sub / path for base in bases for sub in subdirs]
+    candidates += [base / path for base in bases]
+    return next((c for c in candidates if c.exists()), None)
+
+
 _PLUGINS: Mapping[str, Callable[[Context, tuple[Any, ...], Mapping[str, Any]], list[Any]]] = {
     "env": _env,
     "file": _file,
     "vars": _vars,
     "sequence": _sequence,
     "indexed_items": _indexed_items,
+    "dict": _dict,
+    "nested": _nested,
+    "together": _together,
+    "subelements": _subelements,
+    "first_found": _first_found,
+    "items": _items,
+    "list": _list,
 }
 
 
@@ -176,6 +364,9 @@ def _run(context: Context, name: str, terms: tuple[Any, ...], options: dict[str,
         raise LookupFailed(f"lookup plugin {name!r} is not supported by fleetfix")
     errors = options.pop("errors", "strict")
     options.pop("wantlist", None)
+    if options.pop("_loop_terms", False):  # a with_ loop's value: a list is the terms
+        whole = terms[0] if terms else []
+        terms = tuple(whole) if isinstance(whole, list | tuple) else (whole,)
     try:
         return plugin(context, terms, options)
     except LookupFailed:
@@ -186,14 +377,17 @@ def _run(context: Context, name: str, terms: tuple[Any, ...], options: dict[str,
 
 @jinja2.pass_context
 def lookup(context: Context, name: str, *terms: Any, **options: Any) -> Any:
-    """One value for one term; several joined with commas (a list with wantlist=True)."""
+    """Ansible's rule: the list with wantlist=True; else one value alone, several strings
+    joined with commas, and any other list as it is."""
     wantlist = bool(options.get("wantlist", False))
     values = _run(context, name, terms, dict(options))
     if wantlist:
         return values
     if len(values) == 1:
         return values[0]
-    return ",".join(str(v) for v in values)
+    if values and all(isinstance(v, str) for v in values):
+        return ",".join(values)
+    return values
 
 
 @jinja2.pass_context

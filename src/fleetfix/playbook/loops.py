@@ -22,7 +22,18 @@ from fleetfix.playbook.yamlpos import Node
 if TYPE_CHECKING:
     from fleetfix.playbook.steps import ValueReader
 
-__all__ = ["indexed_items_value", "loop_control", "loop_value", "one_loop", "sequence_value"]
+__all__ = [
+    "LOOKUP_LOOPS",
+    "indexed_items_value",
+    "lookup_loop_value",
+    "loop_control",
+    "loop_value",
+    "one_loop",
+    "sequence_value",
+]
+
+LOOKUP_LOOPS: tuple[str, ...] = ("dict", "nested", "together", "subelements", "first_found")
+"""`with_X` loops that are the lookup X over the keyword's value (lookups.py)."""
 
 _TEMPLATE_PART = re.compile(r"\{\{(.*?)\}\}", re.DOTALL)
 
@@ -69,6 +80,17 @@ def indexed_items_value(values: ValueReader, node: Node) -> str:
     else:
         term = jinja_literal(node)
     return "{{ query('indexed_items', " + term + ") }}"
+
+
+def lookup_loop_value(values: ValueReader, node: Node, name: str) -> str:
+    """`with_nested`, `with_dict`, ...: the value (a list of terms, or one term; templates
+    inside) as a loop template over the lookup, rendered on each host."""
+    values.check_templates(node)
+    if node.is_scalar and isinstance(node.value, str) and is_template(node.value):
+        term = jinja_text(node, node.value)
+    else:
+        term = jinja_literal(node)
+    return "{{ query(" + repr(name) + ", " + term + ", _loop_terms=true) }}"
 
 
 def jinja_text(node: Node, text: str) -> str:

@@ -9,6 +9,7 @@ share with plays: the keyword values that may hold Jinja2, compiled now with the
 from __future__ import annotations
 
 import enum
+import functools
 import re
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import replace
@@ -354,6 +355,10 @@ class StepReader:
             "with_list": lambda n: loops.loop_value(self._values, n, "with_list"),
             "with_sequence": lambda n: loops.sequence_value(self._values, n),
             "with_indexed_items": lambda n: loops.indexed_items_value(self._values, n),
+            **{
+                f"with_{name}": functools.partial(loops.lookup_loop_value, self._values, name=name)
+                for name in loops.LOOKUP_LOOPS
+            },
             "loop_control": lambda n: loops.loop_control(self._values, n),
         }
 
