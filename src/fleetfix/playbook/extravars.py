@@ -44,10 +44,27 @@ def _parse_item(item: str, base_dir: Path) -> dict[str, Any]:
         return _from_file(item, base_dir / Path(text[1:]).expanduser())
     if text[0] in "{[":
         return _from_yaml_text(item)
+    if text[0] in "/.":
+        raise UsageError(f"-e {item!r}: Please prepend extra_vars filename {item!r} with '@'")
     try:
-        return dict(parse_kv(text))
+        words = split_args(text)
     except ValueError as exc:
         raise UsageError(f"-e {item!r}: {exc}") from exc
+    # Ansible's rule: key=value words are variables; the other words, joined, are the value of
+    # `_raw_params` (so -e 'name: value' sets nothing a playbook reads, as in Ansible).
+    found: dict[str, Any] = {}
+    raw: list[str] = []
+    for word in words:
+        key, sep, value = word.partition("=")
+        if sep and not is_variable_name(key):
+            raise UsageError(f"-e {item!r}: expected key=value, got {word!r}")
+        if sep:
+            found[key] = value
+        else:
+            raw.append(word)
+    if raw:
+        found["_raw_params"] = " ".join(raw)
+    return found
 
 
 def _from_file(item: str, path: Path) -> dict[str, Any]:

@@ -32,6 +32,9 @@ from .conftest import PLAYBOOKS
         (["a=1", "a=2"], {"a": "2"}),
         (["a=1 b=1", '{"b": 2}', "c=3"], {"a": "1", "b": 2, "c": "3"}),
         (["msg={{ a | default('x y') }}"], {"msg": "{{ a | default('x y') }}"}),
+        # Ansible's rule: words that are not key=value are the value of _raw_params
+        (["novalue"], {"_raw_params": "novalue"}),
+        (["flag: False a=1"], {"_raw_params": "flag: False", "a": "1"}),
     ],
 )
 def test_parse_extra_vars(items: list[str], expected: dict[str, object], tmp_path: Path) -> None:
@@ -49,8 +52,8 @@ def test_at_file_yaml_and_json_relative_to_base_dir(tmp_path: Path) -> None:
     ("item", "message"),
     [
         ("", "-e '': empty extra vars"),
-        ("novalue", "-e 'novalue': expected key=value, got 'novalue'"),
         ("1abc=2", "-e '1abc=2': expected key=value, got '1abc=2'"),
+        ("./vars.yml", "-e './vars.yml': Please prepend extra_vars filename './vars.yml' with '@'"),
         ('a="unclosed', "-e 'a=\"unclosed': unterminated \" quote"),
         ("a={{ b", "-e 'a={{ b': unterminated {{ ... }}"),
         (
