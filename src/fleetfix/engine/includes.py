@@ -14,7 +14,9 @@ from typing import Any
 
 from fleetfix.engine.context import RunContext
 from fleetfix.engine.kinds import INCLUDED_KEY
+from fleetfix.playbook.imports import inherit
 from fleetfix.playbook.model import Step
+from fleetfix.playbook.roles import in_role
 from fleetfix.results import Status, StepResult
 
 _ITEM_NAMES = ("ansible_loop_var", "ansible_index_var")
@@ -54,6 +56,9 @@ def _inclusion(
     if steps is None:  # a templated file: engine.kinds read it (the loader keeps it)
         loader = ctx.options.task_loader
         steps = loader(str(data[INCLUDED_KEY])) if loader is not None else ()
+        steps = tuple(inherit(step, include.args.get("apply") or {}) for step in steps)
+        if include.role is not None:  # a file a role includes is the role's
+            steps = tuple(in_role(step, include.role) for step in steps)
     return Inclusion(tuple(under(step, site) for step in steps), {**include.vars, **item_vars})
 
 

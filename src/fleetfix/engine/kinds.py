@@ -190,7 +190,8 @@ async def _include(hs: HostStep) -> Outcome:
         return Outcome(data={INCLUDED_KEY: str(hs.step.args["role"])})
     name = str(hs.render(hs.step.args["file"]))
     playbook_dir = Path(str(hs.variables.get("playbook_dir", ".")))
-    places = candidates(name, hs.step.position.file, playbook_dir)
+    role_dir = Path(hs.step.role.path) if hs.step.role is not None else None
+    places = candidates(name, hs.step.position.file, playbook_dir, role_dir)
     path = next((p for p in places if p.is_file()), None)
     if path is None:
         looked = ", ".join(str(p.parent) for p in places)

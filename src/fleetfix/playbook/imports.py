@@ -25,16 +25,18 @@ from fleetfix.playbook.yamlpos import Entry, Node, load_yaml
 if TYPE_CHECKING:
     from fleetfix.playbook.steps import ValueReader
 
-__all__ = ["TaskImports", "import_entry"]
+__all__ = ["TaskImports", "import_entry", "inherit"]
 
 _IMPORT_TASKS = ("import_tasks", "ansible.builtin.import_tasks", "ansible.legacy.import_tasks")
 
 StepListReader = Callable[[Node, str], tuple[Step, ...]]
 """Reads a list of steps (the importing StepReader's own step_list, for one role)."""
 
-Inherited = tuple[tuple[str, ...], frozenset[str], dict[str, Any], tuple[str, ...]]
-"""What the imported steps take from the import: when, tags, vars and notify."""
-"""The import's when, tags and vars."""
+Inherited = dict[str, Any]
+"""What the imported steps take from the import: its keywords, as Step fields."""
+
+KeywordReader = Callable[[Node, Entry | None], Inherited]
+"""Reads the step keywords of a mapping (leaving out one entry) as Step fields."""
 
 
 def import_entry(node: Node) -> Entry | None:
@@ -51,9 +53,12 @@ def import_entry(node: Node) -> Entry | None:
 class TaskImports:
     """The import_tasks of one play's step lists; problems go to the loader's list."""
 
-    def __init__(self, values: ValueReader, base_dir: Path) -> None:
+    def __init__(
+        self, values: ValueReader, base_dir: Path, read_keywords: KeywordReader | None = None
+    ) -> None:
         self._values = values
         self._base_dir = base_dir
+        self._read_keywords = read_keywords
         self._importing: list[Path] = []  # files being read (a cycle is an error)
 
     def read(self, node: Node, entry: Entry, read_steps: StepListReader) -> tuple[Step, ...]:
@@ -77,7 +82,8 @@ class TaskImports:
             steps = read_steps(root, f"tasks in {path.name}")
         finally:
             self._importing.pop()
-        return tuple(_inherit(step, inherited, f"{entry.key.position}>") for step in steps)
+        site = f"{entry.key.position}>"
+        return tuple(replace(inherit(step, inherited), via=site + step.via) for step in steps)
 
     def _root(self, path: Path, entry: Entry) -> Node | None:
         try:
@@ -90,37 +96,26 @@ class TaskImports:
         return document.root
 
     def _keywords(self, node: Node, entry: Entry) -> Inherited | None:
-        when: tuple[str, ...] = ()
-        tags: frozenset[str] = frozenset()
-        variables: dict[str, Any] = {}
-        notify: tuple[str, ...] = ()
+        """The keywords written next to import_tasks: those a block takes (Ansible lets an
+        import carry every inheritable keyword); loops and per-result ones are refused."""
         ok = True
         for other in node.entries:
             key = other.key.value
-            try:
-                if other is entry or key == "name":
-                    continue
-                if key == "when":
-                    when = self._values.conditions(other.value, "when", allow_empty=True)
-                elif key == "tags":
-                    tags = frozenset(kw.to_names(other.value, "tags", split_commas=True))
-                elif key == "vars":
-                    variables = self._values.vars(other.value, "vars")
-                elif key == "notify":
-                    notify = tuple(kw.to_names(other.value, "notify"))
-                else:
-                    ok = False
-                    self._values.report(
-                        other.key.error(
-                            f"{shown(key)} is not supported on import_tasks",
-                            hint="import_tasks takes name, when, tags, vars and notify; "
-                            "put other keywords on the imported steps",
-                        )
-                    )
-            except PlaybookError as exc:
+            if other is entry or key == "name":
+                continue
+            if key in kw.NOT_ON_BLOCK or key not in kw.STEP_KEYWORDS:
                 ok = False
-                self._values.report(exc)
-        return (when, tags, variables, notify) if ok else None
+                self._values.report(
+                    other.key.error(
+                        f"{shown(key)} is not supported on import_tasks",
+                        hint="import_tasks takes the keywords a block takes (when, tags, vars,"
+                        " notify, become, check_mode, ...); put other keywords on the imported"
+                        " steps",
+                    )
+                )
+        if not ok:
+            return None
+        return self._read_keywords(node, entry) if self._read_keywords is not None else {}
 
     def _path(self, node: Node) -> Path | None:
         """The imported file: next to the importing file, else next to the playbook."""
@@ -151,13 +146,38 @@ class TaskImports:
         return None
 
 
-def _inherit(step: Step, inherited: Inherited, site: str) -> Step:
-    when, tags, variables, notify = inherited
+_MERGED = frozenset({"when", "tags", "vars", "notify", "environment", "ignore_errors", "name"})
+
+
+def inherit(step: Step, keywords: Inherited) -> Step:
+    """The step with the keywords of the import (or of an include's `apply:`) that brings it
+    in, as Ansible's parent block gives them: `when` first, tags, vars, notify and environment
+    joined, and each other keyword (become, check_mode, no_log, ...) where the step, or a
+    step inside it at any depth, does not set its own."""
+    if not keywords:
+        return step
+    notify = tuple(keywords.get("notify", ()))
+    changed = replace(
+        step,
+        when=tuple(keywords.get("when", ())) + step.when,
+        tags=step.tags | frozenset(keywords.get("tags", ())),
+        vars={**keywords.get("vars", {}), **step.vars},
+        notify=tuple(dict.fromkeys((*step.notify, *notify))),
+        environment={**keywords.get("environment", {}), **step.environment},
+        ignore_errors=step.ignore_errors or bool(keywords.get("ignore_errors")),
+    )
+    return _defaults(changed, {k: v for k, v in keywords.items() if k not in _MERGED})
+
+
+def _defaults(step: Step, keywords: dict[str, Any]) -> Step:
+    """Each keyword set where the step (and its children, at any depth) left it unset."""
+    if not keywords:
+        return step
+    unset = {k: v for k, v in keywords.items() if getattr(step, k, None) in (None, False)}
     return replace(
         step,
-        when=when + step.when,
-        tags=step.tags | tags,
-        vars={**variables, **step.vars},
-        via=site + step.via,
-        notify=tuple(dict.fromkeys((*step.notify, *notify))),
+        **unset,
+        block=tuple(_defaults(child, keywords) for child in step.block),
+        rescue=tuple(_defaults(child, keywords) for child in step.rescue),
+        always=tuple(_defaults(child, keywords) for child in step.always),
     )

@@ -6,7 +6,8 @@ includes the file once per item with the item's variables. A file name that is a
 read now, so its problems are reported before anything runs (`Step.args['steps']`); a
 templated one (`"xid{{ code }}.yml"`) is read when a host first includes it, and a file that
 cannot be read fails that host's include. include_role's role is read now (its name cannot
-be a template); its handlers join the play's.
+be a template); its handlers join the play's. `apply:` gives its keywords to the included
+steps, as Ansible's block around them (`Step.args['apply']`, for a file read at run time).
 """
 
 from __future__ import annotations
@@ -18,8 +19,9 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from fleetfix.errors import PlaybookError
-from fleetfix.playbook.catalog import shown, suggest
+from fleetfix.playbook.catalog import NOT_ON_BLOCK, STEP_KEYWORDS, shown, suggest
 from fleetfix.playbook.conditions import is_template
+from fleetfix.playbook.imports import KeywordReader, inherit
 from fleetfix.playbook.model import Step, StepKind
 from fleetfix.playbook.module_args import kv_mapping
 from fleetfix.playbook.yamlpos import Entry, Node, NodeKind, load_yaml
@@ -37,21 +39,25 @@ INCLUDE_KEYWORDS = frozenset(
 """The keywords an include takes; the included steps carry the rest themselves."""
 _ROLE_ARGS = frozenset(
     {"name", "tasks_from", "handlers_from", "vars_from", "defaults_from", "allow_duplicates"}
-    | {"public"}
+    | {"public", "rolespec_validate", "apply"}
 )
-_APPLY = "apply: is not supported: put the keywords on the included steps"
 
 StepListReader = Callable[[Node, str], tuple[Step, ...]]
+_NOT_IMPORT_ARGS = ("public", "allow_duplicates", "rolespec_validate", "apply")
 
 
-def candidates(name: str, including_file: str, playbook_dir: Path) -> list[Path]:
-    """Where a task file named in an include is looked for: next to the including file
-    (and, in a role's tasks/, that directory), then next to the playbook."""
+def candidates(
+    name: str, including_file: str, playbook_dir: Path, role_dir: Path | None = None
+) -> list[Path]:
+    """Where a task file named in an include is looked for: in a role, its tasks/ directory
+    and the role's own directory (Ansible's path_dwim_relative, so a role's handlers include
+    its tasks/ files); then next to the including file, then next to the playbook."""
     expanded = os.path.expanduser(name)
     if os.path.isabs(expanded):
         return [Path(expanded)]
     here = Path(including_file).parent
-    bases = dict.fromkeys((here, playbook_dir))
+    roles = (role_dir / "tasks", role_dir) if role_dir is not None else ()
+    bases = dict.fromkeys((*roles, here, playbook_dir))
     return [Path(os.path.normpath(base / expanded)) for base in bases]
 
 
@@ -59,9 +65,15 @@ class Includes:
     """The include_tasks/include_role steps of one play; problems go to the loader's list."""
 
     def __init__(
-        self, values: ValueReader, base_dir: Path, roles: RoleReader, read_steps: StepListReader
+        self,
+        values: ValueReader,
+        base_dir: Path,
+        roles: RoleReader,
+        read_steps: StepListReader,
+        read_keywords: KeywordReader,
     ) -> None:
         self._values = values
+        self._read_keywords = read_keywords
         self._base_dir = base_dir
         self._roles = roles
         self._read_steps = read_steps
@@ -70,11 +82,12 @@ class Includes:
     def tasks_args(self, entry: Entry) -> dict[str, Any]:
         """{'file': name as written, 'steps': the file's steps when the name is a literal}."""
         node = kv_mapping(entry.value, "include_tasks")
+        applied: dict[str, Any] = {}
         if node.is_mapping:
             for arg in node.entries:
                 if arg.key.value == "apply":
-                    raise arg.key.error(_APPLY)
-                if arg.key.value not in ("file", "_raw_params"):
+                    applied = self._apply(arg.value)
+                elif arg.key.value not in ("file", "_raw_params"):
                     raise arg.key.error(
                         f"unknown include_tasks argument {shown(arg.key.value)}",
                         hint=suggest(str(arg.key.value), ("file",)),
@@ -88,15 +101,16 @@ class Includes:
             raise node.error(f"include_tasks needs a file name, not {shown(name)}")
         if is_template(name):
             self._values.check_templates(node)
-            return {"file": name}
-        places = candidates(name, node.position.file, self._base_dir)
+            return {"file": name, "apply": applied}
+        places = candidates(name, node.position.file, self._base_dir, self._roles.current_dir)
         path = next((p for p in places if p.is_file()), None)
         if path is None:
             looked = ", ".join(str(p) for p in places)
             raise node.error(f"include_tasks file not found: {name}", hint=f"looked for {looked}")
-        if path in self._reading:
-            return {"file": name}  # includes itself: read when a host gets there
-        return {"file": name, "steps": self._read(path, node)}
+        if path in self._reading:  # includes itself: read when a host gets there
+            return {"file": name, "apply": applied}
+        steps = tuple(inherit(step, applied) for step in self._read(path, node))
+        return {"file": name, "steps": steps, "apply": applied}
 
     def role_args(self, entry: Entry) -> dict[str, Any]:
         """{'role': name, 'steps': the role's steps}; its handlers go to the play's."""
@@ -104,8 +118,6 @@ class Includes:
         if not node.is_mapping:
             raise node.error("include_role takes a mapping: {name: ROLE, ...} (or name=ROLE)")
         for arg in node.entries:
-            if arg.key.value == "apply":
-                raise arg.key.error(_APPLY)
             if arg.key.value not in _ROLE_ARGS:
                 raise arg.key.error(
                     f"unknown include_role argument {shown(arg.key.value)}",
@@ -121,9 +133,24 @@ class Includes:
                 hint="include_tasks with a templated file name chooses per host",
             )
         wrapper = Node(NodeKind.MAPPING, None, entry.key.position, entry.key.source_line)
-        kept = tuple(a for a in node.entries if a.key.value not in ("public", "allow_duplicates"))
+        apply_node = node.get("apply")
+        applied = self._apply(apply_node) if apply_node is not None else {}
+        kept = tuple(a for a in node.entries if a.key.value not in _NOT_IMPORT_ARGS)
         steps = self._roles.import_role(wrapper, Entry(entry.key, replace(node, entries=kept)))
-        return {"role": str(named.value), "steps": steps}
+        return {"role": str(named.value), "steps": tuple(inherit(s, applied) for s in steps)}
+
+    def _apply(self, node: Node) -> dict[str, Any]:
+        """`apply:`: keywords the included steps take, as from a block around them."""
+        if not node.is_mapping:
+            raise node.error(f"apply takes a mapping of step keywords, not {shown(node.value)}")
+        for arg in node.entries:
+            key = arg.key.value
+            if key in NOT_ON_BLOCK or key not in STEP_KEYWORDS:
+                raise arg.key.error(
+                    f"{shown(key)} is not valid in apply:",
+                    hint="apply: takes the keywords a block takes (tags, when, become, ...)",
+                )
+        return self._read_keywords(node, None)
 
     def _read(self, path: Path, where: Node) -> tuple[Step, ...]:
         try:

@@ -154,15 +154,9 @@ class _PlaybookLoader:
         """The plays of an imported playbook, read now in place (Ansible's static import)."""
         entry = _playbook_import(node)
         assert entry is not None
-        for other in node.entries:
-            if other is not entry and other.key.value != "name":
-                self._report(
-                    other.key.error(
-                        f"{shown(other.key.value)} is not supported on import_playbook",
-                        hint="put it on the imported playbook's plays",
-                    )
-                )
-                return []
+        keywords = self._import_keywords(node, entry)
+        if keywords is None:
+            return []
         name = entry.value.value
         if not isinstance(name, str) or not name.strip() or is_template(name):
             self._report(
@@ -186,7 +180,39 @@ class _PlaybookLoader:
         playbook, errors = nested.load(top=False)
         self._errors.extend(errors)
         self._refuse_nested_vars_dirs(entry.value, path.parent)
-        return list(playbook.plays)
+        return [_imported_play(play, *keywords) for play in playbook.plays]
+
+    def _import_keywords(
+        self, node: Node, entry: Entry
+    ) -> tuple[tuple[str, ...], frozenset[str], dict[str, Any]] | None:
+        """An import_playbook's when, tags and vars (what Ansible's PlaybookInclude takes)."""
+        when: tuple[str, ...] = ()
+        tags: frozenset[str] = frozenset()
+        variables: dict[str, Any] = {}
+        for other in node.entries:
+            key = other.key.value
+            try:
+                if other is entry or key == "name":
+                    continue
+                if key == "when":
+                    when = self._values.conditions(other.value, "when", allow_empty=True)
+                elif key == "tags":
+                    tags = frozenset(kw.to_names(other.value, "tags", split_commas=True))
+                elif key == "vars":
+                    variables = self._values.vars(other.value, "vars")
+                else:
+                    self._report(
+                        other.key.error(
+                            f"{shown(key)} is not supported on import_playbook",
+                            hint="import_playbook takes when, tags and vars; put other keywords"
+                            " on the imported playbook's plays",
+                        )
+                    )
+                    return None
+            except PlaybookError as exc:
+                self._report(exc)
+                return None
+        return when, tags, variables
 
     def _refuse_nested_vars_dirs(self, node: Node, directory: Path) -> None:
         """Only the top playbook's group_vars/ and host_vars/ are read: refuse others rather
@@ -243,7 +269,6 @@ class _PlaybookLoader:
             )
         # this play's steps and notify: topics
         steps = StepReader(self._catalog, self._values, self._base_dir)
-        handler_topics: set[str] = set()
         fields = self._play_fields(node)
         roles_node = node.get("roles")  # before the step lists: import_role's come after
         role_steps = steps.roles.play_roles(roles_node) if roles_node is not None else ()
@@ -252,14 +277,13 @@ class _PlaybookLoader:
             if steps_node is not None:
                 role = Role.HANDLER if name == "handlers" else Role.TASK
                 fields[name] = steps.step_list(steps_node, role, name)
-                if name == "handlers":
-                    handler_topics = self._handler_topics(steps_node, fields[name])
         if role_steps:  # roles run after pre_tasks, before tasks (Ansible's order)
             fields["tasks"] = (*role_steps, *fields.get("tasks", ()))
-        if steps.roles.handlers:  # the roles' handlers (roles: and import_role) come first
-            fields["handlers"] = (*steps.roles.handlers, *fields.get("handlers", ()))
-            handler_topics |= {t for h in steps.roles.handlers for t in (h.name, *h.listen)}
-        self._check_notified(steps.notified, handler_topics)
+        # the roles' handlers (roles: and import_role) come first
+        handlers = _first_by_name((*steps.roles.handlers, *fields.get("handlers", ())))
+        if handlers:
+            fields["handlers"] = handlers
+        self._check_notified(steps.notified, handlers)
         if "hosts" not in fields:  # reported above; the rest of the play was still checked
             return None
         fields.setdefault("name", fields["hosts"])
@@ -404,36 +428,53 @@ class _PlaybookLoader:
 
     # ------------------------------------------------------------------ handlers and notify
 
-    def _handler_topics(self, node: Node, handlers: tuple[Step, ...]) -> set[str]:
-        """The names and listen: topics the play's handlers answer; duplicate names reported."""
-        topics: set[str] = set()
-        seen: dict[str, int] = {}
-        items = node.items if node.is_sequence else ()
-        for step in handlers:
-            topics.add(step.name)
-            topics.update(step.listen)
-        for item in items:
-            name_node = item.get("name") if item.is_mapping else None
-            if name_node is None or not isinstance(name_node.value, str):
-                continue
-            if name_node.value in seen:
-                self._report(
-                    name_node.error(
-                        f"duplicate handler name {name_node.value!r}",
-                        hint=f"the first is at line {seen[name_node.value]}; "
-                        "use listen: to share a topic",
-                    )
-                )
-            seen.setdefault(name_node.value, name_node.position.line)
-        return topics
-
-    def _check_notified(self, notified: list[tuple[str, Node]], handler_topics: set[str]) -> None:
+    def _check_notified(self, notified: list[tuple[str, Node]], handlers: tuple[Step, ...]) -> None:
+        """Each literal notify: topic must name a handler (or a listen: topic) of the play. A
+        templated topic, or any topic when a handler's name is templated, is left to run time
+        (Ansible renders both per host)."""
+        handler_topics = {t for h in handlers for t in (h.name, *h.listen)}
+        if any(is_template(topic) for topic in handler_topics):
+            return
         for written, node in notified:
             # `notify: 2024` names the topic "2024", as to_names reads it (not the number).
             topic = written if isinstance(written, str) else str(written)
-            if topic in handler_topics:
+            if topic in handler_topics or is_template(topic):
                 continue
             hint = suggest(topic, handler_topics) or (
                 "add a handler with this name (or listen:) under handlers:"
             )
             self._report(node.error(f"notify names no handler of this play: {topic!r}", hint=hint))
+
+
+def _imported_play(
+    play: Play, when: tuple[str, ...], tags: frozenset[str], variables: dict[str, Any]
+) -> Play:
+    """An imported play with its import_playbook's keywords, as Ansible's PlaybookInclude:
+    its vars over the play's, its tags added, its `when` before every step's (not the
+    handlers'; fleetfix does not condition fact gathering on it)."""
+
+    def conditioned(steps: tuple[Step, ...]) -> tuple[Step, ...]:
+        return tuple(replace(step, when=when + step.when) for step in steps) if when else steps
+
+    return replace(
+        play,
+        vars={**play.vars, **variables},
+        tags=play.tags | tags,
+        pre_tasks=conditioned(play.pre_tasks),
+        tasks=conditioned(play.tasks),
+        post_tasks=conditioned(play.post_tasks),
+    )
+
+
+def _first_by_name(handlers: tuple[Step, ...]) -> tuple[Step, ...]:
+    """The play's handlers with a later one of the same name left out unless it listens to a
+    topic: Ansible notifies the first handler of a name (a later one runs only through its
+    listen: topics; fleetfix keeps it for those)."""
+    seen: set[str] = set()
+    kept: list[Step] = []
+    for handler in handlers:
+        if handler.name in seen and not handler.listen:
+            continue
+        seen.add(handler.name)
+        kept.append(handler)
+    return tuple(kept)

@@ -34,12 +34,15 @@ from fleetfix.playbook.yamlpos import Entry, Node, load_yaml
 if TYPE_CHECKING:
     from fleetfix.playbook.steps import ValueReader
 
-__all__ = ["ROLE_IMPORTS", "RoleReader", "role_entry"]
+__all__ = ["ROLE_IMPORTS", "RoleReader", "in_role", "role_entry"]
 
 ROLE_IMPORTS = ("import_role", "ansible.builtin.import_role", "ansible.legacy.import_role")
 _ENTRY_KEYWORDS = frozenset({"role", "name", "vars", "tags", "when"})
 """What a `roles:` entry may say besides the role's own parameters."""
 _IMPORT_ARGS = frozenset({"name", "tasks_from", "handlers_from", "vars_from", "defaults_from"})
+_ACCEPTED_ARGS = frozenset({"allow_duplicates", "public", "rolespec_validate"})
+"""import_role arguments read and left as they are: fleetfix never exposes a role's vars to
+the play after it (`public`), and an import_role always runs its role (`allow_duplicates`)."""
 _IMPORT_KEYWORDS = frozenset({"name", "when", "tags", "vars"})
 
 StepsReader = Callable[[Node, bool, str], tuple[Step, ...]]
@@ -60,6 +63,8 @@ class _Use:
     handlers_from: str = "main"
     vars_from: str = "main"
     defaults_from: str = "main"
+    role_basedir: str = ""
+    """For a dependency: the directory holding the role that depends on it (searched too)."""
 
 
 def role_entry(node: Node) -> Entry | None:
@@ -141,8 +146,10 @@ class RoleReader:
         files: dict[str, str] = {}
         for arg in args.entries:
             key = arg.key.value
+            if key in _ACCEPTED_ARGS:
+                continue
             if key not in _IMPORT_ARGS:
-                hint = kw.suggest(str(key), _IMPORT_ARGS)
+                hint = kw.suggest(str(key), _IMPORT_ARGS | _ACCEPTED_ARGS)
                 self._values.report(
                     arg.key.error(f"unknown import_role argument {shown(key)}", hint)
                 )
@@ -212,31 +219,42 @@ class RoleReader:
     # ------------------------------------------------------------------ reading the role
 
     def _expand(self, use: _Use, *, dedupe: bool) -> tuple[Step, ...]:
-        directory = self._find(use)
-        if directory is None:
+        found = self._find(use)
+        if found is None:
             return ()
+        name, directory = found
         identity = json.dumps([str(directory), use.variables], default=str, sort_keys=True)
         if str(directory) in self._stack:
             chain = " -> ".join(Path(d).name for d in (*self._stack, str(directory)))
             self._values.report(use.where.error(f"role dependency cycle: {chain}"))
             return ()
-        if dedupe and identity in self._ran:
+        if dedupe and identity in self._ran and not self._allows_duplicates(directory):
             return ()
         self._ran.add(identity)
         self._stack.append(str(directory))
         try:
-            return self._role_steps(use, directory)
+            return self._role_steps(use, name, directory)
         finally:
             self._stack.pop()
 
-    def _role_steps(self, use: _Use, directory: Path) -> tuple[Step, ...]:
-        name = directory.name
+    @property
+    def current_dir(self) -> Path | None:
+        """The directory of the role being read now (its include_tasks look in its tasks/)."""
+        return Path(self._stack[-1]) if self._stack else None
+
+    def _allows_duplicates(self, directory: Path) -> bool:
+        """meta/main.yml's `allow_duplicates: true`: the role runs each time it is listed."""
+        meta = self._file(directory / "meta", "main")
+        allowed = meta.get("allow_duplicates") if meta is not None and meta.is_mapping else None
+        return allowed is not None and allowed.value in (True, "yes", "true", "True")
+
+    def _role_steps(self, use: _Use, name: str, directory: Path) -> tuple[Step, ...]:
         steps: list[Step] = []
         inherited: tuple[dict[str, Any], dict[str, Any]] = ({}, {})
         for dependency in self._dependencies(directory):
             steps.extend(self._expand(dependency, dedupe=True))
             found = self._find(dependency, quiet=True)
-            below = self._exposed.get(str(found), ({}, {}))
+            below = self._exposed.get(str(found[1]) if found else "", ({}, {}))
             inherited = ({**inherited[0], **below[0]}, {**inherited[1], **below[1]})
         defaults = {
             **inherited[0],
@@ -249,6 +267,8 @@ class RoleReader:
         self._exposed[str(directory)] = (defaults, role_vars)
         info = RoleInfo(name, str(directory), defaults)
         own = {**role_vars, **dict(use.variables), "role_name": name, "role_path": str(directory)}
+        # A role without tasks/main.yml is valid (handlers, defaults or dependencies only);
+        # a tasks_from: file that is missing is not.
         tasks = self._file(directory / "tasks", use.tasks_from)
         if tasks is None and use.tasks_from != "main":
             self._values.report(use.where.error(f"role {name} has no tasks/{use.tasks_from}.yml"))
@@ -261,8 +281,6 @@ class RoleReader:
             self._handler_files.add(source)
             read = self._read_steps(handlers, True, f"handlers of role {name}")
             self.handlers.extend(_handler(_in_role(s, info, own, use, top=True)) for s in read)
-        if tasks is None and handlers is None and not steps:
-            self._values.report(use.where.error(f"role {name} has no tasks/main.yml"))
         return tuple(steps)
 
     def _dependencies(self, directory: Path) -> list[_Use]:
@@ -275,23 +293,32 @@ class RoleReader:
         if not listed.is_sequence:
             self._values.report(listed.error("dependencies must be a list of roles"))
             return []
-        return [use for item in listed.items if (use := self._roles_entry(item)) is not None]
+        return [
+            replace(use, role_basedir=str(directory.parent))
+            for item in listed.items
+            if (use := self._roles_entry(item)) is not None
+        ]
 
-    def _find(self, use: _Use, *, quiet: bool = False) -> Path | None:
+    def _find(self, use: _Use, *, quiet: bool = False) -> tuple[str, Path] | None:
+        """The role's name and directory, searched as Ansible's RoleDefinition does: the
+        playbook's roles/, roles_path, (for a dependency) the depending role's parent
+        directory, the playbook's directory, then the name as a path from the working
+        directory (the role is then named by its last part)."""
         name = os.path.expanduser(use.name)
-        here = Path(use.where.position.file).parent
-        if "/" in name:
-            candidates = (
-                [Path(name)] if os.path.isabs(name) else [here / name, self._base_dir / name]
-            )
-        else:
-            if self._roles_path is None:  # ansible.cfg read once, at the first role
-                self._roles_path = _configured_roles_path()
-            bases = [self._base_dir / "roles", *self._roles_path, self._base_dir]
-            candidates = [base / name for base in bases]
+        if self._roles_path is None:  # ansible.cfg read once, at the first role
+            self._roles_path = _configured_roles_path()
+        bases = [self._base_dir / "roles", *self._roles_path]
+        if use.role_basedir:
+            bases.append(Path(use.role_basedir))
+        bases.append(self._base_dir)
+        candidates = [base / name for base in bases]
         for candidate in candidates:
             if candidate.is_dir():
-                return Path(os.path.normpath(candidate))
+                return use.name, Path(os.path.normpath(candidate))
+        as_path = [Path(os.path.abspath(name)), Path(use.where.position.file).parent / name]
+        for candidate in as_path:
+            if candidate.is_dir():
+                return candidate.name, Path(os.path.normpath(candidate))
         if quiet:
             return None
         looked = ", ".join(str(c.parent) for c in candidates)
@@ -343,11 +370,15 @@ def _in_role(step: Step, info: RoleInfo, own: dict[str, Any], use: _Use, *, top:
     def inside(children: tuple[Step, ...]) -> tuple[Step, ...]:
         return tuple(_in_role(child, info, own, use, top=False) for child in children)
 
+    args = step.args
+    if isinstance(args.get("steps"), tuple):  # an include's file read at load: the role's too
+        args = {**args, "steps": inside(args["steps"])}
     changed = replace(
         step,
         name=f"{info.name} : {step.name}",
         role=info,
         via=use.site + step.via,
+        args=args,
         block=inside(step.block),
         rescue=inside(step.rescue),
         always=inside(step.always),
@@ -359,6 +390,19 @@ def _in_role(step: Step, info: RoleInfo, own: dict[str, Any], use: _Use, *, top:
         when=use.when + step.when,
         tags=step.tags | use.tags,
         vars={**own, **step.vars},
+    )
+
+
+def in_role(step: Step, info: RoleInfo) -> Step:
+    """A step of a file a role's include read at run time: named `ROLE : NAME`, knowing its
+    role (its defaults, files/ and templates/), as are the role's own steps."""
+    return replace(
+        step,
+        name=f"{info.name} : {step.name}",
+        role=info,
+        block=tuple(in_role(child, info) for child in step.block),
+        rescue=tuple(in_role(child, info) for child in step.rescue),
+        always=tuple(in_role(child, info) for child in step.always),
     )
 
 
