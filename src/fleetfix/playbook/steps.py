@@ -167,9 +167,11 @@ class StepReader:
     ) -> None:
         self._catalog = catalog
         self._values = values
-        self._imports = TaskImports(values, base_dir or Path.cwd())
+        self._imports = TaskImports(values, base_dir or Path.cwd(), self.import_keywords)
         self.roles = RoleReader(values, base_dir or Path.cwd(), self._role_list)
-        self._includes = Includes(values, base_dir or Path.cwd(), self.roles, self._imported_list)
+        self._includes = Includes(
+            values, base_dir or Path.cwd(), self.roles, self._imported_list, self.import_keywords
+        )
         self.notified: list[tuple[str, Node]] = []  # (topic, where it was written)
         self._step_converters = self._step_table()
         self._kind_parsers = self._kind_table()
@@ -199,6 +201,14 @@ class StepReader:
                 steps.append(step)
         return tuple(steps)
 
+    def import_keywords(self, node: Node, skip: Entry | None) -> dict[str, Any]:
+        """The step keywords of an import_tasks (leaving out its own entry) or of an include's
+        `apply:`, as Step fields; read as a block's, so loops and per-result ones are refused."""
+        rest = replace(node, entries=tuple(e for e in node.entries if e is not skip))
+        fields = self._step_keywords(rest, StepKind.BLOCK, Role.TASK)
+        fields.pop("name", None)
+        return fields
+
     def _imported_list(self, node: Node, what: str) -> tuple[Step, ...]:
         return self.step_list(node, Role.TASK, what)
 
@@ -212,7 +222,7 @@ class StepReader:
             )
             return None
         try:
-            node = local_action(node)
+            node = _include_action(local_action(node))
         except PlaybookError as exc:
             self._report(exc)
             return None
@@ -594,6 +604,28 @@ def local_action(node: Node) -> Node:
     )
     entries = (*(kind if e is entry else e for e in node.entries), delegate)
     return replace(node, entries=entries)
+
+
+_INCLUDE_NAMES = frozenset(
+    f"{prefix}{kind}"
+    for kind in ("include_tasks", "include_role")
+    for prefix in ("", "ansible.builtin.", "ansible.legacy.")
+)
+
+
+def _include_action(node: Node) -> Node:
+    """`action: include_tasks FILE` (Ansible's old form) as `include_tasks: FILE`; fleetfix's
+    own `action:` names a remediation action, never an include."""
+    entry = node.entry("action")
+    value = entry.value.value if entry is not None else None
+    if entry is None or not isinstance(value, str) or value.split(" ")[0] not in _INCLUDE_NAMES:
+        return node
+    module, _, rest = value.strip().partition(" ")
+    key = Node(NodeKind.SCALAR, module, entry.value.position, entry.value.source_line)
+    args = Node(
+        NodeKind.SCALAR, rest.strip() or None, entry.value.position, entry.value.source_line
+    )
+    return replace(node, entries=tuple(Entry(key, args) if e is entry else e for e in node.entries))
 
 
 def _local_kind(entry: Entry) -> Entry:
