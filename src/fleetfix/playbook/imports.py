@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable
-from dataclasses import replace
+from dataclasses import MISSING, fields, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -146,6 +146,8 @@ class TaskImports:
         return None
 
 
+_UNSET = {f.name: f.default for f in fields(Step) if f.default is not MISSING}
+"""Each Step field's value when the step does not set it."""
 _MERGED = frozenset({"when", "tags", "vars", "notify", "environment", "ignore_errors", "name"})
 
 
@@ -173,7 +175,7 @@ def _defaults(step: Step, keywords: dict[str, Any]) -> Step:
     """Each keyword set where the step (and its children, at any depth) left it unset."""
     if not keywords:
         return step
-    unset = {k: v for k, v in keywords.items() if getattr(step, k, None) in (None, False)}
+    unset = {k: v for k, v in keywords.items() if getattr(step, k) == _UNSET.get(k)}
     return replace(
         step,
         **unset,
