@@ -114,6 +114,11 @@ def add_parsers(sub: Any) -> None:
     )
     run.add_argument("--diff", action="store_true", help="show what would change, where known")
     run.add_argument(
+        "--flush-cache",
+        action="store_true",
+        help="accepted for Ansible's sake; no effect: fleetfix keeps no fact cache between runs",
+    )
+    run.add_argument(
         "--detailed-exitcode",
         action="store_true",
         help="with --check, exit 7 when changes would be made",

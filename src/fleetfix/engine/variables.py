@@ -100,6 +100,7 @@ def compose(
     variables.update(state.facts)
     variables.update(ctx.options.extra_vars)
     variables.update(_magic(ctx, state, scope))
+    variables["vars"] = dict(variables)  # Ansible's (deprecated) `vars`: every variable by name
     return variables
 
 

@@ -143,6 +143,8 @@ class ValueReader:
         return node.error(message, hint=hint)
 
     def vars(self, node: Node, what: str) -> dict[str, Any]:
+        if node.is_scalar and node.value is None:
+            return {}  # `vars:` left empty, which Ansible accepts
         problems = vars_problems(node, what)
         if problems and not node.is_mapping:
             raise problems[0]
@@ -519,9 +521,8 @@ class StepReader:
         facts: dict[str, Any] = {}
         for where, name, value in pairs:
             if name == "cacheable":
-                self._report(
-                    where.error("set_fact cacheable is not supported: facts last one run; drop it")
-                )
+                # Accepted and ignored: fleetfix keeps no fact cache; every fact lasts the run.
+                self._values.check_templates(value)
             elif not kw.is_variable_name(name) and not is_template(name):
                 self._report(where.error(f"invalid variable name {shown(name)} in set_fact"))
             else:
