@@ -62,6 +62,18 @@ def _new_environment(taint: Taint) -> WatchedEnvironment:
     return env
 
 
+OMIT = "__omit_place_holder__fleetfix"
+"""Ansible's `omit`, where fleetfix renders a keyword: a keyword that renders to it is not set.
+(Module arguments do not see `omit`: an undefined `omit` there stays an error.)"""
+
+_OMIT_ONLY = re.compile(r"^\s*\{\{\s*omit\s*\}\}\s*$")
+
+
+def is_omit(value: object) -> bool:
+    """A keyword written as `{{ omit }}`: Ansible leaves such a keyword unset."""
+    return isinstance(value, str) and _OMIT_ONLY.match(value) is not None
+
+
 def is_template(value: object) -> bool:
     """True when a string has Jinja2 markup (and is not `!unsafe`)."""
     return (

@@ -15,7 +15,7 @@ from typing import Any
 
 from fleetfix.errors import FleetfixError
 from fleetfix.playbook import catalog as kw
-from fleetfix.playbook.conditions import is_template
+from fleetfix.playbook.conditions import OMIT, is_template
 from fleetfix.playbook.model import Play
 from fleetfix.playbook.yamlpos import Entry, Node, NodeKind
 
@@ -64,8 +64,11 @@ def render_play(
             changes[key] = _CONVERTERS.get(key, _text)(
                 _as_node(_rendered(render, key, where, variables), where)
             )
+    with_omit = {"omit": OMIT, **variables}
     for key, node in play.templated.items():
-        changes[key] = _CONVERTERS[key](_as_node(_rendered(render, key, node, variables), node))
+        value = _rendered(render, key, node, with_omit)
+        if value != OMIT:  # a keyword rendered to omit is not set (its default stays)
+            changes[key] = _CONVERTERS[key](_as_node(value, node))
     return replace(play, templated={}, **changes)
 
 

@@ -21,7 +21,7 @@ from fleetfix.playbook import catalog as kw
 from fleetfix.playbook import loops
 from fleetfix.playbook.args_keyword import with_args
 from fleetfix.playbook.catalog import StepCatalog, shown, suggest
-from fleetfix.playbook.conditions import Templar, is_template
+from fleetfix.playbook.conditions import Templar, is_omit, is_template
 from fleetfix.playbook.extravars import parse_kv, vars_problems
 from fleetfix.playbook.imports import TaskImports, import_entry
 from fleetfix.playbook.includes import INCLUDE_KEYWORDS, INCLUDE_KINDS, Includes
@@ -326,6 +326,8 @@ class StepReader:
             if problem is not None:
                 self._report(entry.key.error(problem))
                 continue
+            if is_omit(entry.value.value):
+                continue  # `check_mode: "{{ omit }}"`: not set, as in Ansible
             self._values.convert_into(fields, entry, self._step_value)
         loops.one_loop(self._values, node, fields)
         escalate = node.entry("escalate")
