@@ -54,6 +54,8 @@ class BatchRun:
 
     lockstep: Lockstep | None = None
     """The linear strategy's turns (None under the free strategy)."""
+    pending: dict[str, set[int]] = field(default_factory=dict)
+    """Per host, the handlers notified and not yet run (by their place in the play's list)."""
     marked: set[str] = field(default_factory=set)
     """Hosts any_errors_fatal marked failed: their rescue runs but is not counted as one."""
     included: dict[str, int] = field(default_factory=dict)
@@ -72,6 +74,17 @@ class BatchRun:
     def included_order(self, steps: Sequence[Step]) -> int:
         name = steps[0].position.file if steps else ""
         return self.included.setdefault(name, len(self.included))
+
+    def take_notifications(self, state: HostState) -> None:
+        """The host's notified topics as the handlers they name or that listen to them."""
+        if not state.notified:
+            return
+        handlers = self.env.play.handlers
+        pending = self.pending.setdefault(state.name, set())
+        for index, handler in enumerate(handlers):
+            if handler.name in state.notified or not state.notified.isdisjoint(handler.listen):
+                pending.add(index)
+        state.notified.clear()
 
     def announce_handler(self, handler: Step) -> None:
         """A handler's banner, each time it runs (a later flush runs it again)."""
@@ -366,8 +379,7 @@ def _between(run: BatchRun, turn: Turn) -> None:
     no further; hosts waiting at another step stop there. max_fail_percentage stops the play
     (exit 6, a safety stop)."""
     play, lockstep, step = run.env.play, run.lockstep, turn.step
-    fatal = step is not None and (play.any_errors_fatal or step.run_once)
-    if fatal and step is not None and not step.ignore_errors and turn.failed:
+    if step is not None and turn.failed and not step.ignore_errors and _fatal(play, step):
         for state in run.states():
             if state.name not in turn.failed and state.active:
                 state.failed = True
@@ -383,6 +395,13 @@ def _between(run: BatchRun, turn: Turn) -> None:
 def _joined(own: tuple[str, ...], inherited: tuple[str, ...]) -> tuple[str, ...]:
     """A step's notify topics and those of the block (or include) around it, once each."""
     return tuple(dict.fromkeys((*own, *inherited))) if inherited else own
+
+
+def _fatal(play: Play, step: Step) -> bool:
+    """any_errors_fatal for this step: its own (or its block's), else the play's; a run_once
+    step's failure is fatal too, as in ansible-core's linear strategy."""
+    own = step.any_errors_fatal
+    return (own if own is not None else play.any_errors_fatal) or step.run_once
 
 
 async def _host_steps(
@@ -454,7 +473,7 @@ async def _run_step(
         result = await execute(run.ctx, env, state, step)
     if _fails(result):
         turn.failed.add(state.name)
-        if run.env.play.any_errors_fatal and run.lockstep is None:
+        if _fatal(run.env.play, step) and run.lockstep is None:
             run.fatal = True  # the free strategy: every other host stops before its next step
     if step.kind not in INCLUDE_KINDS:
         return []
@@ -641,6 +660,11 @@ def _inherit(block: Step) -> Any:
                     environment={**block.environment, **child.environment},
                     ignore_errors=child.ignore_errors or block.ignore_errors,
                     notify=_joined(child.notify, block.notify),
+                    any_errors_fatal=(
+                        child.any_errors_fatal
+                        if child.any_errors_fatal is not None
+                        else block.any_errors_fatal
+                    ),
                 )
             )
         return out
@@ -700,18 +724,29 @@ def _check_max_fail(run: BatchRun) -> bool:
 async def _flush_handlers(run: BatchRun, only: list[HostState] | None = None) -> None:
     """Run notified handlers in definition order on the hosts that notified them, once
     through the list, as Ansible's flush: a handler notifying a later one runs it in this
-    flush; one notifying an earlier one (or itself) leaves it for the next flush."""
+    flush; one notifying an earlier one (or itself) leaves it for the next flush. A topic
+    notifies every handler named so or listening to it; a run_once handler runs on the
+    first of its hosts, for all of them."""
     scope = only if only is not None else run.states()
     with outside():
-        for handler in run.env.play.handlers:
-            topics = {handler.name, *handler.listen}
-            states = [s for s in scope if (s.active or _forced(run, s)) and s.notified & topics]
+        for state in scope:
+            run.take_notifications(state)
+        for index, handler in enumerate(run.env.play.handlers):
+            states = [
+                s
+                for s in scope
+                if index in run.pending.get(s.name, ()) and (s.active or _forced(run, s))
+            ]
             if not states:
                 continue
             for state in states:
-                state.notified -= topics
+                run.pending[state.name].discard(index)
             run.announce_handler(handler)
+            if handler.run_once:
+                states = states[:1]
             await asyncio.gather(*(_handler_step(run, s, handler) for s in states))
+            for state in scope:
+                run.take_notifications(state)
             if run.fatal:
                 _check_gates(run)
                 break

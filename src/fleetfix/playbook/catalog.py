@@ -87,6 +87,7 @@ STEP_KEYWORDS: frozenset[str] = frozenset(
         "failed_when",
         "ignore_errors",
         "ignore_unreachable",
+        "any_errors_fatal",
         "timeout",
         "tags",
         "check_mode",

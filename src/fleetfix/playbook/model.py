@@ -85,6 +85,7 @@ class Step:
     failed_when: tuple[str, ...] | None = None
     ignore_errors: bool = False
     ignore_unreachable: bool = False
+    any_errors_fatal: bool | None = None  # None: the block's, else the play's
     timeout: float | None = None  # None: the run's default command timeout
     tags: frozenset[str] = frozenset()
     check_mode: bool | None = None  # True: always dry; False: run even in --check
