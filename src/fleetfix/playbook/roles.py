@@ -2,8 +2,10 @@
 
 A role is a directory `NAME/` with `tasks/main.yml` (or `tasks_from:`), `handlers/main.yml`,
 `defaults/main.yml`, `vars/main.yml`, `meta/main.yml` (dependencies, run first), `files/` and
-`templates/`. It is found in the playbook's `roles/` directory, then in `roles_path`
-(ansible.cfg or ANSIBLE_ROLES_PATH), then next to the playbook; a name with a `/` is a path.
+`templates/`; each part is optional (a role of handlers or defaults alone is valid). It is
+found as Ansible's RoleDefinition finds it: in the playbook's `roles/` directory, `roles_path`
+(ansible.cfg or ANSIBLE_ROLES_PATH), for a dependency the depending role's parent directory,
+next to the playbook, then as a path from the working directory.
 
 Each of its steps is named `ROLE : STEP` (Ansible's banner), carries the role (`Step.role`:
 its directory and defaults, which sit below every other variable) and has the role's vars and
