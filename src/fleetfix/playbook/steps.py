@@ -16,6 +16,8 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
+import jinja2
+
 from fleetfix.errors import ConditionError, PlaybookError
 from fleetfix.playbook import catalog as kw
 from fleetfix.playbook import loops
@@ -108,6 +110,10 @@ class ValueReader:
         try:
             self._templar.check_expression(expression)
         except ConditionError as exc:
+            if _delimiters_inside(expression, exc):
+                # `a == {{ b }}`: Ansible loads it and fails the step that evaluates it (which
+                # ignore_errors can ignore); so does fleetfix, with the same syntax message.
+                return expression
             raise self._jinja_error(node, exc) from exc
         return expression
 
@@ -649,6 +655,16 @@ def _local_kind(entry: Entry) -> Entry:
     rest_value = {e.key.value: e.value.value for e in rest_entries}
     args = replace(value, entries=rest_entries, value=rest_value)
     return Entry(replace(module_entry.value, value=module_entry.value.value.strip()), args)
+
+
+def _delimiters_inside(expression: str, exc: ConditionError) -> bool:
+    """A condition that is a syntax error for the `{{ }}` written inside it."""
+    cause = exc.__cause__
+    return (
+        "{{" in expression
+        and isinstance(cause, jinja2.TemplateSyntaxError)
+        and not isinstance(cause, jinja2.TemplateAssertionError)
+    )
 
 
 def _misplaced(key: str, kind: StepKind, role: Role) -> str | None:
