@@ -53,7 +53,7 @@ async def run_loop(hs: HostStep, run_item: ItemRunner) -> StepResult:
     for index, item in enumerate(items):
         if index and step.loop_control.pause:
             await asyncio.sleep(step.loop_control.pause)
-        item_vars = _item_vars(step, index, item)
+        item_vars = _item_vars(step, index, item, items)
         result = await run_item(_item_step(step, index, item), item_vars)
         # The item's result holds its variables, as Ansible's does (a debug item prints them).
         result = replace(result, data={**result.data, **item_vars})
@@ -62,6 +62,8 @@ async def run_loop(hs: HostStep, run_item: ItemRunner) -> StepResult:
         results.append(result)
         registered.append(with_lines(result.data))
         if hs.state.unreachable:  # Ansible stops a host's loop when the host is lost
+            break
+        if step.loop_control.break_when and _breaks(hs, item_vars):
             break
     return _combined(hs, results, registered=registered)
 
@@ -93,13 +95,45 @@ def loop_items(hs: HostStep) -> list[Any]:
     return list(value)
 
 
-def _item_vars(step: Step, index: int, item: Any) -> dict[str, Any]:
+def _item_vars(step: Step, index: int, item: Any, items: list[Any]) -> dict[str, Any]:
     control = step.loop_control
     names: dict[str, Any] = {control.loop_var: item, "ansible_loop_var": control.loop_var}
     if control.index_var is not None:
         names[control.index_var] = index
         names["ansible_index_var"] = control.index_var
+    if control.extended:
+        names["ansible_loop"] = _extended(index, items, allitems=control.extended_allitems)
     return names
+
+
+def _extended(index: int, items: list[Any], *, allitems: bool) -> dict[str, Any]:
+    """`loop_control: extended`: Ansible's ansible_loop for the item at `index`."""
+    length = len(items)
+    loop: dict[str, Any] = {
+        "index": index + 1,
+        "index0": index,
+        "first": index == 0,
+        "last": index + 1 == length,
+        "length": length,
+        "revindex": length - index,
+        "revindex0": length - index - 1,
+    }
+    if allitems:
+        loop["allitems"] = items
+    if index + 1 < length:
+        loop["nextitem"] = items[index + 1]
+    if index > 0:
+        loop["previtem"] = items[index - 1]
+    return loop
+
+
+def _breaks(hs: HostStep, item_vars: Mapping[str, Any]) -> bool:
+    """`loop_control: break_when` holds after this item (with the item's variables). An error
+    in it ends the loop too: no more items run on a condition nobody could read."""
+    try:
+        return hs.evaluate(hs.step.loop_control.break_when, item_vars)
+    except Exception:
+        return True
 
 
 def _item_step(step: Step, index: int, item: Any) -> Step:

@@ -122,7 +122,9 @@ LOOP_KEYWORDS: tuple[str, ...] = (
     "with_subelements",
     "with_first_found",
 )
-LOOP_CONTROL_ARGS: frozenset[str] = frozenset({"loop_var", "index_var", "label", "pause"})
+LOOP_CONTROL_ARGS: frozenset[str] = frozenset(
+    {"loop_var", "index_var", "label", "pause", "extended", "extended_allitems", "break_when"}
+)
 
 _KIND_WORDS: Mapping[str, StepKind] = {
     kind.value: kind for kind in StepKind if kind is not StepKind.MODULE

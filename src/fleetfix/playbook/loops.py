@@ -140,6 +140,10 @@ def loop_control(values: ValueReader, node: Node) -> LoopControl:
             fields[key] = values.template_string(value, "label")
         elif key == "pause":
             fields[key] = kw.to_seconds(value, "pause", allow_zero=True)
+        elif key in ("extended", "extended_allitems"):
+            fields[key] = kw.to_bool(value, key)
+        elif key == "break_when":
+            fields[key] = values.conditions(value, "break_when", allow_empty=True)
         else:
             hint = suggest(key, kw.LOOP_CONTROL_ARGS) if isinstance(key, str) else None
             raise entry.key.error(

@@ -54,6 +54,9 @@ class LoopControl:
     index_var: str | None = None
     label: str | None = None  # a template, rendered per item; None shows the item itself
     pause: float = 0.0
+    extended: bool = False  # ansible_loop: index, first, last, length, previtem, ...
+    extended_allitems: bool = True  # ansible_loop.allitems too
+    break_when: tuple[str, ...] = ()  # conditions (all must hold) that end the loop after an item
 
 
 @dataclass(frozen=True, slots=True)
