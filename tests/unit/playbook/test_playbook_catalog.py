@@ -31,7 +31,7 @@ def test_step_keywords_are_the_step_fields_minus_kind_parts() -> None:
             "via",  # set by import_tasks
             "role",  # set by roles: and import_role
         }
-        | {"with_items", "with_list", "with_sequence", "with_indexed_items"}  # read into loop
+        | set(catalog.LOOP_KEYWORDS) - {"loop"}  # the with_ loops, read into loop
         == catalog.STEP_KEYWORDS
     )
 
