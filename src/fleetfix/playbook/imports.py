@@ -176,9 +176,13 @@ def _defaults(step: Step, keywords: dict[str, Any]) -> Step:
     if not keywords:
         return step
     unset = {k: v for k, v in keywords.items() if getattr(step, k) == _UNSET.get(k)}
+    args = step.args
+    if isinstance(args.get("steps"), tuple):  # an include read at load: its steps inherit too
+        args = {**args, "steps": tuple(_defaults(child, keywords) for child in args["steps"])}
     return replace(
         step,
         **unset,
+        args=args,
         block=tuple(_defaults(child, keywords) for child in step.block),
         rescue=tuple(_defaults(child, keywords) for child in step.rescue),
         always=tuple(_defaults(child, keywords) for child in step.always),

@@ -165,3 +165,20 @@ def test_import_tasks_keywords_and_include_apply_go_onto_the_steps(
     assert own.check_mode is False  # the step's own keyword wins
     assert all(s.tags == frozenset({"x"}) and s.no_log for s in include.args["steps"])
     assert old_form.kind is StepKind.INCLUDE_TASKS and old_form.args["file"] == "t.yml"
+
+
+def test_an_imports_keywords_reach_the_steps_of_an_include_inside_it(
+    tmp_path: Path, catalog: StepCatalog
+) -> None:
+    playbook = _load(
+        tmp_path,
+        catalog,
+        {
+            "site.yml": "- hosts: all\n  tasks:\n"
+            "    - import_tasks: outer.yml\n      check_mode: true\n",
+            "outer.yml": "- include_tasks: inner.yml\n",
+            "inner.yml": "- name: deep\n  shell: 'true'\n",
+        },
+    )
+    (include,) = playbook.plays[0].tasks
+    assert [s.check_mode for s in include.args["steps"]] == [True]
