@@ -187,7 +187,10 @@ async def _include(hs: HostStep) -> Outcome:
     here, so one that cannot be read fails this host's include; the play runner then runs
     the included steps (`included_steps`)."""
     if hs.step.kind is StepKind.INCLUDE_ROLE:
-        return Outcome(data={INCLUDED_KEY: str(hs.step.args["role"])})
+        role = str(hs.step.args["role"])
+        if hs.step.args.get("missing"):  # Ansible fails the include, not the load
+            return Outcome(failed=True, message=f"the role '{role}' was not found")
+        return Outcome(data={INCLUDED_KEY: role})
     name = str(hs.render(hs.step.args["file"]))
     playbook_dir = Path(str(hs.variables.get("playbook_dir", ".")))
     role_dir = Path(hs.step.role.path) if hs.step.role is not None else None

@@ -132,6 +132,8 @@ class Includes:
                 " template",
                 hint="include_tasks with a templated file name chooses per host",
             )
+        if isinstance(named.value, str) and not self._roles.exists(named.value.strip(), named):
+            return {"role": str(named.value), "steps": (), "missing": True}
         wrapper = Node(NodeKind.MAPPING, None, entry.key.position, entry.key.source_line)
         apply_node = node.get("apply")
         applied = self._apply(apply_node) if apply_node is not None else {}

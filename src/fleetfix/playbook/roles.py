@@ -239,6 +239,11 @@ class RoleReader:
         finally:
             self._stack.pop()
 
+    def exists(self, name: str, where: Node) -> bool:
+        """Whether a role of this name is found (an include_role of a missing one fails the
+        host that reaches it, as Ansible's, rather than the load)."""
+        return self._find(_Use(name, where, ""), quiet=True) is not None
+
     @property
     def current_dir(self) -> Path | None:
         """The directory of the role being read now (its include_tasks look in its tasks/)."""
