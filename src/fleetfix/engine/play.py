@@ -54,6 +54,9 @@ class BatchRun:
 
     lockstep: Lockstep | None = None
     """The linear strategy's turns (None under the free strategy)."""
+    rescuable: dict[str, int] = field(default_factory=dict)
+    """Per host, how many blocks with a rescue it is inside the steps of: a failure there is
+    not yet a failed host (max_fail_percentage waits for the rescue, as Ansible's)."""
     pending: dict[str, set[int]] = field(default_factory=dict)
     """Per host, the handlers notified and not yet run (by their place in the play's list)."""
     marked: set[str] = field(default_factory=set)
@@ -567,7 +570,13 @@ async def _block(
     env = env.with_vars(block.vars)
     inherited = _inherit(block)
     failures_before = run.ctx.stats(state.name).failed
-    await _host_steps(run, state, inherited(block.block), env, (*place, 0))
+    if block.rescue:
+        run.rescuable[state.name] = run.rescuable.get(state.name, 0) + 1
+    try:
+        await _host_steps(run, state, inherited(block.block), env, (*place, 0))
+    finally:
+        if block.rescue:
+            run.rescuable[state.name] -= 1
     if state.failed and block.rescue and not _held(state) and not run.stop_play:
         stats = run.ctx.stats(state.name)
         stats.failed = failures_before
@@ -708,7 +717,7 @@ def _check_max_fail(run: BatchRun) -> bool:
     """max_fail_percentage exceeded: the play stops, a safety stop (exit 6); True = stopped."""
     play = run.env.play
     states = run.judged_states()
-    failed = sum(1 for s in states if _counts_failed(s))
+    failed = sum(1 for s in states if _counts_failed(s) and not run.rescuable.get(s.name))
     if not failure_exceeds(failed, len(states), play.max_fail_percentage) or run.stop_play:
         return False
     reason = (

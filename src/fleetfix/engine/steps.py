@@ -310,7 +310,7 @@ def _register_view(hs: HostStep, outcome: Outcome) -> dict[str, Any]:
     step = hs.step
     if step.register is None:
         return {}
-    return {step.register: with_lines(registered(outcome, no_log=step.no_log))}
+    return {step.register: with_lines(_own_shape(step, registered(outcome, no_log=step.no_log)))}
 
 
 def _verdict(hs: HostStep, outcome: Outcome, attempts: int) -> StepResult:
@@ -334,10 +334,19 @@ def _verdict(hs: HostStep, outcome: Outcome, attempts: int) -> StepResult:
         commands=tuple(redact(c) for c in outcome.commands)
         if step.no_log
         else tuple(outcome.commands),
-        data=registered(outcome, no_log=step.no_log),
+        data=_own_shape(step, registered(outcome, no_log=step.no_log)),
         attempts=attempts,
         key=step.key,
     )
+
+
+def _own_shape(step: Step, value: dict[str, Any]) -> dict[str, Any]:
+    """fleetfix's own probe and action results keep `failed` and `skipped` whatever the
+    outcome (runbooks read `result.skipped`); Ansible's modules have Ansible's key set."""
+    if step.kind in (StepKind.PROBE, StepKind.ACTION):
+        value.setdefault("failed", False)
+        value.setdefault("skipped", False)
+    return value
 
 
 QUIET_KINDS = frozenset(
@@ -389,11 +398,16 @@ def _record(
         state.notified.update(step.notify)
     if result.changed and not _in_and_out_of_service(ctx, step):
         state.changed_node = True
-    if step.kind is not StepKind.META:  # Ansible's recap counts no meta step, even skipped
-        ctx.stats(state.name).count(result)
+    if step.kind is not StepKind.META or result.status in _COUNTED_META:
+        ctx.stats(state.name).count(result)  # Ansible's recap counts no meta step that went
     ctx.bus.emit(HostStepFinished(result=result))
     ctx.result.results.append(_kept(result, keep_facts=ctx.options.keep_facts))
     return result
+
+
+_COUNTED_META = frozenset({Status.FAILED, Status.IGNORED, Status.UNREACHABLE})
+"""A meta step counts in the recap only when it failed (its `when` could not be evaluated):
+the host stops there, and the recap and the verdict say so."""
 
 
 def _in_and_out_of_service(ctx: RunContext, step: Step) -> bool:

@@ -269,7 +269,6 @@ UNSUPPORTED_STEP_KEYWORDS: Mapping[str, str] = MappingProxyType(
         "delegate_facts": "facts are not delegated in fleetfix: set_fact in a play on that host,"
         " or keep the value in a registered variable (hostvars[host] reads it)",
         "throttle": "use serial or max_unavailable_per on the play",
-        "any_errors_fatal": "set any_errors_fatal on the play",
         "connection": _CONNECTION,
         "remote_user": _CONNECTION,
         "port": _CONNECTION,

@@ -579,3 +579,56 @@ async def test_a_batch_that_fails_entirely_ends_the_play(
         hosts=["gpu001", "gpu002"],
     )
     assert fake.commands_on("gpu002") == []
+
+
+async def test_a_meta_step_whose_when_fails_fails_the_host(
+    run_playbook: Runner, fake: FakeTransport
+) -> None:
+    """A meta step is left out of the recap, unless its `when` could not be evaluated: then
+    the host failed there, and the recap, the verdict and the exit code say so (a runbook's
+    "skip busy nodes" end_host must never pass silently when it cannot read its facts)."""
+    run = await run_playbook(
+        """
+        - hosts: gpu
+          tasks:
+            - name: look
+              probe: slurm_node
+              register: slurm
+              ignore_errors: true
+            - name: skip busy nodes
+              meta: end_host
+              when: slurm.nothing_here
+            - name: act
+              shell: echo acted
+        """,
+        hosts=HOSTS,
+    )
+    for host in HOSTS:
+        assert run.recap(host)["failed"] == 1
+        assert "echo acted" not in fake.commands_on(host)
+    assert run.result.outcome() is Outcome.HOST_FAILED
+
+
+async def test_a_probe_result_keeps_failed_and_skipped(
+    run_playbook: Runner, fake: FakeTransport
+) -> None:
+    """fleetfix's own probe and action results keep `failed` and `skipped` whatever the
+    outcome (Ansible's modules register Ansible's key set): runbooks read `r.skipped`."""
+    run = await run_playbook(
+        """
+        - hosts: gpu
+          tasks:
+            - name: look
+              probe: slurm_node
+              register: slurm
+              ignore_errors: true
+            - name: read the keys
+              assert:
+                that:
+                  - slurm.skipped is false
+                  - slurm.failed is boolean
+        """,
+        hosts=HOSTS,
+    )
+    for host in HOSTS:
+        assert run.recap(host)["failed"] == 0
