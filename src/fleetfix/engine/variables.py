@@ -8,6 +8,7 @@ from dataclasses import dataclass
 from typing import Any, overload
 
 from fleetfix.engine.context import HostState, RunContext
+from fleetfix.playbook.conditions import OMIT
 
 
 class HostVars(Mapping[str, Mapping[str, Any]]):
@@ -127,6 +128,7 @@ def _magic(ctx: RunContext, state: HostState, scope: PlayScope) -> dict[str, Any
         "play_hosts": batch,  # Ansible's deprecated name for ansible_play_batch
         "playbook_dir": scope.playbook_dir,
         "ansible_playbook_python": sys.executable,  # the controller's Python, as Ansible's
+        "omit": OMIT,  # a module argument rendered to it is left out (modules/registry.py)
     }
     if options.limit:
         magic["ansible_limit"] = options.limit

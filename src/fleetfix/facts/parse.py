@@ -465,6 +465,11 @@ def local_facts(sections: Mapping[str, list[str]]) -> dict[str, Any]:
     text; an executable that failed gives Ansible's failure text."""
     found: dict[str, Any] = {}
     for key, lines in sorted(sections.items()):
+        if key.startswith("local dangling "):
+            path = key[len("local dangling ") :]
+            name = path.rsplit("/", 1)[-1].replace(".fact", "")
+            found[name] = f"Could not stat fact ({path}): [Errno 2] No such file or directory"
+            continue
         if not key.startswith(("local exec ", "local file ")):
             continue
         path = key[len("local exec ") :]

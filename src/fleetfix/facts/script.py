@@ -106,9 +106,11 @@ def facts_d_section(fact_path: str) -> str:
     else read, each under `@@ff:local exec|file PATH`."""
     directory = shlex.quote(fact_path.rstrip("/") or "/")
     return (
-        f"echo '{MARKER}local'; for f in {directory}/*.fact; do [ -f \"$f\" ] || continue; "
+        f"echo '{MARKER}local'; for f in {directory}/*.fact; do "
+        f'if [ -L "$f" ] && [ ! -e "$f" ]; then echo "{MARKER}local dangling $f"; continue; fi; '
+        f'[ -f "$f" ] || continue; '
         f'if [ -x "$f" ]; then echo "{MARKER}local exec $f"; "$f" 2>/dev/null; r=$?; '
-        f'echo; echo "{MARKER}rc $r"; '
+        f"echo; printf '{MARKER}rc %s\\t%s\\n' \"$f\" \"$r\"; "
         f'else echo "{MARKER}local file $f"; cat "$f" 2>/dev/null; echo; fi; done'
     )
 

@@ -232,3 +232,24 @@ def _batches(words: list[str]) -> list[str]:
         batches[-1].append(word)
         size += len(word) + 1
     return [" ".join(batch) for batch in batches if batch]
+
+
+async def tempfile(call: ModuleCall) -> Outcome:
+    """Ansible's tempfile: a new file or directory from `mktemp`, always changed, its path
+    returned. Ansible's module has no check mode: under --check it is skipped, as there."""
+    params = call.params
+    prefix, suffix = str(params["prefix"]), str(params["suffix"])
+    for name, value in (("prefix", prefix), ("suffix", suffix)):
+        if value and value != posixpath.basename(value):
+            raise ModuleFailed(f"{name} must be a valid file name component, got {value!r}")
+    if call.dry:
+        outcome = call.outcome(message="remote module (tempfile) does not support check mode")
+        outcome.skipped = True
+        return outcome
+    where = f"--tmpdir={quoted(str(params['path']))}" if params["path"] else "--tmpdir"
+    kind = "-d " if params["state"] == "directory" else ""
+    template = quoted(f"{prefix}XXXXXXXX")
+    made = await call.checked(
+        f"mktemp {kind}{where} --suffix={quoted(suffix)} -- {template}", "mktemp failed"
+    )
+    return call.outcome(changed=True, path=made.strip())

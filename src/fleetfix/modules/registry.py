@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Mapping
 from types import MappingProxyType
+from typing import Any
 
 from fleetfix.engine.hoststep import HostStep, Outcome
 from fleetfix.modules import copy, files, lineinfile, package, raw, reboot, services, waits
@@ -11,6 +12,7 @@ from fleetfix.modules import facts as fact_modules
 from fleetfix.modules.call import KindHandlers, ModuleCall, ModuleFailed
 from fleetfix.modules.spec import ModuleArgsError, resolve
 from fleetfix.modules.specs import MODULE_SPECS
+from fleetfix.playbook.conditions import OMIT
 
 ModuleRunner = Callable[[ModuleCall], Awaitable[Outcome]]
 
@@ -26,6 +28,7 @@ IMPLEMENTATIONS: Mapping[str, ModuleRunner] = MappingProxyType(
         "stat": files.stat,
         "slurp": files.slurp,
         "file": files.file,
+        "tempfile": files.tempfile,
         "copy": copy.copy,
         "template": copy.template,
         "lineinfile": lineinfile.lineinfile,
@@ -39,12 +42,18 @@ IMPLEMENTATIONS: Mapping[str, ModuleRunner] = MappingProxyType(
 )
 
 
+def without_omitted(params: Mapping[str, Any]) -> dict[str, Any]:
+    """The arguments without those rendered to `omit` (`mode: "{{ m | default(omit) }}"`),
+    as Ansible leaves them out: the module sees its default."""
+    return {key: value for key, value in params.items() if value != OMIT}
+
+
 async def run_module(hs: HostStep, handlers: KindHandlers) -> Outcome:
     """Resolve the step's rendered arguments against the module's spec and run it; wrong
     arguments (known only once rendered on this host) fail this host's step, saying why."""
     spec = MODULE_SPECS[str(hs.step.args["module"])]
     try:
-        params = resolve(spec, hs.render(dict(hs.step.args.get("params") or {})))
+        params = resolve(spec, without_omitted(hs.render(dict(hs.step.args.get("params") or {}))))
     except ModuleArgsError as exc:
         return Outcome(failed=True, message=str(exc), registers_command=False)
     call = ModuleCall(hs, spec, params, handlers)

@@ -303,6 +303,18 @@ MODULE_SPECS: Mapping[str, ModuleSpec] = MappingProxyType(
             ),
             _spec(
                 ModuleSpec(
+                    "tempfile",
+                    "make a temporary file or directory on the node (its path is returned)",
+                    {
+                        "state": Param("str", default="file", choices=("file", "directory")),
+                        "path": Param("path"),
+                        "prefix": Param("str", default="ansible."),
+                        "suffix": Param("str", default=""),
+                    },
+                )
+            ),
+            _spec(
+                ModuleSpec(
                     "wait_for_connection",
                     "wait until the node answers over the transport again",
                     {

@@ -88,6 +88,7 @@ STEP_KEYWORDS: frozenset[str] = frozenset(
         "ignore_errors",
         "ignore_unreachable",
         "any_errors_fatal",
+        "diff",
         "timeout",
         "tags",
         "check_mode",
@@ -279,7 +280,6 @@ UNSUPPORTED_STEP_KEYWORDS: Mapping[str, str] = MappingProxyType(
         "module_defaults": _MODULE_DEFAULTS,
         "collections": _COLLECTIONS,
         "debugger": _DEBUGGER,
-        "diff": "use --diff",
     }
 )
 

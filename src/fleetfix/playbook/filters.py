@@ -13,6 +13,7 @@ import datetime
 import enum
 import json
 import operator
+import os
 import posixpath
 import re
 import shlex
@@ -333,6 +334,8 @@ FILTERS: Mapping[str, Callable[..., Any]] = MappingProxyType(
         "b64decode": b64decode,
         "basename": posixpath.basename,
         "dirname": posixpath.dirname,
+        "expanduser": os.path.expanduser,  # on the controller, as Ansible's filter
+        "expandvars": os.path.expandvars,
         "split": split,
         "type_debug": type_debug,
         "union": union,

@@ -79,8 +79,13 @@ class Includes:
         self._read_steps = read_steps
         self._reading: list[Path] = []  # files being read: an include of itself is read later
 
-    def tasks_args(self, entry: Entry) -> dict[str, Any]:
-        """{'file': name as written, 'steps': the file's steps when the name is a literal}."""
+    def tasks_args(self, entry: Entry, *, conditional: bool = False) -> dict[str, Any]:
+        """{'file': name as written, 'steps': the file's steps when the name is a literal}.
+
+        A literal file with problems is refused now, unless the include has a `when`: then,
+        as Ansible reads an include only when a host reaches it (a file for another
+        platform, under a `when` that never holds on this one), the file is read again when
+        a host gets there, and its problems fail that host's include (`deferred` says which)."""
         node = kv_mapping(entry.value, "include_tasks")
         applied: dict[str, Any] = {}
         if node.is_mapping:
@@ -109,7 +114,16 @@ class Includes:
             raise node.error(f"include_tasks file not found: {name}", hint=f"looked for {looked}")
         if path in self._reading:  # includes itself: read when a host gets there
             return {"file": name, "apply": applied}
-        steps = tuple(inherit(step, applied) for step in self._read(path, node))
+        mark = self._values.mark()
+        try:
+            steps = tuple(inherit(step, applied) for step in self._read(path, node))
+        except PlaybookError as exc:
+            if not conditional:
+                raise
+            self._values.report(exc)
+        if conditional and self._values.mark() > mark:
+            problems = self._values.taken_since(mark)
+            return {"file": name, "apply": applied, "deferred": str(problems[0])}
         return {"file": name, "steps": steps, "apply": applied}
 
     def role_args(self, entry: Entry) -> dict[str, Any]:

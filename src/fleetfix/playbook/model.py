@@ -89,6 +89,7 @@ class Step:
     ignore_errors: bool = False
     ignore_unreachable: bool = False
     any_errors_fatal: bool | None = None  # None: the block's, else the play's
+    diff: bool | None = None  # accepted; fleetfix prints no per-step diffs (decisions.md)
     timeout: float | None = None  # None: the run's default command timeout
     tags: frozenset[str] = frozenset()
     check_mode: bool | None = None  # True: always dry; False: run even in --check

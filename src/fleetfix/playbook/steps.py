@@ -75,6 +75,16 @@ class ValueReader:
     def report(self, error: PlaybookError) -> None:
         self._errors.append(error)
 
+    def mark(self) -> int:
+        """Where the problem list stands now (for `taken_since`)."""
+        return len(self._errors)
+
+    def taken_since(self, mark: int) -> list[PlaybookError]:
+        """The problems reported since `mark`, taken out of the list."""
+        taken = self._errors[mark:]
+        del self._errors[mark:]
+        return taken
+
     def convert_into(
         self, fields: dict[str, Any], entry: Entry, convert: Callable[[str, Node], Any]
     ) -> None:
@@ -250,7 +260,7 @@ class StepReader:
         if kind is StepKind.MODULE:
             args = self._module(kind_entry)
         elif kind in INCLUDE_KINDS:
-            args = self._include(kind, kind_entry)
+            args = self._include(kind, kind_entry, node.get("when") is not None)
         else:
             args = self._kind_args(kind, kind_entry.value)
         fields = self._step_keywords(node, kind, role)  # checked even when args are bad
@@ -419,10 +429,11 @@ class StepReader:
             self._report(exc)
             return None
 
-    def _include(self, kind: StepKind, entry: Entry) -> dict[str, Any] | None:
+    def _include(self, kind: StepKind, entry: Entry, conditional: bool) -> dict[str, Any] | None:
         try:
-            role = kind is StepKind.INCLUDE_ROLE
-            return (self._includes.role_args if role else self._includes.tasks_args)(entry)
+            if kind is StepKind.INCLUDE_ROLE:
+                return self._includes.role_args(entry)
+            return self._includes.tasks_args(entry, conditional=conditional)
         except PlaybookError as exc:
             self._report(exc)
             return None
