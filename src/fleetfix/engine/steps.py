@@ -182,23 +182,29 @@ def _variables(
     base = {**compose(ctx, state, env.scope), **item_vars}
     defaults = _role_defaults(ctx, step, base)
     base = {**defaults, **base}
-    base.update(_inventory_templates(ctx, state, base))
+    play_vars = env.scope.play_vars.get(state.name, {})
+    base.update(_inventory_templates(ctx, state, base, play_vars))
     local = {**env.inherited_vars, **step.vars}
     if not local:
         return base
     resolved = ctx.templar.resolve(local, base)
     final = {**defaults, **compose(ctx, state, env.scope, resolved), **item_vars}
-    final.update(_inventory_templates(ctx, state, final))
+    final.update(_inventory_templates(ctx, state, final, play_vars))
     return final
 
 
 def _inventory_templates(
-    ctx: RunContext, state: HostState, variables: Mapping[str, Any]
+    ctx: RunContext,
+    state: HostState,
+    variables: Mapping[str, Any],
+    play_vars: Mapping[str, Any] | None = None,
 ) -> dict[str, Any]:
     """Inventory variables that are templates (`gpu_dir: "{{ base }}/gpu"`, from the inventory,
     group_vars or host_vars), rendered now against the rest, as Ansible renders them when
     used; only where nothing above the inventory set the name. One that cannot render fails
-    the step that uses it, saying why, not every step of the host."""
+    the step that uses it, saying why, not every step of the host. Play vars the play's
+    start could not render yet (they read facts gathered since: `"{{ ansible_facts... }}"`)
+    are rendered here too, as Ansible renders every variable when it is used."""
     if state.templated_vars is None:  # once per host, not on every step
         state.templated_vars = frozenset(
             name for name, value in state.base_vars.items() if is_template(value)
@@ -209,6 +215,9 @@ def _inventory_templates(
         for name in state.templated_vars
         if variables.get(name) is inventory[name]
     }
+    for name, value in (play_vars or {}).items():
+        if is_template(value) and variables.get(name) is value:
+            pending[name] = value
     if not pending:
         return {}
     others = {name: value for name, value in variables.items() if name not in pending}

@@ -94,6 +94,10 @@ def is_disruptive(tool: str, argv: Sequence[str], gpu_pids: Collection[int]) -> 
         return not any(a in _MODPROBE_READS for a in argv)
     if tool == "fuser":
         return any(a in ("-k", "--kill") for a in argv)
+    if tool == "apt-get":
+        simulated = any(a in ("-s", "--simulate", "--dry-run", "--just-print") for a in argv)
+        changes = {"install", "reinstall", "remove", "purge", "autoremove"}
+        return not simulated and any(w in changes for w in words)
     if tool == "kill":
         return any(int(a) in gpu_pids for a in argv if a.isdigit())
     return False

@@ -264,6 +264,8 @@ class NodeState:
     `power_cycle` (the power was removed: a BMC power cycle, or off and on)."""
     power_cycles: int = 0
     """Boots that followed a loss of power (BMC `chassis power cycle`, or off then on)."""
+    packages: dict[str, str] | None = None
+    """The package database (name: version): lab/tools/packages.py makes it on first use."""
 
     @property
     def name(self) -> str:
@@ -399,6 +401,7 @@ class NodeState:
             "boots": self.boot_number,
             "bmc": self.bmc,
             "power_cycles": self.power_cycles,
+            "packages": dict(self.packages) if self.packages is not None else None,
             "faults": _node_faults(self, degraded_factor),
             "gpu_processes": [
                 {"pid": p.pid, "name": p.name, "gpu": p.gpu, "job_id": p.job_id}

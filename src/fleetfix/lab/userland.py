@@ -46,14 +46,38 @@ def write_tool_dirs(
     """The shim directory of every (node, absent tools) pair, and the userland if needed."""
     tools = list(names)
     write_shims(state_dir / "tools", port, token, tools)
+    write_sudo(state_dir / "tools")
     done = {"tools"}
     for spec, absent in nodes:
         name = tools_dir_name(spec)
         if name not in done:
             done.add(name)
             write_shims(state_dir / name, port, token, [t for t in tools if t not in absent])
+            write_sudo(state_dir / name)
     if len(done) > 1:
         write_userland(state_dir / USERLAND_DIR, hidden=set(tools))
+
+
+SUDO = """#!/bin/sh
+# fleetfix lab: sudo on a lab node. The node's user is root, so `sudo -n [-H] [-u USER] --
+# CMD` runs CMD as it is (a become_user other than root is not switched to in the lab).
+while [ $# -gt 0 ]; do
+  case "$1" in
+    -u|-g|-p|-C) shift 2 ;;
+    --) shift; break ;;
+    -*) shift ;;
+    *) break ;;
+  esac
+done
+exec "$@"
+"""
+
+
+def write_sudo(directory: Path) -> None:
+    """The node's `sudo` (become): a script that runs its command (lab nodes run as root)."""
+    path = directory / "sudo"
+    path.write_text(SUDO, encoding="utf-8")
+    path.chmod(0o755)
 
 
 def write_userland(directory: Path, hidden: set[str]) -> None:

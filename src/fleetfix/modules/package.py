@@ -12,13 +12,17 @@ from __future__ import annotations
 
 import dataclasses
 import fnmatch
+import re
 import shlex
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from fleetfix.engine.disruptive import command_action
 from fleetfix.engine.hoststep import Outcome
+from fleetfix.engine.remediate import run_command_action
 from fleetfix.modules.call import ModuleCall, ModuleFailed
+from fleetfix.results import CommandResult
 
 APT_ENV = "DEBIAN_FRONTEND=noninteractive"
 APT_GET = "apt-get -y -q -o Dpkg::Options::=--force-confdef -o Dpkg::Options::=--force-confold"
@@ -279,12 +283,49 @@ async def _manager(call: ModuleCall) -> str:
     return _PKG_MGR[said]
 
 
+PACKAGE_CHANGE = "package change"
+"""What the engine calls a package manager's install or removal (its action's name)."""
+_GPU_STACK = re.compile(
+    r"^(nvidia|libnvidia|cuda|libcuda|libnccl|nccl|datacenter-gpu-manager|dcgm|"
+    r"libxnvctrl|nvlsm|imex|kmod-nvidia|xorg-x11-drv-nvidia)",
+    re.IGNORECASE,
+)
+
+
+def touches_gpu_stack(specs: Sequence[str]) -> bool:
+    """Whether a package change touches the GPU stack (by the package's name)."""
+    return any(_GPU_STACK.match(spec.strip()) for spec in specs)
+
+
 async def _apply(call: ModuleCall, command: str, plan: Plan, **values: Any) -> Outcome:
-    """Run the package manager for the plan (only its plan under --check)."""
+    """Run the package manager for the plan (only its plan under --check). A change of the
+    GPU stack (a driver, the fabric manager, DCGM, CUDA, NCCL) breaks what runs on the node:
+    it goes through the engine's gates for a disruptive command (busy refused, the owner's
+    drain respected, caps and budget, the intent journaled before it is sent)."""
     changes = {"installed": list(plan.install), "removed": list(plan.remove)}
     if call.dry:
         return call.outcome(changed=True, msg=f"would run: {command}", packages=changes, **values)
-    done = await call.run(command)
+    if not touches_gpu_stack((*plan.install, *plan.remove)):
+        return _finish(call, await call.run(command), command, changes, values)
+    action = command_action(command, PACKAGE_CHANGE)
+    gated = await run_command_action(call.hs, action, call.handlers)
+    if gated.left is not None or (gated.failed and not gated.commands):
+        outcome = call.outcome(message=gated.message, packages=changes, **values)
+        outcome.failed, outcome.left = gated.failed, gated.left
+        outcome.data.update(gated.data)
+        return outcome
+    call.commands.extend(gated.commands)
+    return _finish(call, gated.commands[-1], command, changes, values)
+
+
+def _finish(
+    call: ModuleCall,
+    done: CommandResult,
+    command: str,
+    changes: dict[str, list[str]],
+    values: dict[str, Any],
+) -> Outcome:
+    """The module's result from the package manager's run."""
     if done.timed_out or done.rc != 0:
         said = (done.stderr.strip() or done.stdout.strip())[:500]
         raise ModuleFailed(

@@ -22,6 +22,7 @@ from fleetfix.modules.package import (
     rpm_command,
     rpm_plan,
     rpm_wanted,
+    touches_gpu_stack,
 )
 from fleetfix.modules.spec import problems, resolve
 from fleetfix.modules.specs import MODULE_SPECS
@@ -133,11 +134,11 @@ PLAYBOOK = """
 - hosts: all
   gather_facts: false
   tasks:
-    - name: pin the fabric manager
-      apt: name=nvidia-fabricmanager-550=550.90.07-1 state=present update_cache=yes
+    - name: pin ipmitool
+      apt: name=ipmitool=1.8.19-4 state=present update_cache=yes
       register: pinned
     - name: again
-      package: {name: nvidia-fabricmanager-550=550.90.07-1, state: present, use: apt}
+      package: {name: ipmitool=1.8.19-4, state: present, use: apt}
       register: again
     - name: what changed
       assert:
@@ -148,7 +149,18 @@ PLAYBOOK = """
 """
 
 
-def _run(tmp_path: Path, *extra: str) -> tuple[subprocess.CompletedProcess[str], str]:
+GPU_STACK = """
+- hosts: all
+  gather_facts: false
+  tasks:
+    - name: pin the fabric manager
+      apt: name=nvidia-fabricmanager-550=550.90.07-1 state=present
+"""
+
+
+def _run(
+    tmp_path: Path, *extra: str, playbook: str = PLAYBOOK
+) -> tuple[subprocess.CompletedProcess[str], str]:
     tools = tmp_path / "bin"
     tools.mkdir(exist_ok=True)
     for name in ("dpkg-query", "apt-get"):
@@ -156,7 +168,7 @@ def _run(tmp_path: Path, *extra: str) -> tuple[subprocess.CompletedProcess[str],
         (tools / name).chmod(0o755)
     (tmp_path / "db").touch()
     (tmp_path / "log").write_text("")
-    (tmp_path / "play.yml").write_text(PLAYBOOK)
+    (tmp_path / "play.yml").write_text(playbook)
     (tmp_path / "hosts.ini").write_text("localhost\n")
     env = {
         **os.environ,
@@ -192,3 +204,20 @@ def test_check_mode_reads_and_changes_nothing(tmp_path: Path) -> None:
     assert "changed: [localhost]" in done.stdout, done.stdout
     assert "apt-get -y" not in log and "apt-get update" not in log, log
     assert "dpkg-query" in log
+
+
+def test_a_gpu_stack_change_goes_through_the_engine_gates(tmp_path: Path) -> None:
+    """The fabric manager pin on a host whose GPU processes and Slurm cannot be read (this
+    machine): refused before apt-get installs anything, and the host is left for a human."""
+    done, log = _run(tmp_path, playbook=GPU_STACK)
+    assert done.returncode != 0, done.stdout
+    assert "command (package change) refused: cannot evaluate its safety gates" in done.stdout
+    assert "apt-get -y" not in log, log
+    assert "dpkg-query" in log, log
+
+
+def test_which_packages_are_the_gpu_stack() -> None:
+    assert touches_gpu_stack(["nvidia-driver-550=550.90.07-0ubuntu1"])
+    assert touches_gpu_stack(["ipmitool", "datacenter-gpu-manager"])
+    assert touches_gpu_stack(["cuda-drivers-550", "libnccl2"])
+    assert not touches_gpu_stack(["ipmitool=1.8.19-4", "htop", "infiniband-diags"])

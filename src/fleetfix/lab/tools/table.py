@@ -10,6 +10,7 @@ from fleetfix.lab.tools import (
     nccl,
     node,
     nvidia_smi,
+    packages,
     slurm,
     systemd,
 )
@@ -44,6 +45,8 @@ def tool_table() -> dict[str, Handler]:
         "nvidia-bug-report.sh": node.nvidia_bug_report,
         "mpirun": nccl.mpirun,
         "dcgmi": dcgm.dcgmi,
+        "dpkg-query": packages.dpkg_query,
+        "apt-get": packages.apt_get,
         "hostname": node.hostname,
     }
     for name in nccl.OPS:
