@@ -158,6 +158,9 @@ async def _meta(hs: HostStep) -> Outcome:
     if name == "end_host":
         hs.state.ended = True
         return Outcome(message=f"ending play for {hs.state.name}", data=quiet)
+    if name == "reset_connection":  # the next command opens a fresh connection, as Ansible
+        await hs.ctx.connections.drop(hs.state.name)
+        return Outcome(message="reset connection", data=quiet)
     return Outcome(message=str(name), data=quiet)
 
 
