@@ -54,6 +54,7 @@ from contenders import (
     venv_bin,
     warm_up,
 )
+from facts_cost import facts_cost_lines
 from measure import TIME_BINARY, Measurement, load_average
 from parse_cost import (
     cost_table,
@@ -362,6 +363,8 @@ def parse_cost_lines(repeats: int = 20) -> list[str]:
         "",
         "one host of the benchmark workload, on the lab's own outputs:",
         *workload_table(workload_costs(repeats=repeats)),
+        "",
+        *facts_cost_lines(repeats=repeats),
     ]
 
 

@@ -23,6 +23,7 @@ import yaml
 from bare_fanout import CIPHERS, MACS
 from bench_inventory import inventory_text, time_parse
 from contenders import Setup, run_bare, run_pdsh, run_pssh, venv_bin
+from facts_cost import gpu_node_output
 from measure import (
     Invocation,
     Measurement,
@@ -59,6 +60,7 @@ from workload import (
     probe_commands,
 )
 
+from fleetfix.facts.parse import parse_facts
 from fleetfix.inventory import load_inventory
 from fleetfix.lab.control import LabHandle, start_lab
 from fleetfix.probes import BUILTIN_PROBES
@@ -606,6 +608,15 @@ def test_parse_cost_table_has_every_builtin_probe() -> None:
     probes = {line.split()[0] for line in lines[2:] if line and not line.startswith("probe")}
     assert set(BUILTIN_PROBES) <= probes
     assert any(line.startswith("nvidia_smi fast") for line in lines)
+    facts = [line for line in lines if "parse + store" in line]
+    assert len(facts) == 1 and "ms/host" in facts[0] and "commands per host: 1" in facts[0]
+
+
+def test_the_facts_benchmark_reads_an_eight_gpu_node() -> None:
+    """The output it parses is a GPU node's: the real capture plus eight H100 rows."""
+    gathered = parse_facts(gpu_node_output())
+    assert [gpu["index"] for gpu in gathered["gpus"]] == list(range(8))
+    assert gathered["os_family"] == "Debian"
 
 
 def test_a_near_miss_shows_its_margin() -> None:
