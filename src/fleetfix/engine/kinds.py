@@ -51,7 +51,11 @@ async def _shell(hs: HostStep) -> Outcome:
         )
     if hs.dry:
         announce_planned(hs.ctx, hs.state, hs.step, command)
-        return Outcome(skipped=True, message=f"check mode: would run: {command}")
+        return Outcome(
+            skipped=True,
+            message=f"check mode: would run: {command}",
+            data=_not_run(hs.step.kind is StepKind.COMMAND, rendered),
+        )
     result = await hs.command(command)
     outcome = command_outcome(result, changed=True)
     # Registered as Ansible's command module has it: cmd as argv (command) or the line
@@ -61,6 +65,27 @@ async def _shell(hs: HostStep) -> Outcome:
         cmd = [str(a) for a in rendered.get("argv") or shlex.split(str(rendered["cmd"]))]
     outcome.data.update(cmd=cmd, msg=outcome.message, **ansible_times(result.duration))
     return outcome
+
+
+def _not_run(kind_is_command: bool, rendered: Mapping[str, Any]) -> dict[str, Any]:
+    """What ansible-core's command module registers under --check: skipped, nothing run."""
+    if kind_is_command:
+        cmd: Any = list(rendered.get("argv") or shlex.split(str(rendered["cmd"])))
+    else:
+        cmd = str(rendered["cmd"])
+    return {
+        "cmd": cmd,
+        "msg": "Command would have run if not in check mode",
+        "failed": False,
+        "rc": 0,
+        "start": None,
+        "end": None,
+        "delta": None,
+        "stdout": "",
+        "stderr": "",
+        "stdout_lines": [],
+        "stderr_lines": [],
+    }
 
 
 async def _creates_removes(hs: HostStep, rendered: Mapping[str, Any]) -> Outcome | None:

@@ -8,7 +8,7 @@ import time
 from collections.abc import Coroutine, Hashable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from fleetfix.engine.batches import behind_parked, failure_exceeds, order_hosts, serial_batches
 from fleetfix.engine.context import HostState, RunContext
@@ -320,6 +320,8 @@ async def _all_hosts(run: BatchRun, walks: list[Coroutine[Any, Any, None]]) -> N
         raise
 
 
+T = TypeVar("T")
+
 _SECTION_END = 1 << 62
 """The key of a section's implicit flush_handlers: after every step of the section."""
 
@@ -395,6 +397,31 @@ def _between(run: BatchRun, turn: Turn) -> None:
             lockstep.release(host)
 
 
+def _from_include(include: Step, steps: Sequence[Step]) -> list[Step]:
+    """Included steps take what the include took from the blocks around it (check_mode,
+    become, environment, ...), as Ansible's parent chain gives it; not its `when` (evaluated
+    once, for the include) nor its tags (they select the include)."""
+    return [
+        replace(
+            child,
+            become=_first(child.become, include.become),
+            become_user=_first(child.become_user, include.become_user),
+            environment={**include.environment, **child.environment},
+            check_mode=_first(child.check_mode, include.check_mode),
+            delegate_to=_first(child.delegate_to, include.delegate_to),
+            timeout=_first(child.timeout, include.timeout),
+            any_errors_fatal=_first(child.any_errors_fatal, include.any_errors_fatal),
+            no_log=child.no_log or include.no_log,
+        )
+        for child in steps
+    ]
+
+
+def _first(own: T | None, inherited: T | None) -> T | None:
+    """The step's own keyword, else the block's (Ansible's inheritance)."""
+    return own if own is not None else inherited
+
+
 def _joined(own: tuple[str, ...], inherited: tuple[str, ...]) -> tuple[str, ...]:
     """A step's notify topics and those of the block (or include) around it, once each."""
     return tuple(dict.fromkeys((*own, *inherited))) if inherited else own
@@ -447,7 +474,7 @@ async def _host_step(
             return
         where = (*turn.key, number, run.included_order(inclusion.steps))
         scoped = env.with_vars(inclusion.variables)
-        await _host_steps(run, state, inclusion.steps, scoped, where)
+        await _host_steps(run, state, _from_include(step, inclusion.steps), scoped, where)
 
 
 async def _in_turn(
@@ -655,7 +682,8 @@ def failed_task(step: Step) -> dict[str, Any]:
 
 
 def _inherit(block: Step) -> Any:
-    """Children of a block inherit its tags, when, become and environment, like Ansible."""
+    """Children of a block inherit its tags, when, become, environment, ignore_errors, notify,
+    any_errors_fatal, check_mode, become_user, delegate_to, timeout and no_log, as Ansible's."""
 
     def apply(steps: Sequence[Step]) -> list[Step]:
         out = []
@@ -669,11 +697,12 @@ def _inherit(block: Step) -> Any:
                     environment={**block.environment, **child.environment},
                     ignore_errors=child.ignore_errors or block.ignore_errors,
                     notify=_joined(child.notify, block.notify),
-                    any_errors_fatal=(
-                        child.any_errors_fatal
-                        if child.any_errors_fatal is not None
-                        else block.any_errors_fatal
-                    ),
+                    any_errors_fatal=_first(child.any_errors_fatal, block.any_errors_fatal),
+                    check_mode=_first(child.check_mode, block.check_mode),
+                    become_user=_first(child.become_user, block.become_user),
+                    delegate_to=_first(child.delegate_to, block.delegate_to),
+                    timeout=_first(child.timeout, block.timeout),
+                    no_log=child.no_log or block.no_log,
                 )
             )
         return out
