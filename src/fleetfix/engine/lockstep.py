@@ -56,6 +56,8 @@ class Turn:
     failed: set[str] = field(default_factory=set)
     """Hosts whose step failed (or was unreachable) in this turn, ignored failures not."""
     between: Callable[[Turn], None] | None = None
+    run_once: bool = False
+    """The step ran on the turn's first host for all (its failure is fatal for all)."""
     _once: dict[str, asyncio.Future[Any]] = field(default_factory=dict)
     _arrived: set[str] = field(default_factory=set)
     _all_arrived: asyncio.Event = field(default_factory=asyncio.Event)

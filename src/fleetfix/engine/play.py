@@ -10,6 +10,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, TypeVar
 
+from fleetfix.booleans import boolean
 from fleetfix.engine.batches import behind_parked, failure_exceeds, order_hosts, serial_batches
 from fleetfix.engine.context import HostState, RunContext
 from fleetfix.engine.hoststep import StepEnv, with_lines
@@ -384,7 +385,8 @@ def _between(run: BatchRun, turn: Turn) -> None:
     no further; hosts waiting at another step stop there. max_fail_percentage stops the play
     (exit 6, a safety stop)."""
     play, lockstep, step = run.env.play, run.lockstep, turn.step
-    if step is not None and turn.failed and not step.ignore_errors and _fatal(play, step):
+    fatal = step is not None and _fatal(play, step, turn.run_once)
+    if step is not None and turn.failed and not step.ignore_errors and fatal:
         for state in run.states():
             if state.name not in turn.failed and state.active:
                 state.failed = True
@@ -427,11 +429,25 @@ def _joined(own: tuple[str, ...], inherited: tuple[str, ...]) -> tuple[str, ...]
     return tuple(dict.fromkeys((*own, *inherited))) if inherited else own
 
 
-def _fatal(play: Play, step: Step) -> bool:
+def _fatal(play: Play, step: Step, run_once: bool) -> bool:
     """any_errors_fatal for this step: its own (or its block's), else the play's; a run_once
     step's failure is fatal too, as in ansible-core's linear strategy."""
     own = step.any_errors_fatal
-    return (own if own is not None else play.any_errors_fatal) or step.run_once
+    return (own if own is not None else play.any_errors_fatal) or run_once
+
+
+def _runs_once(run: BatchRun, step: Step, turn: Turn) -> bool:
+    """The step's run_once; a template is rendered with the turn's first host's variables
+    (as ansible-core's linear strategy does); `omit` or a value that is not a boolean:
+    not once (the step then runs on every host, and fails there if its own args fail)."""
+    if not isinstance(step.run_once, str):
+        return step.run_once
+    state = run.ctx.host_state(turn.hosts[0])
+    try:
+        variables = compose(run.ctx, state, run.env.scope, step.vars)
+        return boolean(run.ctx.templar.render(step.run_once, variables))
+    except (FleetfixError, ValueError):
+        return False
 
 
 async def _host_steps(
@@ -490,7 +506,8 @@ async def _in_turn(
     gate = run.ctx.options.step_gate
     if gate is not None and not await turn.once("gate", lambda: gate(step.name)):
         return []
-    if step.run_once or step.kind is StepKind.ADD_HOST:  # add_host: once, as Ansible
+    if step.kind is StepKind.ADD_HOST or _runs_once(run, step, turn):  # add_host: as Ansible
+        turn.run_once = True
         await turn.once("run_once", lambda: _run_once(run, step, turn, env))
         return []
     return await _run_step(run, state, step, env, turn)
@@ -503,7 +520,7 @@ async def _run_step(
         result = await execute(run.ctx, env, state, step)
     if _fails(result):
         turn.failed.add(state.name)
-        if _fatal(run.env.play, step) and run.lockstep is None:
+        if _fatal(run.env.play, step, turn.run_once) and run.lockstep is None:
             run.fatal = True  # the free strategy: every other host stops before its next step
     if step.kind not in INCLUDE_KINDS:
         return []
@@ -780,7 +797,7 @@ async def _flush_handlers(run: BatchRun, only: list[HostState] | None = None) ->
             for state in states:
                 run.pending[state.name].discard(index)
             run.announce_handler(handler)
-            if handler.run_once:
+            if _runs_once(run, handler, Turn((), handler, [s.name for s in states])):
                 states = states[:1]
             await asyncio.gather(*(_handler_step(run, s, handler) for s in states))
             for state in scope:

@@ -110,7 +110,7 @@ def facts_d_section(fact_path: str) -> str:
         f'if [ -L "$f" ] && [ ! -e "$f" ]; then echo "{MARKER}local dangling $f"; continue; fi; '
         f'[ -f "$f" ] || continue; '
         f'if [ -x "$f" ]; then echo "{MARKER}local exec $f"; "$f" 2>/dev/null; r=$?; '
-        f"echo; printf '{MARKER}rc %s\\t%s\\n' \"$f\" \"$r\"; "
+        f'echo; printf \'{MARKER}rc %s\\t%s\\n\' "$f" "$r"; '
         f'else echo "{MARKER}local file $f"; cat "$f" 2>/dev/null; echo; fi; done'
     )
 

@@ -114,7 +114,15 @@ class Includes:
             raise node.error(f"include_tasks file not found: {name}", hint=f"looked for {looked}")
         if path in self._reading:  # includes itself: read when a host gets there
             return {"file": name, "apply": applied}
+        return self._literal(name, path, node, applied, conditional=conditional)
+
+    def _literal(
+        self, name: str, path: Path, node: Node, applied: dict[str, Any], *, conditional: bool
+    ) -> dict[str, Any]:
+        """A literal file's steps, read now; a conditional include's problems wait for a host
+        that reaches it (`deferred`: the first of them)."""
         mark = self._values.mark()
+        steps: tuple[Step, ...] = ()
         try:
             steps = tuple(inherit(step, applied) for step in self._read(path, node))
         except PlaybookError as exc:

@@ -94,7 +94,7 @@ class Step:
     tags: frozenset[str] = frozenset()
     check_mode: bool | None = None  # True: always dry; False: run even in --check
     notify: tuple[str, ...] = ()
-    run_once: bool = False
+    run_once: bool | str = False  # a str: a template, rendered for the turn's first host
     delegate_to: str | None = None
     become: bool | None = None
     become_user: str | None = None

@@ -390,7 +390,15 @@ class StepReader:
                 for name in loops.LOOKUP_LOOPS
             },
             "loop_control": lambda n: loops.loop_control(self._values, n),
+            "run_once": self._run_once,
         }
+
+    def _run_once(self, node: Node) -> bool | str:
+        """run_once: a boolean, or a template rendered when the step runs (Ansible's)."""
+        if isinstance(node.value, str) and is_template(node.value):
+            self._values.check_templates(node)
+            return node.value
+        return kw.to_bool(node, "run_once")
 
     def _step_value(self, key: str, node: Node) -> Any:
         convert = self._step_converters.get(key)
