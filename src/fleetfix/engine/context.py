@@ -223,6 +223,9 @@ class HostState:
     unreachable: bool = False
     ended: bool = False  # meta: end_host
     notified: set[str] = field(default_factory=set)
+    cleared_failures: int = 0
+    """Failed steps a `meta: clear_host_errors` cleared: the recap keeps them, the verdict
+    and the exit code do not (as Ansible's)."""
     probe_facts: dict[str, Any] = field(default_factory=dict)  # latest typed facts per probe
     probe_data: ProbeData = field(default_factory=ProbeData)  # the same, as data
     probe_failures: dict[str, str] = field(default_factory=dict)  # probe -> why it last failed

@@ -60,6 +60,9 @@ class BatchRun:
     not yet a failed host (max_fail_percentage waits for the rescue, as Ansible's)."""
     pending: dict[str, set[int]] = field(default_factory=dict)
     """Per host, the handlers notified and not yet run (by their place in the play's list)."""
+    cleared: set[str] = field(default_factory=set)
+    """Hosts whose errors a meta: clear_host_errors cleared (a block's always in progress
+    does not restore the failure it held back)."""
     marked: set[str] = field(default_factory=set)
     """Hosts any_errors_fatal marked failed: their rescue runs but is not counted as one."""
     included: dict[str, int] = field(default_factory=dict)
@@ -299,7 +302,7 @@ def _vars_files(ctx: RunContext, play: Play, playbook_dir: str) -> dict[str, Any
 
 async def _run_batch(run: BatchRun) -> None:
     play = run.env.play
-    if play.strategy == "free":
+    if play.strategy in ("free", "host_pinned"):
         await asyncio.gather(*(_free_host(run, s) for s in run.states()))
         _check_gates(run)
         return
@@ -520,8 +523,6 @@ async def _run_step(
         result = await execute(run.ctx, env, state, step)
     if _fails(result):
         turn.failed.add(state.name)
-        if _fatal(run.env.play, step, turn.run_once) and run.lockstep is None:
-            run.fatal = True  # the free strategy: every other host stops before its next step
     if step.kind not in INCLUDE_KINDS:
         return []
     found = inclusions(run.ctx, step, result)  # walked like a block's steps, after the turn
@@ -561,8 +562,10 @@ async def _batch_meta(run: BatchRun, step: Step, env: StepEnv, turn: Turn) -> No
         return
     if action == "clear_host_errors":
         for state in run.states():
-            if state.failed and not state.unreachable:
+            if not state.unreachable:
                 state.failed = False
+                state.cleared_failures = run.ctx.stats(state.name).failed
+                run.cleared.add(state.name)  # also a failure an always holds back (_block)
         return
     for state in run.active():
         state.ended = True
@@ -592,9 +595,15 @@ async def _free_host(run: BatchRun, state: HostState) -> None:
     play = run.env.play
     await _gather_facts(run, state)
     for index, section in enumerate((play.pre_tasks, play.tasks, play.post_tasks)):
-        await _host_steps(run, state, section, run.env, (index,))
-        if run.fatal or run.stop_play:
-            return
+        for number, step in enumerate(section):
+            if not state.active or run.fatal or run.stop_play:
+                return
+            if _wanted(run, step):
+                await _host_step(run, state, step, run.env, (index, number))
+                # any_errors_fatal (ansible-playbook ignores it under free: decisions.md): a
+                # failure no rescue caught stops every other host before its next step.
+                if state.failed and _fatal(play, step, run_once=False):
+                    run.fatal = True
     await _flush_handlers(run, [state])
 
 
@@ -634,8 +643,10 @@ async def _block(
     if block.always and not run.stop_play:
         was_failed = state.failed
         state.failed = False
+        run.cleared.discard(state.name)
         await _host_steps(run, state, inherited(block.always), env, (*place, 2))
-        state.failed = state.failed or was_failed
+        cleared = state.name in run.cleared
+        state.failed = state.failed or (was_failed and not cleared)
 
 
 def _held(state: HostState) -> bool:

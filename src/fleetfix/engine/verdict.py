@@ -87,8 +87,14 @@ def _judge(ctx: RunContext, host: str, unhealthy: str | None) -> Verdict:
     stats = ctx.result.stats.get(host)
     if state is None or stats is None or not _ran(stats.as_dict()):
         return _verdict(ctx, host, VerdictKind.NOT_RUN, "no step ran on it")
-    failed = bool(stats.failed or unhealthy)
+    failed = bool(_failures(ctx, state) or unhealthy)
     return _judge_failure(ctx, state, failed) or _judge_standing(ctx, state)
+
+
+def _failures(ctx: RunContext, state: HostState) -> int:
+    """The host's failed steps, less those a `meta: clear_host_errors` cleared (as Ansible's
+    exit code forgets them)."""
+    return ctx.result.stats[state.name].failed - state.cleared_failures
 
 
 def _judge_failure(ctx: RunContext, state: HostState, failed: bool) -> Verdict | None:
@@ -104,9 +110,9 @@ def _judge_failure(ctx: RunContext, state: HostState, failed: bool) -> Verdict |
     held = _held(ctx, state)
     if held is not None and failed:
         return _verdict(ctx, host, VerdictKind.HELD, held, (failure,))
-    if stats.failed and drained_by_us is not None:
+    if _failures(ctx, state) and drained_by_us is not None:
         return _verdict(ctx, host, VerdictKind.NEEDS_HUMAN, drained_by_us, (failure,))
-    if stats.failed:
+    if _failures(ctx, state):
         return _verdict(ctx, host, VerdictKind.FAILED, failure or "a step failed")
     return None
 

@@ -194,7 +194,8 @@ PLAY_ORDERS: tuple[str, ...] = (
     "reverse_sorted",
     "shuffle",
 )
-STRATEGIES: tuple[str, ...] = ("linear", "free")
+STRATEGIES: tuple[str, ...] = ("linear", "free", "host_pinned")
+"""host_pinned runs as free: fleetfix has no worker per host to pin (Ansible's difference)."""
 
 SHELL_ARGS: frozenset[str] = frozenset({"cmd", "chdir", "creates", "removes"})
 COMMAND_ARGS: frozenset[str] = SHELL_ARGS | {"argv"}
