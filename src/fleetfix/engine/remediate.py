@@ -88,11 +88,17 @@ async def _one_rung(
 ) -> Outcome:
     interrupted = _open_intent(hs, action)
     if interrupted is not None:
-        if interrupted.evidence.get("boot_id") and not hs.dry:
+        rebooting = bool(interrupted.evidence.get("boot_id")) and not hs.dry
+        if rebooting:
             # The interrupted run may have rebooted the node, and it may still be down: the
             # lease needs an answer from the node, so wait for one as judging the reboot would.
             await answering(hs, reboot_wait(hs))
         leased = await _node_lease(hs, action)  # an interrupted run's lease is this run's
+        if leased is not None and rebooting and leased.kind is LeftKind.REFUSED:
+            # Its reboot may land just after the node answered (a node answers, then goes
+            # down): wait for the node to come back and ask once more.
+            await answering(hs, reboot_wait(hs))
+            leased = await _node_lease(hs, action)
         if leased is not None:
             return _left(leased)
         settled = await settle(hs, action, params, handlers, interrupted)
