@@ -19,10 +19,25 @@ import re
 from fleetfix.actions.base import Action, ActionContext, ActionPlan, PlannedCommand
 from fleetfix.actions.gates import busy_reason
 
-_START = r"(?:^|[;&|(`\n]|\$\()\s*(?:(?:sudo(?:\s+-\S+)*|nohup|exec|timeout\s+\S+)\s+)*"
+_START = (
+    r"(?:^|[;&|(`\n]|\$\()\s*(?:\w+=\S*\s+)*"
+    r"(?:(?:sudo(?:\s+-\S+)*|nohup|exec|timeout\s+\S+)\s+)*"
+)
 _BIN = r"(?:/usr)?(?:/s?bin/)?"
 _END = r"(?=$|[\s;&|)`])"
 """A command name ends where the word does: `reboot-report` is another program."""
+
+_PACKAGE_TOOLS = r"(?:apt-get|apt|aptitude|dnf|yum|zypper|dpkg|rpm)\b[^;&|\n]*?"
+_PACKAGE_VERBS = (
+    r"\s(?:install|reinstall|remove|purge|upgrade|dist-upgrade|erase|downgrade|"
+    r"-i|-e|-U|--install|--remove|--purge|--erase|--upgrade)\b[^;&|\n]*?"
+)
+_GPU_PACKAGES = (
+    r"[\s'\"](?:nvidia|libnvidia|cuda|libcuda|libnccl|nccl|datacenter-gpu-manager|dcgm|"
+    r"kmod-nvidia|xorg-x11-drv-nvidia)"
+)
+"""A package change of the GPU stack (driver, fabric manager, DCGM, CUDA, NCCL): it breaks
+what runs on the node, as an unload of the driver does."""
 
 DISRUPTIVE_COMMANDS: tuple[tuple[str, re.Pattern[str]], ...] = tuple(
     (what, re.compile(_START + _BIN + pattern))
@@ -36,6 +51,7 @@ DISRUPTIVE_COMMANDS: tuple[tuple[str, re.Pattern[str]], ...] = tuple(
         ("driver unload", r"modprobe(?:\s+-\S+)*\s+(?:-\w*r\w*|--remove)\b"),
         ("GPU reset", r"nvidia-smi\b[^;&|\n]*\s(?:-r|--gpu-reset)(?:\s|$)"),
         ("ECC counter reset", r"nvidia-smi\b[^;&|\n]*\s(?:-p\s*[01]|--reset-ecc-errors)\b"),
+        ("GPU package change", _PACKAGE_TOOLS + _PACKAGE_VERBS + _GPU_PACKAGES),
     )
 )
 

@@ -12,13 +12,12 @@ from __future__ import annotations
 
 import dataclasses
 import fnmatch
-import re
 import shlex
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from fleetfix.engine.disruptive import command_action
+from fleetfix.engine.disruptive import command_action, disruptive_command
 from fleetfix.engine.hoststep import Outcome
 from fleetfix.engine.remediate import run_command_action
 from fleetfix.modules.call import ModuleCall, ModuleFailed
@@ -283,20 +282,6 @@ async def _manager(call: ModuleCall) -> str:
     return _PKG_MGR[said]
 
 
-PACKAGE_CHANGE = "package change"
-"""What the engine calls a package manager's install or removal (its action's name)."""
-_GPU_STACK = re.compile(
-    r"^(nvidia|libnvidia|cuda|libcuda|libnccl|nccl|datacenter-gpu-manager|dcgm|"
-    r"libxnvctrl|nvlsm|imex|kmod-nvidia|xorg-x11-drv-nvidia)",
-    re.IGNORECASE,
-)
-
-
-def touches_gpu_stack(specs: Sequence[str]) -> bool:
-    """Whether a package change touches the GPU stack (by the package's name)."""
-    return any(_GPU_STACK.match(spec.strip()) for spec in specs)
-
-
 async def _apply(call: ModuleCall, command: str, plan: Plan, **values: Any) -> Outcome:
     """Run the package manager for the plan (only its plan under --check). A change of the
     GPU stack (a driver, the fabric manager, DCGM, CUDA, NCCL) breaks what runs on the node:
@@ -305,10 +290,10 @@ async def _apply(call: ModuleCall, command: str, plan: Plan, **values: Any) -> O
     changes = {"installed": list(plan.install), "removed": list(plan.remove)}
     if call.dry:
         return call.outcome(changed=True, msg=f"would run: {command}", packages=changes, **values)
-    if not touches_gpu_stack((*plan.install, *plan.remove)):
+    what = disruptive_command(command)  # the GPU stack: engine/disruptive.py's table
+    if what is None:
         return _finish(call, await call.run(command), command, changes, values)
-    action = command_action(command, PACKAGE_CHANGE)
-    gated = await run_command_action(call.hs, action, call.handlers)
+    gated = await run_command_action(call.hs, command_action(command, what), call.handlers)
     if gated.left is not None or (gated.failed and not gated.commands):
         outcome = call.outcome(message=gated.message, packages=changes, **values)
         outcome.failed, outcome.left = gated.failed, gated.left

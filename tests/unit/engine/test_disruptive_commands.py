@@ -34,6 +34,13 @@ BUSY_PROCESSES = (
         ("ipmitool -I lanplus -H bmc power cycle", "reboot"),
         ("echo b > /proc/sysrq-trigger", "reboot"),
         ("rmmod nvidia_uvm nvidia", "driver unload"),
+        (
+            "DEBIAN_FRONTEND=noninteractive apt-get -y install nvidia-driver-550",
+            "GPU package change",
+        ),
+        ("sudo dnf -y remove 'cuda-drivers'", "GPU package change"),
+        ("apt-get install -y datacenter-gpu-manager=1:3.3.9", "GPU package change"),
+        ("FOO=1 reboot", "reboot"),
         ("modprobe -r nvidia", "driver unload"),
         ("modprobe --remove nvidia_peermem", "driver unload"),
         ("nvidia-smi -r -i 3", "GPU reset"),
@@ -51,6 +58,9 @@ def test_commands_that_disrupt_a_node(command: str, what: str) -> None:
     "command",
     [
         "echo will reboot after the window",
+        "apt-get -y install ipmitool",
+        "dpkg-query -W nvidia-driver-550",
+        "apt-cache policy nvidia-driver-550",
         "last reboot | head",
         "journalctl --list-boots",
         "systemctl status nvidia-fabricmanager",

@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 
+from fleetfix.engine.disruptive import disruptive_command
 from fleetfix.modules.package import (
     Plan,
     Wanted,
@@ -22,7 +23,6 @@ from fleetfix.modules.package import (
     rpm_command,
     rpm_plan,
     rpm_wanted,
-    touches_gpu_stack,
 )
 from fleetfix.modules.spec import problems, resolve
 from fleetfix.modules.specs import MODULE_SPECS
@@ -211,13 +211,18 @@ def test_a_gpu_stack_change_goes_through_the_engine_gates(tmp_path: Path) -> Non
     machine): refused before apt-get installs anything, and the host is left for a human."""
     done, log = _run(tmp_path, playbook=GPU_STACK)
     assert done.returncode != 0, done.stdout
-    assert "command (package change) refused: cannot evaluate its safety gates" in done.stdout
+    assert "command (GPU package change) refused: cannot evaluate its safety gates" in done.stdout
     assert "apt-get -y" not in log, log
     assert "dpkg-query" in log, log
 
 
-def test_which_packages_are_the_gpu_stack() -> None:
-    assert touches_gpu_stack(["nvidia-driver-550=550.90.07-0ubuntu1"])
-    assert touches_gpu_stack(["ipmitool", "datacenter-gpu-manager"])
-    assert touches_gpu_stack(["cuda-drivers-550", "libnccl2"])
-    assert not touches_gpu_stack(["ipmitool=1.8.19-4", "htop", "infiniband-diags"])
+def test_which_package_commands_are_gpu_stack_changes() -> None:
+    """The package modules and a shell step share engine/disruptive.py's table."""
+    what = "GPU package change"
+    pinned = apt_command("install", ["nvidia-driver-550=550.90.07-0ubuntu1"], {})
+    assert disruptive_command(pinned) == what
+    assert disruptive_command("sudo apt-get -y install datacenter-gpu-manager") == what
+    assert disruptive_command("dnf -y remove cuda-drivers") == what
+    assert disruptive_command(apt_command("install", ["ipmitool", "htop"], {})) is None
+    assert disruptive_command("dpkg-query -W nvidia-fabricmanager-550") is None
+    assert disruptive_command("apt-get -s install nvidia-driver-550") == what  # conservative
