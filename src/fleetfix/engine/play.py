@@ -26,6 +26,7 @@ from fleetfix.events import BatchStarted, PlayFinished, PlayStarted, SafetyStop,
 from fleetfix.facts.step import SMART_KEY, gathered_already, gathering_step
 from fleetfix.playbook.conditions import is_template
 from fleetfix.playbook.extravars import load_vars_files
+from fleetfix.playbook.imports import inherit, set_keywords
 from fleetfix.playbook.includes import INCLUDE_KINDS
 from fleetfix.playbook.model import Play, Step, StepKind
 from fleetfix.results import Status, StepResult
@@ -95,15 +96,7 @@ class BatchRun:
 
     def announce_handler(self, handler: Step) -> None:
         """A handler's banner, each time it runs (a later flush runs it again)."""
-        self.ctx.bus.emit(
-            TaskStarted(
-                name=self.shown_name(handler),
-                position=handler.position,
-                handler=True,
-                key=handler.key,
-                block=handler.kind is StepKind.BLOCK,
-            )
-        )
+        self._banner(handler, handler=True)
 
     def judged_states(self) -> list[HostState]:
         return [self.ctx.host_state(h) for h in self.judged or self.hosts]
@@ -111,18 +104,23 @@ class BatchRun:
     def active(self) -> list[HostState]:
         return [s for s in self.states() if s.active]
 
-    def announce(self, step: Step, *, handler: bool = False) -> None:
-        key: Hashable = (step.key, step.name, handler) if step.position else id(step)
+    def announce(self, step: Step) -> None:
+        """A step's TASK banner, once per step of the playbook in this batch."""
+        key: Hashable = (step.key, step.name) if step.position else id(step)
         if key not in self.announced:
             self.announced.add(key)
-            started = TaskStarted(
+            self._banner(step, handler=False)
+
+    def _banner(self, step: Step, *, handler: bool) -> None:
+        self.ctx.bus.emit(
+            TaskStarted(
                 name=self.shown_name(step),
                 position=step.position,
                 handler=handler,
                 key=step.key,
                 block=step.kind is StepKind.BLOCK,
             )
-            self.ctx.bus.emit(started)
+        )
 
     def shown_name(self, step: Step) -> str:
         """The step's name for its banner: rendered with the first active host's variables,
@@ -402,24 +400,19 @@ def _between(run: BatchRun, turn: Turn) -> None:
             lockstep.release(host)
 
 
+_FROM_INCLUDE = (
+    *("become", "become_user", "environment", "check_mode", "delegate_to", "timeout"),
+    *("any_errors_fatal", "no_log"),
+)
+
+
 def _from_include(include: Step, steps: Sequence[Step]) -> list[Step]:
     """Included steps take what the include took from the blocks around it (check_mode,
     become, environment, ...), as Ansible's parent chain gives it; not its `when` (evaluated
-    once, for the include) nor its tags (they select the include)."""
-    return [
-        replace(
-            child,
-            become=_first(child.become, include.become),
-            become_user=_first(child.become_user, include.become_user),
-            environment={**include.environment, **child.environment},
-            check_mode=_first(child.check_mode, include.check_mode),
-            delegate_to=_first(child.delegate_to, include.delegate_to),
-            timeout=_first(child.timeout, include.timeout),
-            any_errors_fatal=_first(child.any_errors_fatal, include.any_errors_fatal),
-            no_log=child.no_log or include.no_log,
-        )
-        for child in steps
-    ]
+    once, for the include) nor its tags (they select the include). The same inheritance as
+    an import's (playbook/imports.py `inherit`)."""
+    keywords = set_keywords(include, _FROM_INCLUDE)
+    return [inherit(child, keywords) for child in steps] if keywords else list(steps)
 
 
 def _first(own: T | None, inherited: T | None) -> T | None:

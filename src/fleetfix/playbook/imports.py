@@ -10,7 +10,7 @@ read before any host exists).
 from __future__ import annotations
 
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import MISSING, fields, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -149,6 +149,12 @@ class TaskImports:
 _UNSET = {f.name: f.default for f in fields(Step) if f.default is not MISSING}
 """Each Step field's value when the step does not set it."""
 _MERGED = frozenset({"when", "tags", "vars", "notify", "environment", "ignore_errors", "name"})
+
+
+def set_keywords(parent: Step, names: Iterable[str]) -> dict[str, Any]:
+    """The keywords among `names` that `parent` sets (not left at the Step default), for
+    `inherit`: what a parent gives the steps under it."""
+    return {n: v for n in names if (v := getattr(parent, n)) != _UNSET.get(n)}
 
 
 def inherit(step: Step, keywords: Inherited) -> Step:
