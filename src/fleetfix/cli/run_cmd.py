@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 from fleetfix.actions import action_registry
 from fleetfix.cli.ansible_options import resolve_ansible_options
 from fleetfix.cli.heap import CollectorPause, collector_paused, frozen_heap
-from fleetfix.cli.loading import builtin_task_loader
+from fleetfix.cli.loading import builtin_catalog, builtin_task_loader
 from fleetfix.cli.loading import load_builtin_playbook as _load_playbook
 from fleetfix.cli.options import (
     add_connection_options,
@@ -64,6 +64,7 @@ from fleetfix.journal.failpoint import stop_at_from_env
 from fleetfix.playbook.conditions import Templar
 from fleetfix.playbook.extravars import parse_extra_vars
 from fleetfix.playbook.model import Play, Playbook, Step, StepKind
+from fleetfix.playbook.role_loader import role_loader
 from fleetfix.probes import probe_registry
 from fleetfix.report.collect import run_collector
 from fleetfix.report.console import ConsoleView
@@ -582,6 +583,7 @@ def _engine_options(
         override_ownership=override_hosts(args.override_ownership),
         operator=operator(),
         task_loader=builtin_task_loader(),
+        role_loader=role_loader(builtin_catalog()),
     )
 
 

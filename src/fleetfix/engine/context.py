@@ -24,6 +24,7 @@ from fleetfix.transport.pool import DEFAULT_RETRY_DELAYS, ConnectionPool, Pooled
 if TYPE_CHECKING:
     from fleetfix.engine.cap_slots import CapSlot
     from fleetfix.engine.node_lease import NodeLeases
+    from fleetfix.playbook.role_loader import RoleLoader
 
 SpecFactory = Callable[[str, Mapping[str, Any]], ConnectionSpec]
 """(host name, merged host vars) -> how to reach it."""
@@ -161,6 +162,9 @@ class RunOptions:
     task_loader: Callable[[str], tuple[Step, ...]] | None = None
     """Reads a task file an include_tasks names with a template (known per host at run time);
     raises PlaybookError. None: such includes fail, saying so."""
+    role_loader: RoleLoader | None = None
+    """Reads the role an include_role names with a template (per host at run time); raises
+    PlaybookError. None: such includes fail, saying so."""
     node_lease_seconds: float | None = 600.0
     """How long a lease on a node lasts unless renewed (engine/node_lease.py); None: the run
     takes no node leases."""
@@ -219,6 +223,8 @@ class HostState:
     name: str
     base_vars: dict[str, Any]
     facts: dict[str, Any] = field(default_factory=dict)  # register and set_fact results
+    included_vars: dict[str, Any] = field(default_factory=dict)
+    """include_vars results: above play and step vars, below set_fact (ansible-core 2.19)."""
     failed: bool = False
     unreachable: bool = False
     ended: bool = False  # meta: end_host

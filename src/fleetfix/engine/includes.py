@@ -14,6 +14,7 @@ from typing import Any
 
 from fleetfix.engine.context import RunContext
 from fleetfix.engine.kinds import INCLUDED_KEY
+from fleetfix.engine.role_includes import ROLE_REQUEST_KEY, request_from
 from fleetfix.playbook.imports import inherit
 from fleetfix.playbook.model import Step
 from fleetfix.playbook.roles import in_role
@@ -53,13 +54,26 @@ def _inclusion(
     ctx: RunContext, include: Step, site: str, item_vars: dict[str, Any], data: Any
 ) -> Inclusion:
     steps = include.args.get("steps")
-    if steps is None:  # a templated file: engine.kinds read it (the loader keeps it)
+    if "run_time" in include.args:  # a templated role: engine.role_includes read it
+        steps = _run_time_role(ctx, include, data)
+    elif steps is None:  # a templated file: engine.kinds read it (the loader keeps it)
         loader = ctx.options.task_loader
         steps = loader(str(data[INCLUDED_KEY])) if loader is not None else ()
         steps = tuple(inherit(step, include.args.get("apply") or {}) for step in steps)
         if include.role is not None:  # a file a role includes is the role's
             steps = tuple(in_role(step, include.role) for step in steps)
     return Inclusion(tuple(under(step, site) for step in steps), {**include.vars, **item_vars})
+
+
+def _run_time_role(ctx: RunContext, include: Step, data: Any) -> tuple[Step, ...]:
+    """The role this host's include_role named (read already, when the include ran: the
+    loader keeps it), with the include's apply: keywords."""
+    loader = ctx.options.role_loader
+    chosen = data.get(ROLE_REQUEST_KEY) if isinstance(data, dict) else None
+    if loader is None or not isinstance(chosen, dict):
+        return ()
+    role = loader(request_from(include, chosen))
+    return tuple(inherit(step, include.args.get("apply") or {}) for step in role.steps)
 
 
 def under(step: Step, site: str) -> Step:

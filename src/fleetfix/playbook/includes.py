@@ -42,6 +42,9 @@ _ROLE_ARGS = frozenset(
     | {"public", "rolespec_validate", "apply"}
 )
 
+ROLE_FILES = ("tasks_from", "vars_from", "defaults_from", "handlers_from")
+"""The include_role arguments that choose a role's files."""
+
 StepListReader = Callable[[Node, str], tuple[Step, ...]]
 _NOT_IMPORT_ARGS = ("public", "allow_duplicates", "rolespec_validate", "apply")
 
@@ -148,20 +151,35 @@ class Includes:
         named = node.get("name")
         if named is None:
             raise node.error("include_role needs name: ROLE")
-        if is_template(named.value):
-            raise named.error(
-                "include_role reads its role when the playbook loads: the name cannot be a"
-                " template",
-                hint="include_tasks with a templated file name chooses per host",
-            )
+        apply_node = node.get("apply")
+        applied = self._apply(apply_node) if apply_node is not None else {}
+        if self._run_time(node):
+            return {
+                "role": str(named.value),
+                "run_time": _run_time_args(named, node),
+                "apply": applied,
+            }
         if isinstance(named.value, str) and not self._roles.exists(named.value.strip(), named):
             return {"role": str(named.value), "steps": (), "missing": True}
         wrapper = Node(NodeKind.MAPPING, None, entry.key.position, entry.key.source_line)
-        apply_node = node.get("apply")
-        applied = self._apply(apply_node) if apply_node is not None else {}
         kept = tuple(a for a in node.entries if a.key.value not in _NOT_IMPORT_ARGS)
         steps = self._roles.import_role(wrapper, Entry(entry.key, replace(node, entries=kept)))
         return {"role": str(named.value), "steps": tuple(inherit(s, applied) for s in steps)}
+
+    def _run_time(self, node: Node) -> bool:
+        """Whether the role is chosen per host: its name or a file is a template (or omit).
+        A file argument must be a string (a list is refused here, as Ansible does)."""
+        templated = False
+        for key in ("name", *ROLE_FILES):
+            arg = node.get(key)
+            if arg is None:
+                continue
+            if not isinstance(arg.value, str):
+                raise arg.error(f"include_role {key} must be a string, not {shown(arg.value)}")
+            if is_template(arg.value):
+                self._values.check_templates(arg)
+                templated = True
+        return templated
 
     def _apply(self, node: Node) -> dict[str, Any]:
         """`apply:`: keywords the included steps take, as from a block around them."""
@@ -190,3 +208,9 @@ class Includes:
             return self._read_steps(document.root, f"tasks in {path.name}")
         finally:
             self._reading.pop()
+
+
+def _run_time_args(named: Node, node: Node) -> dict[str, Any]:
+    """What a host renders to read the role: its name and file arguments as written."""
+    files = {key: arg.value for key in ROLE_FILES if (arg := node.get(key)) is not None}
+    return {"name": named.value, "files": files}

@@ -108,6 +108,20 @@ class RoleReader:
         use = self._import_entry(node, entry)
         return self._expand(use, dedupe=False) if use is not None else ()
 
+    def include_role(self, name: str, where: Node, files: dict[str, str]) -> tuple[Step, ...]:
+        """The steps of an include_role whose name (or files) a host rendered at run time:
+        `files` holds tasks_from/vars_from/defaults_from/handlers_from as rendered."""
+        use = _Use(
+            name,
+            where,
+            f"{where.position}>",
+            tasks_from=files.get("tasks_from", "main"),
+            handlers_from=files.get("handlers_from", "main"),
+            vars_from=files.get("vars_from", "main"),
+            defaults_from=files.get("defaults_from", "main"),
+        )
+        return self._expand(use, dedupe=False)
+
     # ------------------------------------------------------------------ reading entries
 
     def _roles_entry(self, item: Node) -> _Use | None:
