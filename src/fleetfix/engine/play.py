@@ -674,8 +674,9 @@ def failed_task(step: Step) -> dict[str, Any]:
     """A step as `ansible_failed_task` shows it: Ansible's keyword names, the values fleetfix
     read (`action` is the module as written for an Ansible module, else the step kind)."""
     action = str(step.args.get("as", step.kind.value))
+    role = f"{step.role.name} : " if step.role is not None else ""
     return {
-        "name": step.name,
+        "name": step.name.removeprefix(role),  # Ansible's task name; `ROLE : ` is the banner's
         "action": action,
         "args": dict(step.args.get("params", step.args)) if "as" in step.args else dict(step.args),
         "tags": sorted(step.tags),

@@ -14,7 +14,7 @@ from typing import Any
 
 from fleetfix.engine.hoststep import HostStep, Outcome
 from fleetfix.engine.kinds import INCLUDED_KEY
-from fleetfix.errors import FleetfixError
+from fleetfix.errors import FleetfixError, PlaybookError
 from fleetfix.playbook.conditions import OMIT
 from fleetfix.playbook.model import Step
 from fleetfix.playbook.role_loader import LoadedRole, RoleRequest
@@ -48,6 +48,10 @@ def run_time_role(hs: HostStep) -> Outcome:
         return Outcome(failed=True, message=f"include_role {name}: no role loader in this run")
     try:
         role = loader(request_from(hs.step, chosen))
+    except PlaybookError as exc:  # the role's own file: its place; the include's: none
+        where = f"{exc.position}: " if exc.position not in (None, hs.step.position) else ""
+        hint = f" ({exc.hint})" if exc.hint else ""
+        return Outcome(failed=True, message=f"{where}{exc.message}{hint}")
     except FleetfixError as exc:
         return Outcome(failed=True, message=str(exc))
     refused = _unnotifiable(role, hs.env.play.handlers)
