@@ -115,6 +115,8 @@ def _replayable(step: Step, journaled: JournaledStep) -> bool:
     variables, so it is run again and sets the real values."""
     if journaled.status is Status.UNREACHABLE:
         return False
+    if step.kind is StepKind.MODULE and step.args.get("module") == "include_vars":
+        return False  # reads the controller's files only: run again, it sets the values
     if step.kind is not StepKind.SET_FACT:
         return True
     return not step.no_log and MASK not in json.dumps(journaled.data, default=str)

@@ -21,7 +21,7 @@ class HostVars(Mapping[str, Mapping[str, Any]]):
         state = self._ctx.hosts.get(name)
         if state is None:
             return self._ctx.inventory.host_vars(name)
-        return {**state.base_vars, **state.facts}
+        return {**state.base_vars, **state.included_vars, **state.facts}
 
     def __iter__(self) -> Iterator[str]:
         return iter(self._ctx.hosts)
@@ -98,6 +98,7 @@ def compose(
     variables.update(scope.play_vars.get(state.name, {}))
     if step_vars:
         variables.update(step_vars)
+    variables.update(state.included_vars)  # include_vars: above step vars, below set_fact
     variables.update(state.facts)
     variables.update(ctx.options.extra_vars)
     variables.update(_magic(ctx, state, scope))

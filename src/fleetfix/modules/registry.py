@@ -9,6 +9,7 @@ from typing import Any
 from fleetfix.engine.hoststep import HostStep, Outcome
 from fleetfix.modules import copy, files, lineinfile, package, raw, reboot, services, waits
 from fleetfix.modules import facts as fact_modules
+from fleetfix.modules import include_vars as vars_modules
 from fleetfix.modules.call import KindHandlers, ModuleCall, ModuleFailed
 from fleetfix.modules.spec import ModuleArgsError, resolve
 from fleetfix.modules.specs import MODULE_SPECS
@@ -38,6 +39,7 @@ IMPLEMENTATIONS: Mapping[str, ModuleRunner] = MappingProxyType(
         "apt": package.apt,
         "dnf": package.dnf,
         "yum": package.yum,
+        "include_vars": vars_modules.include_vars,
     }
 )
 

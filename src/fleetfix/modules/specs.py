@@ -31,6 +31,26 @@ def _spec(spec: ModuleSpec) -> tuple[str, ModuleSpec]:
     return spec.name, spec
 
 
+INCLUDE_VARS_SPEC = ModuleSpec(
+    "include_vars",
+    "set variables from YAML/JSON files (or a directory of them) on the controller",
+    {
+        "file": Param("str"),
+        "dir": Param("str"),
+        "name": Param("str"),
+        "depth": Param("int", default=0),
+        "files_matching": Param("str"),
+        "ignore_files": Param("raw"),
+        "extensions": Param("list", default=["yaml", "yml", "json"]),
+        "ignore_unknown_extensions": Param("bool", default=False),
+        "hash_behaviour": Param("str", choices=("merge", "replace")),
+    },
+    free_form="file",
+    read_only=True,
+    mutually_exclusive=(("file", "dir"),),
+)
+
+
 _PACKAGE_NAMES = Param("list", aliases=("pkg", "package"))
 _PACKAGE_REFUSED = {
     name: "fleetfix installs named packages from the node's repositories"
@@ -409,6 +429,7 @@ MODULE_SPECS: Mapping[str, ModuleSpec] = MappingProxyType(
             ),
             *FACT_SPECS.items(),
             *_PACKAGE_SPECS,
+            _spec(INCLUDE_VARS_SPEC),
         ]
     )
 )

@@ -277,7 +277,6 @@ UNSUPPORTED_STEP_KEYWORDS: Mapping[str, str] = MappingProxyType(
         "become_method": "fleetfix becomes root with sudo",
         "become_flags": "fleetfix becomes root with sudo",
         "include": _INCLUDES,
-        "include_vars": "use vars_files on the play",
         "module_defaults": _MODULE_DEFAULTS,
         "collections": _COLLECTIONS,
         "debugger": _DEBUGGER,
