@@ -25,10 +25,11 @@ from fleetfix.errors import FleetfixError
 from fleetfix.events import BatchStarted, PlayFinished, PlayStarted, SafetyStop, TaskStarted
 from fleetfix.facts.step import SMART_KEY, gathered_already, gathering_step
 from fleetfix.playbook.conditions import is_template
-from fleetfix.playbook.extravars import load_vars_files
 from fleetfix.playbook.imports import inherit, set_keywords
 from fleetfix.playbook.includes import INCLUDE_KINDS
 from fleetfix.playbook.model import Play, Step, StepKind
+from fleetfix.playbook.vars_files import is_templated as is_templated_files
+from fleetfix.playbook.vars_files import read_vars_files
 from fleetfix.results import Status, StepResult
 
 
@@ -281,21 +282,33 @@ def _play_vars(
 ) -> dict[str, Any]:
     """Play vars rendered for one host (in any order of reference), then vars_files on top.
     A var that cannot be rendered stays raw; a step that uses it reports the error there."""
-    if not play.vars:
+    per_host = is_templated_files(play.vars_files)
+    if not play.vars and not per_host:
         return dict(file_vars)  # nothing to render: no host's variables to compose
     base = compose(ctx, state, scope)
     try:
         rendered = ctx.templar.resolve(play.vars, base)
     except FleetfixError:
         rendered = dict(play.vars)
+    if per_host:  # a file named by a template: rendered with this host's variables, as Ansible
+        seen = {**base, **rendered, **ctx.options.extra_vars}
+        file_vars = read_vars_files(ctx.templar, play.vars_files, seen, _files_dir(play, scope))
     return {**rendered, **file_vars}
+
+
+def _files_dir(play: Play, scope: PlayScope) -> Path:
+    return (
+        Path(play.position.file).resolve().parent
+        if play.position.line
+        else Path(scope.playbook_dir)
+    )
 
 
 def _vars_files(ctx: RunContext, play: Play, playbook_dir: str) -> dict[str, Any]:
     """vars_files are relative to the play's own file (an imported playbook's, as Ansible)."""
-    paths = [str(ctx.templar.render(p, ctx.options.extra_vars)) for p in play.vars_files]
     base = Path(play.position.file).resolve().parent if play.position.line else Path(playbook_dir)
-    return load_vars_files(paths, base) if paths else {}
+    files = play.vars_files
+    return read_vars_files(ctx.templar, files, ctx.options.extra_vars, base) if files else {}
 
 
 async def _run_batch(run: BatchRun) -> None:

@@ -9,9 +9,9 @@ from typing import Any
 from fleetfix.engine.context import Templating
 from fleetfix.errors import FleetfixError
 from fleetfix.playbook.conditions import is_template
-from fleetfix.playbook.extravars import load_vars_files
 from fleetfix.playbook.model import Play
 from fleetfix.playbook.playkeywords import render_play
+from fleetfix.playbook.vars_files import read_vars_files
 
 
 def rendered_play(
@@ -30,9 +30,8 @@ def rendered_play(
     if not play.templated and not is_template(play.name) and not is_template(play.hosts):
         return play
     seed = {"playbook_dir": playbook_dir, "groups": dict(groups), **extra_vars}
-    paths = [str(templar.render(p, seed)) for p in play.vars_files]
     here = Path(play.position.file).resolve().parent if play.position.line else Path(playbook_dir)
-    file_vars = load_vars_files(paths, here) if paths else {}
+    file_vars = read_vars_files(templar, play.vars_files, seed, here) if play.vars_files else {}
     try:
         play_vars = templar.resolve(play.vars, seed)
     except FleetfixError:

@@ -18,8 +18,8 @@ from typing import Any
 from fleetfix.engine.context import Templating
 from fleetfix.errors import FleetfixError, InputError, SourcePosition
 from fleetfix.playbook.conditions import is_template
-from fleetfix.playbook.extravars import load_vars_files
 from fleetfix.playbook.model import Play
+from fleetfix.playbook.vars_files import read_vars_files
 
 UNTAGGED = frozenset({"untagged"})
 DEFAULT_ONLY = frozenset({"all"})
@@ -68,9 +68,9 @@ class PlayTags:
     ) -> PlayTags:
         """The tags of `play`'s steps; `file_vars`: its vars_files, when already read."""
         if file_vars is None:
-            paths = [str(templar.render(p, extra_vars)) for p in play.vars_files]
             here = Path(play.position.file).resolve().parent if play.position.line else None
-            file_vars = load_vars_files(paths, here or Path(playbook_dir)) if paths else {}
+            base = here or Path(playbook_dir)
+            file_vars = read_vars_files(templar, play.vars_files, extra_vars, base)
         seed = {"playbook_dir": playbook_dir, **extra_vars}
         try:
             play_vars = templar.resolve(play.vars, seed)

@@ -26,6 +26,7 @@ from fleetfix.playbook.extravars import vars_problems
 from fleetfix.playbook.model import Play, Playbook, Step
 from fleetfix.playbook.playkeywords import is_templated
 from fleetfix.playbook.steps import Role, StepReader, ValueReader
+from fleetfix.playbook.vars_files import VarsFileEntry
 from fleetfix.playbook.yamlpos import Entry, Node, load_yaml
 
 __all__ = ["StepCatalog", "load_playbook", "validate_playbook"]
@@ -364,36 +365,48 @@ class _PlaybookLoader:
         self._values.check_templates(node)
         return ",".join(patterns)
 
-    def _vars_files(self, node: Node) -> tuple[str, ...]:
+    def _vars_files(self, node: Node) -> tuple[VarsFileEntry, ...]:
+        """File names; alternatives with a template stay a tuple, picked per host at run
+        time (playbook/vars_files.py), the others are picked here."""
+        per_host: dict[int, tuple[str, ...]] = {}
         if node.is_sequence and any(item.is_sequence for item in node.items):
-            chosen = [self._first_vars_file(i) if i.is_sequence else i for i in node.items]
+            chosen = []
+            for index, item in enumerate(node.items):
+                if item.is_sequence and any(is_template(a.value) for a in item.items):
+                    per_host[index] = self._templated_alternatives(item)
+                    chosen.append(item.items[0])
+                else:
+                    chosen.append(self._first_vars_file(item) if item.is_sequence else item)
             node = replace(node, items=tuple(chosen), value=[i.value for i in chosen])
         files = kw.to_names(node, "vars_files")
-        for item in node.items if node.is_sequence else (node,):
+        for index, item in enumerate(node.items if node.is_sequence else (node,)):
             if is_template(item.value):
                 self._values.check_templates(item)  # the file is known only per host, at run time
-            else:
+            elif index not in per_host:
                 self._check_vars_file(item)
-        return files
+        return tuple(per_host.get(index, name) for index, name in enumerate(files))
 
-    def _first_vars_file(self, alternatives: Node) -> Node:
-        """`vars_files: [[a.yml, b.yml]]`: the first of the files that exists, as Ansible.
-
-        Raises:
-            PlaybookError: none exists, or one is a template (fleetfix reads vars_files once
-                per play, not per host: Ansible would pick per host).
-        """
+    def _templated_alternatives(self, alternatives: Node) -> tuple[str, ...]:
+        names = []
         for item in alternatives.items:
             if not isinstance(item.value, str | int) or isinstance(item.value, bool):
                 raise item.error(
                     f"a vars_files alternative must be a file name, not {shown(item.value)}"
                 )
-            if is_template(item.value):
+            self._values.check_templates(item)
+            names.append(str(item.value))
+        return tuple(names)
+
+    def _first_vars_file(self, alternatives: Node) -> Node:
+        """`vars_files: [[a.yml, b.yml]]`: the first of the files that exists, as Ansible.
+
+        Raises:
+            PlaybookError: none exists (templated alternatives are picked per host instead).
+        """
+        for item in alternatives.items:
+            if not isinstance(item.value, str | int) or isinstance(item.value, bool):
                 raise item.error(
-                    "a vars_files alternative cannot be a template in fleetfix: the file is"
-                    " chosen once for the play, when the playbook loads",
-                    hint="name the file with -e (vars_files: ['{{ site }}.yml'] renders extra"
-                    " vars), or list plain file names",
+                    f"a vars_files alternative must be a file name, not {shown(item.value)}"
                 )
             path = Path(os.path.normpath(self._base_dir / os.path.expanduser(str(item.value))))
             if path.is_file():

@@ -137,7 +137,7 @@ class Play:
     hosts: str
     position: SourcePosition = NO_POSITION
     vars: Mapping[str, Any] = field(default_factory=dict)
-    vars_files: tuple[str, ...] = ()
+    vars_files: tuple[str | tuple[str, ...], ...] = ()  # a tuple: alternatives, first found
     serial: tuple[int | str, ...] = ()  # () means all hosts in one batch
     max_fail_percentage: float | None = None
     any_errors_fatal: bool = False

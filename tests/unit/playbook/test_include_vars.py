@@ -86,3 +86,12 @@ def test_include_vars_fixture_agrees_with_ansible(tmp_path: Path) -> None:
     assert_same(
         tmp_path / "ansible" / "vars_include.yml", tmp_path / "fleetfix" / "vars_include.yml"
     )
+
+
+def test_templated_vars_files_fixture_agrees_with_ansible(tmp_path: Path) -> None:
+    """vars_files names rendered per host (play vars, magic vars), first-found alternatives
+    with templates, and a name with an undefined variable skipped, as Ansible."""
+    shutil.copytree(PARITY, tmp_path / "ansible")
+    shutil.copytree(PARITY, tmp_path / "fleetfix")
+    playbook = "vars_files_templated.yml"
+    assert_same(tmp_path / "ansible" / playbook, tmp_path / "fleetfix" / playbook)

@@ -186,7 +186,7 @@ def test_vars_files_alternatives_take_the_first_that_exists(
         catalog,
         _tasks("    - meta: noop\n", "  vars_files:\n    - ['{{ x }}.yml', site.yml]\n"),
     )
-    assert any("cannot be a template" in e for e in templated)
+    assert templated == []  # picked per host at run time, as Ansible (playbook/vars_files.py)
 
 
 @pytest.mark.parametrize("name", ["reset_connection", "clear_host_errors"])
