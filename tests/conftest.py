@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import gc
 import os
+import signal
 from collections.abc import AsyncIterator, Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -18,6 +19,20 @@ from tests.support.sshd import OpenSSHServer
 
 SpecFactory = Callable[..., ConnectionSpec]
 pytest_plugins = ["tests.support.postgres"]
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """A Ctrl-C reaches the processes the tests start, as it does from a terminal.
+
+    A shell starts a background job (`.ci/run &`, nohup) with SIGINT ignored, and an ignored
+    signal stays ignored across fork and exec: every fleetfix CLI, sshd session and /bin/sh the
+    tests start would inherit it. Tests that send SIGINT then saw a process that never stopped
+    (a sleep under the loopback asyncssh server) or a CLI that ran to exit 0 when the signal
+    landed before it installed its own handler. Python's own handler is reset to the default
+    at exec, so the children start as they would from a terminal."""
+    del config
+    if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
+        signal.signal(signal.SIGINT, signal.default_int_handler)
 
 
 @pytest.fixture

@@ -37,6 +37,17 @@ def exit_on_ctrl_c() -> None:
         signal.signal(signal.SIGINT, exit_interrupted)
 
 
+def forget_caught_ctrl_c() -> None:
+    """Clear CPython's record of a Ctrl-C that a run caught, before the process exits.
+
+    Under `python -m fleetfix`, a KeyboardInterrupt that passed through code made by exec() of
+    a string (dataclasses and namedtuple build their methods that way while a module loads)
+    leaves the interpreter's "unhandled KeyboardInterrupt" flag set even though run_cli caught
+    it, and CPython 3.11 then ends the process by SIGINT (-2) instead of exit 99. Every exec()
+    of a string clears that flag as it starts (pythonrun.c, run_eval_code_obj)."""
+    exec("pass")
+
+
 @contextmanager
 def ctrl_c_raises() -> Iterator[None]:
     """In the block a Ctrl-C raises KeyboardInterrupt (Python's default, which asyncio.run

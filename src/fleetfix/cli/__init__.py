@@ -23,7 +23,7 @@ from fleetfix import __version__
 from fleetfix.cli.heap import collector_paused, frozen_heap
 from fleetfix.cli.streams import tolerant_output
 from fleetfix.errors import FleetfixError, InputError, UsageError
-from fleetfix.interrupt import ctrl_c_raises, exit_on_ctrl_c
+from fleetfix.interrupt import ctrl_c_raises, exit_on_ctrl_c, forget_caught_ctrl_c
 from fleetfix.plugins import UnknownPluginError
 from fleetfix.results import Outcome
 
@@ -155,6 +155,8 @@ def main(argv: Sequence[str] | None = None) -> NoReturn:
     exit_on_ctrl_c()  # outside run_cli's guard a Ctrl-C exits 99 at once, no traceback
     with tolerant_output():  # a reader that goes away ends the output, not the run
         code = run_cli(argv)
+    if code == Outcome.INTERRUPTED:
+        forget_caught_ctrl_c()
     sys.exit(code)
 
 
