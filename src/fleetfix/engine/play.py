@@ -10,12 +10,12 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, TypeVar
 
-from fleetfix.booleans import boolean
 from fleetfix.engine.batches import behind_parked, failure_exceeds, order_hosts, serial_batches
 from fleetfix.engine.context import HostState, RunContext
+from fleetfix.engine.handlers import Handlers, runs_once
 from fleetfix.engine.hoststep import StepEnv, with_lines
 from fleetfix.engine.includes import Inclusion, inclusions
-from fleetfix.engine.lockstep import Key, Lockstep, Turn, outside
+from fleetfix.engine.lockstep import Key, Lockstep, Turn
 from fleetfix.engine.remediate import HOLD_KEY
 from fleetfix.engine.revisit import REVISIT_POLL, defer_all, look_again
 from fleetfix.engine.steps import execute
@@ -60,8 +60,6 @@ class BatchRun:
     rescuable: dict[str, int] = field(default_factory=dict)
     """Per host, how many blocks with a rescue it is inside the steps of: a failure there is
     not yet a failed host (max_fail_percentage waits for the rescue, as Ansible's)."""
-    pending: dict[str, set[int]] = field(default_factory=dict)
-    """Per host, the handlers notified and not yet run (by their place in the play's list)."""
     cleared: set[str] = field(default_factory=set)
     """Hosts whose errors a meta: clear_host_errors cleared (a block's always in progress
     does not restore the failure it held back)."""
@@ -70,6 +68,11 @@ class BatchRun:
     included: dict[str, int] = field(default_factory=dict)
     """Each included file (or role) in the order this batch first included it: its steps'
     place after the include, so two files included at one step run one after the other."""
+    handlers: Handlers = field(init=False)
+    """The handlers notified and not yet run (engine/handlers.py)."""
+
+    def __post_init__(self) -> None:
+        self.handlers = Handlers(self.ctx, self.env.play, self.env.scope)
 
     def states(self) -> list[HostState]:
         return [self.ctx.host_state(h) for h in self.hosts]
@@ -84,20 +87,22 @@ class BatchRun:
         name = steps[0].position.file if steps else ""
         return self.included.setdefault(name, len(self.included))
 
-    def take_notifications(self, state: HostState) -> None:
-        """The host's notified topics as the handlers they name or that listen to them."""
-        if not state.notified:
-            return
-        handlers = self.env.play.handlers
-        pending = self.pending.setdefault(state.name, set())
-        for index, handler in enumerate(handlers):
-            if handler.name in state.notified or not state.notified.isdisjoint(handler.listen):
-                pending.add(index)
-        state.notified.clear()
-
     def announce_handler(self, handler: Step) -> None:
         """A handler's banner, each time it runs (a later flush runs it again)."""
         self._banner(handler, handler=True)
+
+    async def run_handler(self, state: HostState, handler: Step) -> None:
+        await _top_step(self, state, handler)
+
+    def stop_flush(self) -> bool:
+        """any_errors_fatal stopped the batch during a flush: the gates, and no more handlers."""
+        if self.fatal:
+            _check_gates(self)
+        return self.fatal
+
+    async def flush(self, states: list[HostState] | None = None) -> None:
+        """The notified handlers of `states` (all the batch's hosts by default)."""
+        await self.handlers.flush(self, states if states is not None else self.states())
 
     def judged_states(self) -> list[HostState]:
         return [self.ctx.host_state(h) for h in self.judged or self.hosts]
@@ -351,10 +356,10 @@ async def _linear_host(run: BatchRun, state: HostState) -> None:
             await _host_steps(run, state, section, run.env, (index,))
             if run.stop_play:
                 return
-            if state.active or _forced(run, state):
+            if state.active or run.handlers.forced(state):
                 turn = await run.turn(state, (index, _SECTION_END), None)
                 if turn is not None and not run.stop_play:
-                    flush = functools.partial(_flush_handlers, run, _states(run, turn))
+                    flush = functools.partial(run.flush, _states(run, turn))
                     await turn.once("flush", flush)
             if run.stop_play:
                 return
@@ -375,21 +380,6 @@ async def _gather_facts(run: BatchRun, state: HostState) -> None:
 
 def _states(run: BatchRun, turn: Turn) -> list[HostState]:
     return [run.ctx.host_state(h) for h in turn.hosts]
-
-
-def _forced(run: BatchRun, state: HostState) -> bool:
-    """force_handlers: a host that failed still runs the handlers it notified (not one that
-    was unreachable or ended)."""
-    return _force_handlers(run) and state.failed and not (state.unreachable or state.ended)
-
-
-def _force_handlers(run: BatchRun) -> bool:
-    """The play's force_handlers, else the command line's (--force-handlers, or
-    ANSIBLE_FORCE_HANDLERS / ansible.cfg), as Ansible resolves it."""
-    play = run.env.play
-    if play.force_handlers is not None:
-        return play.force_handlers
-    return run.ctx.options.force_handlers
 
 
 def _between(run: BatchRun, turn: Turn) -> None:
@@ -446,17 +436,8 @@ def _fatal(play: Play, step: Step, run_once: bool) -> bool:
 
 
 def _runs_once(run: BatchRun, step: Step, turn: Turn) -> bool:
-    """The step's run_once; a template is rendered with the turn's first host's variables
-    (as ansible-core's linear strategy does); `omit` or a value that is not a boolean:
-    not once (the step then runs on every host, and fails there if its own args fail)."""
-    if not isinstance(step.run_once, str):
-        return step.run_once
-    state = run.ctx.host_state(turn.hosts[0])
-    try:
-        variables = compose(run.ctx, state, run.env.scope, step.vars)
-        return boolean(run.ctx.templar.render(step.run_once, variables))
-    except (FleetfixError, ValueError):
-        return False
+    """The step's run_once, rendered for the turn's first host (engine/handlers.py)."""
+    return runs_once(run.ctx, run.env.scope, step, run.ctx.host_state(turn.hosts[0]))
 
 
 async def _host_steps(
@@ -560,7 +541,7 @@ async def _batch_meta(run: BatchRun, step: Step, env: StepEnv, turn: Turn) -> No
     action = step.args.get("name")
     if action == "flush_handlers":
         if _meta_holds(run, step, states):
-            await _flush_handlers(run, states)
+            await run.flush(states)
         return
     async with run.ctx.forks:
         result = await execute(run.ctx, env, states[0], step)
@@ -610,7 +591,7 @@ async def _free_host(run: BatchRun, state: HostState) -> None:
                 # failure no rescue caught stops every other host before its next step.
                 if state.failed and _fatal(play, step, run_once=False):
                     run.fatal = True
-    await _flush_handlers(run, [state])
+    await run.flush([state])
 
 
 async def _top_step(run: BatchRun, state: HostState, step: Step) -> None:
@@ -792,48 +773,6 @@ def _check_max_fail(run: BatchRun) -> bool:
     run.ctx.bus.emit(SafetyStop(reason=reason))
     run.stop_play = True
     return True
-
-
-async def _flush_handlers(run: BatchRun, only: list[HostState] | None = None) -> None:
-    """Run notified handlers in definition order on the hosts that notified them, once
-    through the list, as Ansible's flush: a handler notifying a later one runs it in this
-    flush; one notifying an earlier one (or itself) leaves it for the next flush. A topic
-    notifies every handler named so or listening to it; a run_once handler runs on the
-    first of its hosts, for all of them."""
-    scope = only if only is not None else run.states()
-    with outside():
-        for state in scope:
-            run.take_notifications(state)
-        for index, handler in enumerate(run.env.play.handlers):
-            states = [
-                s
-                for s in scope
-                if index in run.pending.get(s.name, ()) and (s.active or _forced(run, s))
-            ]
-            if not states:
-                continue
-            for state in states:
-                run.pending[state.name].discard(index)
-            run.announce_handler(handler)
-            if _runs_once(run, handler, Turn((), handler, [s.name for s in states])):
-                states = states[:1]
-            await asyncio.gather(*(_handler_step(run, s, handler) for s in states))
-            for state in scope:
-                run.take_notifications(state)
-            if run.fatal:
-                _check_gates(run)
-                break
-
-
-async def _handler_step(run: BatchRun, state: HostState, handler: Step) -> None:
-    if _forced(run, state):  # force_handlers: the failed host runs it, and stays failed
-        state.failed = False
-        try:
-            await _top_step(run, state, handler)
-        finally:
-            state.failed = True
-        return
-    await _top_step(run, state, handler)
 
 
 def host_results(ctx: RunContext, host: str) -> list[StepResult]:
