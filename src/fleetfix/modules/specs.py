@@ -348,6 +348,14 @@ MODULE_SPECS: Mapping[str, ModuleSpec] = MappingProxyType(
             ),
             _spec(
                 ModuleSpec(
+                    "ping",
+                    "check that the node answers over the transport (registers ping: DATA)",
+                    {"data": Param("str", default="pong")},
+                    read_only=True,
+                )
+            ),
+            _spec(
+                ModuleSpec(
                     "pause",
                     "wait a number of seconds or minutes (prompts are refused: no one answers)",
                     {

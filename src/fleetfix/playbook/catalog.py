@@ -72,6 +72,10 @@ PLAY_KEYWORDS: frozenset[str] = frozenset(
         "timeout",
         "check_mode",
         "force_handlers",
+        "ignore_errors",
+        "ignore_unreachable",
+        "run_once",
+        "module_defaults",
     }
 )
 
@@ -160,7 +164,7 @@ STEP_KINDS: Mapping[str, StepKind] = MappingProxyType(
 """Step key -> kind. A module's key names its module too (modules/specs.py: module_named)."""
 
 BLOCK_PARTS: frozenset[str] = frozenset({"rescue", "always"})  # only next to `block:`
-OTHER_STEP_KEYS: frozenset[str] = BLOCK_PARTS | {"args"}
+OTHER_STEP_KEYS: frozenset[str] = BLOCK_PARTS | {"args", "module_defaults"}
 """Step keys that are neither kinds nor Step fields (args: merges into the kind's arguments)."""
 
 KIND_LIST = (
@@ -235,9 +239,6 @@ _FACTS = "fleetfix reads facts.d from /etc/ansible/facts.d (setup: fact_path: fo
 _COLLECTIONS = (
     "collections are not supported: name modules ansible.builtin.NAME or by their short name"
 )
-_MODULE_DEFAULTS = (
-    "module defaults are not supported: give the arguments on each step (a YAML anchor shares them)"
-)
 _DEBUGGER = "the debugger is not supported: register the result and print it with debug: var="
 _CONNECTION = "connection settings come from the inventory and the command line (-u, --transport)"
 
@@ -253,12 +254,8 @@ UNSUPPORTED_PLAY_KEYWORDS: Mapping[str, str] = MappingProxyType(
         "become_method": "fleetfix becomes root with sudo",
         "become_flags": "fleetfix becomes root with sudo",
         "no_log": "set no_log on the steps whose output is secret",
-        "ignore_errors": "set ignore_errors on steps",
-        "ignore_unreachable": "set ignore_unreachable on steps",
-        "run_once": "set run_once on steps",
         "throttle": "use serial or max_unavailable_per",
         "collections": _COLLECTIONS,
-        "module_defaults": _MODULE_DEFAULTS,
         "debugger": _DEBUGGER,
         "diff": "use --diff",
     }
@@ -277,7 +274,6 @@ UNSUPPORTED_STEP_KEYWORDS: Mapping[str, str] = MappingProxyType(
         "become_method": "fleetfix becomes root with sudo",
         "become_flags": "fleetfix becomes root with sudo",
         "include": _INCLUDES,
-        "module_defaults": _MODULE_DEFAULTS,
         "collections": _COLLECTIONS,
         "debugger": _DEBUGGER,
     }

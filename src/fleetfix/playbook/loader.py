@@ -23,7 +23,9 @@ from fleetfix.playbook import catalog as kw
 from fleetfix.playbook.catalog import StepCatalog, shown, suggest
 from fleetfix.playbook.conditions import Templar, is_template
 from fleetfix.playbook.extravars import vars_problems
-from fleetfix.playbook.model import Play, Playbook, Step
+from fleetfix.playbook.imports import inherit
+from fleetfix.playbook.model import Play, Playbook, Step, StepKind
+from fleetfix.playbook.module_defaults import read_module_defaults
 from fleetfix.playbook.playkeywords import is_templated
 from fleetfix.playbook.steps import Role, StepReader, ValueReader
 from fleetfix.playbook.vars_files import VarsFileEntry
@@ -32,7 +34,9 @@ from fleetfix.playbook.yamlpos import Entry, Node, load_yaml
 __all__ = ["StepCatalog", "load_playbook", "validate_playbook"]
 
 _STEP_LISTS = ("handlers", "pre_tasks", "tasks", "post_tasks")  # handlers first: notify checks
-_NOT_FIELDS = frozenset({*_STEP_LISTS, "roles"})  # read into steps, not Play fields
+_TO_STEPS = frozenset({"ignore_errors", "ignore_unreachable", "run_once", "module_defaults"})
+"""Play keywords that are their steps' (as Ansible's steps inherit them from the play)."""
+_NOT_FIELDS = frozenset({*_STEP_LISTS, "roles", *_TO_STEPS})  # read into steps, not Play fields
 
 
 def load_playbook(
@@ -270,6 +274,9 @@ class _PlaybookLoader:
             )
         # this play's steps and notify: topics
         steps = StepReader(self._catalog, self._values, self._base_dir)
+        defaults_node = node.get("module_defaults")
+        if defaults_node is not None:
+            steps.module_defaults = read_module_defaults(defaults_node, self._report)
         fields = self._play_fields(node)
         roles_node = node.get("roles")  # before the step lists: import_role's come after
         role_steps = steps.roles.play_roles(roles_node) if roles_node is not None else ()
@@ -284,6 +291,10 @@ class _PlaybookLoader:
         handlers = _first_by_name((*steps.roles.handlers, *fields.get("handlers", ())))
         if handlers:
             fields["handlers"] = handlers
+        given = self._step_keywords(node)
+        for name in _STEP_LISTS if given else ():
+            if name in fields:
+                fields[name] = tuple(given_to(step, given) for step in fields[name])
         self._check_notified(steps.notified, handlers)
         if "hosts" not in fields:  # reported above; the rest of the play was still checked
             return None
@@ -307,6 +318,23 @@ class _PlaybookLoader:
         if templated:
             fields["templated"] = templated
         return fields
+
+    def _step_keywords(self, node: Node) -> dict[str, Any]:
+        """The play's ignore_errors, ignore_unreachable and run_once, for its steps."""
+        given: dict[str, Any] = {}
+        for key in ("ignore_errors", "ignore_unreachable", "run_once"):
+            value = node.get(key)
+            if value is None:
+                continue
+            if key == "run_once" and isinstance(value.value, str) and is_template(value.value):
+                self._values.check_templates(value)
+                given[key] = value.value
+                continue
+            try:
+                given[key] = kw.to_bool(value, key)
+            except PlaybookError as exc:
+                self._report(exc)
+        return {key: value for key, value in given.items() if value is not False}
 
     def _check_play_keys(self, node: Node) -> int:
         unknown = 0
@@ -457,6 +485,30 @@ class _PlaybookLoader:
                 "add a handler with this name (or listen:) under handlers:"
             )
             self._report(node.error(f"notify names no handler of this play: {topic!r}", hint=hint))
+
+
+def given_to(step: Step, given: Mapping[str, Any]) -> Step:
+    """A step with its play's ignore_errors, ignore_unreachable and run_once, where it does
+    not set its own: ignore_* on every step at any depth (as imports.inherit gives them);
+    run_once on the steps that run, not on a block or an include (their steps get it)."""
+    ignoring = {k: v for k, v in given.items() if k != "run_once"}
+    step = inherit(step, ignoring) if ignoring else step
+    return _run_once_within(step, given["run_once"]) if "run_once" in given else step
+
+
+def _run_once_within(step: Step, run_once: bool | str) -> Step:
+    if step.kind is StepKind.BLOCK:
+        return replace(
+            step,
+            block=tuple(_run_once_within(child, run_once) for child in step.block),
+            rescue=tuple(_run_once_within(child, run_once) for child in step.rescue),
+            always=tuple(_run_once_within(child, run_once) for child in step.always),
+        )
+    included = step.args.get("steps")
+    if isinstance(included, tuple):  # an include read at load
+        steps = tuple(_run_once_within(child, run_once) for child in included)
+        return replace(step, args={**step.args, "steps": steps})
+    return step if step.run_once is not False else replace(step, run_once=run_once)
 
 
 def _imported_play(

@@ -23,9 +23,12 @@ MODULE_NAME = "module"
 """Step.args of a module step: {'module': canonical name, 'params': {...}, 'as': key written}."""
 
 
-def module_args(key: str, node: Node, report: Callable[[PlaybookError], None]) -> dict[str, Any]:
+def module_args(
+    key: str, node: Node, report: Callable[[PlaybookError], None], defaults: Any = None
+) -> dict[str, Any]:
     """The step's args; each problem is passed to `report` (a PlaybookError), the first
-    unrecoverable one raised.
+    unrecoverable one raised. `defaults` (module_defaults that reach the step: a mapping, or
+    a template known once rendered) count as given for the checks.
 
     Raises:
         PlaybookError: the arguments cannot be read at all (not a mapping nor a string).
@@ -34,7 +37,10 @@ def module_args(key: str, node: Node, report: Callable[[PlaybookError], None]) -
     if spec is None:  # the loader only calls this for module keys
         raise node.error(f"unknown module {key!r}")
     given, where = _given(spec.name, spec.free_form, node)
-    for written, problem in problems(spec, given, is_template):
+    if isinstance(defaults, str):  # a template: the arguments are checked once rendered
+        return {MODULE_NAME: spec.name, "params": given, "as": key}
+    checked = {**(defaults or {}), **given}
+    for written, problem in problems(spec, checked, is_template):
         at = where.get(written, node) if written is not None else node
         hint = None
         if written is not None and problem.startswith("Unsupported"):

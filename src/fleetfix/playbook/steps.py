@@ -19,6 +19,7 @@ from typing import Any
 import jinja2
 
 from fleetfix.errors import ConditionError, PlaybookError
+from fleetfix.modules.specs import module_named
 from fleetfix.playbook import catalog as kw
 from fleetfix.playbook import loops
 from fleetfix.playbook.args_keyword import with_args
@@ -30,6 +31,12 @@ from fleetfix.playbook.includes import INCLUDE_KEYWORDS, INCLUDE_KINDS, Includes
 from fleetfix.playbook.inventory_steps import add_host_args, group_by_args
 from fleetfix.playbook.model import Step, StepKind
 from fleetfix.playbook.module_args import module_args
+from fleetfix.playbook.module_defaults import (
+    DEFAULTS_KEY,
+    Defaults,
+    defaults_for,
+    read_module_defaults,
+)
 from fleetfix.playbook.roles import ROLE_IMPORTS, RoleReader, role_entry
 from fleetfix.playbook.yamlpos import Entry, Node, NodeKind
 
@@ -191,6 +198,8 @@ class StepReader:
             values, base_dir or Path.cwd(), self.roles, self._imported_list, self.import_keywords
         )
         self.notified: list[tuple[str, Node]] = []  # (topic, where it was written)
+        self.module_defaults: list[Defaults] = []
+        """The module_defaults of the play and the blocks around the step being read."""
         self._step_converters = self._step_table()
         self._kind_parsers = self._kind_table()
 
@@ -234,6 +243,17 @@ class StepReader:
         return self.step_list(node, Role.HANDLER if handlers else Role.TASK, what)
 
     def _step(self, node: Node, role: Role) -> Step | None:
+        own = node.get("module_defaults") if node.is_mapping else None
+        if own is None:
+            return self._read_step(node, role)
+        depth = len(self.module_defaults)
+        self.module_defaults.extend(read_module_defaults(own, self._report))
+        try:  # the step's own and, for a block, its children's
+            return self._read_step(node, role)
+        finally:
+            del self.module_defaults[depth:]
+
+    def _read_step(self, node: Node, role: Role) -> Step | None:
         if not node.is_mapping:
             self._report(
                 node.error(f"a step must be a mapping like '- name: ...', not {shown(node.value)}")
@@ -447,8 +467,11 @@ class StepReader:
             return None
 
     def _module(self, entry: Entry) -> dict[str, Any] | None:
+        spec = module_named(str(entry.key.value))
+        defaults = defaults_for(spec.name, self.module_defaults) if spec is not None else None
         try:
-            return module_args(str(entry.key.value), entry.value, self._report)
+            args = module_args(str(entry.key.value), entry.value, self._report, defaults)
+            return args if defaults is None else {**args, DEFAULTS_KEY: defaults}
         except PlaybookError as exc:
             self._report(exc)
             return None
