@@ -288,7 +288,6 @@ ANSIBLE_MODULES: frozenset[str] = frozenset(
         "group",
         "modprobe",
         "mount",
-        "ping",
         "script",
         "sysctl",
         "uri",
