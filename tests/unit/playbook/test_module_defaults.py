@@ -103,7 +103,8 @@ def test_what_cannot_be_applied_is_refused_where_it_is_written(
     assert len(errors) == 1
     error = errors[0]
     assert isinstance(error, PlaybookError)
-    assert message in str(error) and error.position.line == 4
+    assert message in str(error)
+    assert error.position is not None and error.position.line == 4
     assert error.hint is not None and hint in error.hint
 
 
