@@ -22,7 +22,7 @@ from fleetfix.engine.hoststep import (
 from fleetfix.engine.kinds import KIND_HANDLERS, LEFT_KEY, leave
 from fleetfix.engine.loops import run_loop
 from fleetfix.engine.remediate import HOLD_KEY
-from fleetfix.engine.variables import compose
+from fleetfix.engine.variables import PlayScope, compose
 from fleetfix.engine.verification import VERIFIED_KEY
 from fleetfix.errors import FleetfixError, UnreachableError
 from fleetfix.events import HostStepFinished, HostStepStarted, StepRetry
@@ -184,42 +184,37 @@ def _variables(
     base = {**compose(ctx, state, env.scope), **item_vars}
     defaults = _role_defaults(ctx, step, base)
     base = {**defaults, **base}
-    play_vars = env.scope.play_vars.get(state.name, {})
-    base.update(_inventory_templates(ctx, state, base, play_vars))
+    base.update(_late_templates(ctx, state, env.scope, base))
     local = {**env.inherited_vars, **step.vars}
     if not local:
         return base
     resolved = ctx.templar.resolve(local, base)
     final = {**defaults, **compose(ctx, state, env.scope, resolved), **item_vars}
-    final.update(_inventory_templates(ctx, state, final, play_vars))
+    final.update(_late_templates(ctx, state, env.scope, final))
     return final
 
 
-def _inventory_templates(
-    ctx: RunContext,
-    state: HostState,
-    variables: Mapping[str, Any],
-    play_vars: Mapping[str, Any] | None = None,
+def _late_templates(
+    ctx: RunContext, state: HostState, scope: PlayScope, variables: Mapping[str, Any]
 ) -> dict[str, Any]:
-    """Inventory variables that are templates (`gpu_dir: "{{ base }}/gpu"`, from the inventory,
-    group_vars or host_vars), rendered now against the rest, as Ansible renders them when
-    used; only where nothing above the inventory set the name. One that cannot render fails
-    the step that uses it, saying why, not every step of the host. Play vars the play's
-    start could not render yet (they read facts gathered since: `"{{ ansible_facts... }}"`)
-    are rendered here too, as Ansible renders every variable when it is used."""
-    if state.templated_vars is None:  # once per host, not on every step
+    """Variables that are still templates, rendered now against the rest, as Ansible renders
+    every variable when it is used: inventory variables (`gpu_dir: "{{ base }}/gpu"`, from the
+    inventory, group_vars or host_vars) and play vars the play's start could not render yet
+    (they read facts gathered since: `"{{ ansible_facts... }}"`); only where nothing above
+    them set the name. One that cannot render fails the step that uses it, saying why, not
+    every step of the host. Which names are templates is found once per host (and batch)."""
+    if state.templated_vars is None:
         state.templated_vars = frozenset(
             name for name, value in state.base_vars.items() if is_template(value)
         )
-    inventory = state.base_vars
-    pending = {
-        name: inventory[name]
-        for name in state.templated_vars
-        if variables.get(name) is inventory[name]
-    }
-    for name, value in (play_vars or {}).items():
-        if is_template(value) and variables.get(name) is value:
-            pending[name] = value
+    pending: dict[str, Any] = {}
+    for source, names in (
+        (state.base_vars, state.templated_vars),
+        (scope.play_vars.get(state.name, {}), scope.templated_play_vars(state.name)),
+    ):
+        for name in names:
+            if variables.get(name) is source[name]:
+                pending[name] = source[name]
     if not pending:
         return {}
     others = {name: value for name, value in variables.items() if name not in pending}
@@ -231,7 +226,7 @@ def _inventory_templates(
             try:
                 rendered[name] = ctx.templar.render(value, {**others, **rendered})
             except FleetfixError as exc:
-                rendered[name] = ctx.templar.broken(f"{exc} (the inventory's {name})")
+                rendered[name] = ctx.templar.broken(f"{exc} (the variable {name})")
         return rendered
 
 

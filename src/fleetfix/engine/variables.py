@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import sys
 from collections.abc import Iterator, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, overload
 
 from fleetfix.engine.context import HostState, RunContext
-from fleetfix.playbook.conditions import OMIT
+from fleetfix.playbook.conditions import OMIT, is_template
 
 
 class HostVars(Mapping[str, Mapping[str, Any]]):
@@ -82,6 +82,17 @@ class PlayScope:
     batch: tuple[str, ...]
     groups: Mapping[str, list[str]]
     playbook_dir: str
+    _templated: dict[str, frozenset[str]] = field(default_factory=dict, compare=False)
+
+    def templated_play_vars(self, host: str) -> frozenset[str]:
+        """The names of the host's play vars that are still templates (the play's start could
+        not render them: they read facts gathered since), found once per host and batch."""
+        found = self._templated.get(host)
+        if found is None:
+            values = self.play_vars.get(host, {})
+            found = frozenset(name for name, value in values.items() if is_template(value))
+            self._templated[host] = found
+        return found
 
 
 def compose(
