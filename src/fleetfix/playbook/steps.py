@@ -288,7 +288,7 @@ class StepReader:
             fields.update(self._block_parts(node))
         else:
             self._check_no_block_parts(node)
-        if args is None or not allowed:
+        if args is None or not allowed or not self._handler_allowed(kind, args, node, role):
             return None
         if role is Role.HANDLER and "name" not in fields and "listen" not in fields:
             self._report(node.error("a handler needs a name: (or listen:) to be notified by"))
@@ -334,6 +334,23 @@ class StepReader:
             problem = "escalate: steps must be action steps"
         if problem is not None:
             self._report(entry.key.error(problem))
+        return problem is None
+
+    def _handler_allowed(self, kind: StepKind, args: Any, node: Node, role: Role) -> bool:
+        """What ansible-core refuses as a handler: a block, include_role or import_role,
+        meta: flush_handlers or end_role (refused here, before anything runs)."""
+        if role is not Role.HANDLER:
+            return True
+        problem = None
+        meta = args.get("name") if kind is StepKind.META and isinstance(args, dict) else None
+        if kind is StepKind.BLOCK:
+            problem = "using a block as a handler is not supported"
+        elif kind is StepKind.INCLUDE_ROLE:
+            problem = "using 'include_role' as a handler is not supported"
+        elif meta in ("flush_handlers", "end_role"):
+            problem = f"meta: {meta} cannot be used as a handler"
+        if problem is not None:
+            self._report(node.error(problem))
         return problem is None
 
     def _check_no_block_parts(self, node: Node) -> None:
