@@ -6,9 +6,11 @@ and is readable; the others are not merged in. An environment variable beats the
 command line beats both (the CLI applies that, fleetfix.cli.ansible_options). Settings read:
 
     [defaults] forks, inventory, remote_user, private_key_file, timeout, host_key_checking,
-               roles_path, gathering
+               roles_path, gathering, force_handlers, private_role_vars,
+               error_on_missing_handler
     ANSIBLE_FORKS, ANSIBLE_INVENTORY, ANSIBLE_REMOTE_USER, ANSIBLE_PRIVATE_KEY_FILE,
-    ANSIBLE_TIMEOUT, ANSIBLE_HOST_KEY_CHECKING, ANSIBLE_ROLES_PATH, ANSIBLE_GATHERING
+    ANSIBLE_TIMEOUT, ANSIBLE_HOST_KEY_CHECKING, ANSIBLE_ROLES_PATH, ANSIBLE_GATHERING,
+    ANSIBLE_FORCE_HANDLERS, ANSIBLE_PRIVATE_ROLE_VARS, ANSIBLE_ERROR_ON_MISSING_HANDLER
 
 Other keys are ignored, as Ansible ignores keys it does not know; `[ssh_connection]` keys are
 noted, never applied (fleetfix's SSH client is not OpenSSH). A bad value of a known key is an
@@ -138,6 +140,8 @@ SPECS: tuple[_Spec, ...] = (
     _Spec("roles_path", "ANSIBLE_ROLES_PATH", _path_spec),
     _Spec("gathering", "ANSIBLE_GATHERING", _gathering),
     _Spec("force_handlers", "ANSIBLE_FORCE_HANDLERS", _boolean),
+    _Spec("error_on_missing_handler", "ANSIBLE_ERROR_ON_MISSING_HANDLER", _boolean),
+    _Spec("private_role_vars", "ANSIBLE_PRIVATE_ROLE_VARS", _boolean),
 )
 
 

@@ -218,11 +218,11 @@ async def _include(hs: HostStep) -> Outcome:
         role = str(hs.step.args["role"])
         if hs.step.args.get("missing"):  # Ansible fails the include, not the load
             return Outcome(failed=True, message=f"the role '{role}' was not found")
-        if "run_time" in hs.step.args:  # a templated name: this host's role, read now
-            from fleetfix.engine.role_includes import run_time_role  # noqa: PLC0415
+        from fleetfix.engine.role_includes import included_role, run_time_role  # noqa: PLC0415
 
+        if "run_time" in hs.step.args:  # a templated name: this host's role, read now
             return run_time_role(hs)
-        return Outcome(data={INCLUDED_KEY: role})
+        return included_role(hs)
     name = str(hs.render(hs.step.args["file"]))
     playbook_dir = Path(str(hs.variables.get("playbook_dir", ".")))
     role_dir = Path(hs.step.role.path) if hs.step.role is not None else None

@@ -6,6 +6,9 @@ The role's handlers cannot join the play once it runs (the play's handler list i
 it starts), so a role read here whose own steps notify one of its own handlers fails the
 include, naming the notify: a run-time role cannot be notified, and a literal name makes the
 role's handlers the play's.
+
+An include_role with `public: true` gives its role's defaults and vars to the host's play
+variables from here on (PlayScope.expose), as ansible-core adds the role to the play's.
 """
 
 from __future__ import annotations
@@ -19,10 +22,19 @@ from fleetfix.playbook.conditions import OMIT
 from fleetfix.playbook.model import Step
 from fleetfix.playbook.role_loader import LoadedRole, RoleRequest
 
-__all__ = ["ROLE_REQUEST_KEY", "request_from", "run_time_role"]
+__all__ = ["ROLE_REQUEST_KEY", "included_role", "request_from", "run_time_role"]
 
 ROLE_REQUEST_KEY = "role_args"
 """In a run-time include_role's registered result: the role and files this host included."""
+
+
+def included_role(hs: HostStep) -> Outcome:
+    """A literal include_role on this host (its role was read at load); a public one's
+    variables join the host's play variables."""
+    layers = hs.step.args.get("public")
+    if isinstance(layers, tuple):
+        hs.env.scope.expose(hs.state.name, layers)
+    return Outcome(data={INCLUDED_KEY: str(hs.step.args["role"])})
 
 
 def run_time_role(hs: HostStep) -> Outcome:
@@ -57,6 +69,8 @@ def run_time_role(hs: HostStep) -> Outcome:
     refused = _unnotifiable(role, hs.env.play.handlers)
     if refused:
         return Outcome(failed=True, message=refused)
+    if hs.step.args.get("public") is True:
+        hs.env.scope.expose(hs.state.name, role.layers)
     return Outcome(data={INCLUDED_KEY: chosen["name"], ROLE_REQUEST_KEY: chosen})
 
 

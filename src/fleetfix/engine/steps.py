@@ -182,10 +182,11 @@ def _variables(
     """The host's variables with block and step `vars` rendered (they may refer to each other
     and to the loop item), the loop item's own variables on top of everything, as in Ansible."""
     base = {**compose(ctx, state, env.scope), **item_vars}
-    defaults = _role_defaults(ctx, step, base)
+    public_defaults, public_vars = env.scope.public_roles(env.play, state.name)
+    defaults = _role_defaults(ctx, step, base, public_defaults)
     base = {**defaults, **base}
     base.update(_late_templates(ctx, state, env.scope, base))
-    local = {**env.inherited_vars, **step.vars}
+    local = {**public_vars, **env.inherited_vars, **step.vars}
     if not local:
         return base
     resolved = ctx.templar.resolve(local, base)
@@ -230,12 +231,17 @@ def _late_templates(
         return rendered
 
 
-def _role_defaults(ctx: RunContext, step: Step, base: Mapping[str, Any]) -> dict[str, Any]:
+def _role_defaults(
+    ctx: RunContext, step: Step, base: Mapping[str, Any], public: Mapping[str, Any]
+) -> dict[str, Any]:
     """A role's defaults/main.yml: below every other variable (Ansible's lowest precedence), so
-    only those nothing else sets, rendered against the rest (they may refer to each other)."""
-    if step.role is None or not step.role.defaults:
+    only those nothing else sets, rendered against the rest (they may refer to each other);
+    the step's own role's above the public roles' (`public`)."""
+    own = step.role.defaults if step.role is not None else {}
+    if not own and not public:
         return {}
-    unset = {name: value for name, value in step.role.defaults.items() if name not in base}
+    merged = {**public, **own} if public else own
+    unset = {name: value for name, value in merged.items() if name not in base}
     return ctx.templar.resolve(unset, base)
 
 

@@ -9,6 +9,7 @@ from typing import Any, overload
 
 from fleetfix.engine.context import HostState, RunContext
 from fleetfix.playbook.conditions import OMIT, is_template
+from fleetfix.playbook.model import Play
 
 
 class HostVars(Mapping[str, Mapping[str, Any]]):
@@ -83,6 +84,26 @@ class PlayScope:
     groups: Mapping[str, list[str]]
     playbook_dir: str
     _templated: dict[str, frozenset[str]] = field(default_factory=dict, compare=False)
+    _public: dict[str, tuple[dict[str, Any], dict[str, Any]]] = field(
+        default_factory=dict, compare=False
+    )
+    """Per host: the defaults and vars of the roles it included with `public: true`."""
+
+    def expose(self, host: str, layers: tuple[Mapping[str, Any], Mapping[str, Any]]) -> None:
+        """A public include_role ran on the host: its role's defaults and vars are the host's
+        play variables from now on (ansible-core adds the role to the play's roles)."""
+        defaults, role_vars = self._public.get(host, ({}, {}))
+        self._public[host] = ({**defaults, **layers[0]}, {**role_vars, **layers[1]})
+
+    def public_roles(self, play: Play, host: str) -> tuple[Mapping[str, Any], Mapping[str, Any]]:
+        """The public roles' defaults and vars the host sees: the play's (`roles:`,
+        import_role, known at load) then the include_roles with `public: true` it ran.
+        Defaults go below every other variable; vars above play vars and vars_files, below
+        a step's own role's (engine/steps.py `_variables`)."""
+        included = self._public.get(host)
+        if included is None:
+            return play.role_defaults, play.role_vars
+        return {**play.role_defaults, **included[0]}, {**play.role_vars, **included[1]}
 
     def templated_play_vars(self, host: str) -> frozenset[str]:
         """The names of the host's play vars that are still templates (the play's start could

@@ -5,9 +5,11 @@ include (the included steps do not inherit it), its `tags` select the include, a
 includes the file once per item with the item's variables. A file name that is a literal is
 read now, so its problems are reported before anything runs (`Step.args['steps']`); a
 templated one (`"xid{{ code }}.yml"`) is read when a host first includes it, and a file that
-cannot be read fails that host's include. include_role's role is read now (its name cannot
-be a template); its handlers join the play's. `apply:` gives its keywords to the included
-steps, as Ansible's block around them (`Step.args['apply']`, for a file read at run time).
+cannot be read fails that host's include. include_role's role is read now when its name is a
+literal; its handlers join the play's; with `public: true` its defaults and vars
+(`Step.args['public']`) join the host's play variables once the host runs the include.
+`apply:` gives its keywords to the included steps, as Ansible's block around them
+(`Step.args['apply']`, for a file read at run time).
 """
 
 from __future__ import annotations
@@ -153,18 +155,25 @@ class Includes:
             raise node.error("include_role needs name: ROLE")
         apply_node = node.get("apply")
         applied = self._apply(apply_node) if apply_node is not None else {}
+        public = self._roles.public(node.get("public"), static=False)
         if self._run_time(node):
             return {
                 "role": str(named.value),
                 "run_time": _run_time_args(named, node),
                 "apply": applied,
+                "public": public,
             }
         if isinstance(named.value, str) and not self._roles.exists(named.value.strip(), named):
             return {"role": str(named.value), "steps": (), "missing": True}
         wrapper = Node(NodeKind.MAPPING, None, entry.key.position, entry.key.source_line)
         kept = tuple(a for a in node.entries if a.key.value not in _NOT_IMPORT_ARGS)
-        steps = self._roles.import_role(wrapper, Entry(entry.key, replace(node, entries=kept)))
-        return {"role": str(named.value), "steps": tuple(inherit(s, applied) for s in steps)}
+        steps = self._roles.import_role(
+            wrapper, Entry(entry.key, replace(node, entries=kept)), included=True
+        )
+        role = {"role": str(named.value), "steps": tuple(inherit(s, applied) for s in steps)}
+        if public:  # its defaults and vars: the play's from when a host runs it
+            role["public"] = self._roles.last_read
+        return role
 
     def _run_time(self, node: Node) -> bool:
         """Whether the role is chosen per host: its name or a file is a template (or omit).

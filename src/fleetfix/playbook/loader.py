@@ -40,7 +40,11 @@ _NOT_FIELDS = frozenset({*_STEP_LISTS, "roles", *_TO_STEPS})  # read into steps,
 
 
 def load_playbook(
-    path: str | Path, catalog: StepCatalog, *, templar: Templar | None = None
+    path: str | Path,
+    catalog: StepCatalog,
+    *,
+    templar: Templar | None = None,
+    missing_handler_errors: bool = True,
 ) -> Playbook:
     """Load and validate a playbook.
 
@@ -48,21 +52,31 @@ def load_playbook(
         path: the playbook file; positions in errors use it as given.
         catalog: the probes and actions that exist, with their accepted params.
         templar: the run's Templar, so expressions compiled here are not compiled again.
+        missing_handler_errors: ansible's error_on_missing_handler: a literal notify naming
+            no handler is refused (false: left to the run, which warns).
 
     Raises:
         PlaybookError: the first problem in file order (`validate_playbook` lists them all).
     """
-    playbook, errors = _PlaybookLoader(path, catalog, templar or Templar()).load()
+    loader = _PlaybookLoader(path, catalog, templar or Templar())
+    loader.missing_handler_errors = missing_handler_errors
+    playbook, errors = loader.load()
     if errors:
         raise errors[0]
     return playbook
 
 
 def validate_playbook(
-    path: str | Path, catalog: StepCatalog, *, templar: Templar | None = None
+    path: str | Path,
+    catalog: StepCatalog,
+    *,
+    templar: Templar | None = None,
+    missing_handler_errors: bool = True,
 ) -> list[PlaybookError]:
     """Every problem in the playbook, in file order; empty when it loads."""
-    return _PlaybookLoader(path, catalog, templar or Templar()).load()[1]
+    loader = _PlaybookLoader(path, catalog, templar or Templar())
+    loader.missing_handler_errors = missing_handler_errors
+    return loader.load()[1]
 
 
 def load_task_file(
@@ -127,6 +141,8 @@ class _PlaybookLoader:
         self._errors: list[PlaybookError] = []
         self._values = ValueReader(templar, self._errors)
         self._play_converters = self._play_table()
+        self.missing_handler_errors = True
+        """ansible's error_on_missing_handler: a literal notify naming no handler is refused."""
 
     # ------------------------------------------------------------------ playbook and plays
 
@@ -182,6 +198,7 @@ class _PlaybookLoader:
             self._report(entry.value.error(f"import_playbook cycle: {path.name} imports itself"))
             return []
         nested = _PlaybookLoader(path, self._catalog, self._templar, self._importing)
+        nested.missing_handler_errors = self.missing_handler_errors
         playbook, errors = nested.load(top=False)
         self._errors.extend(errors)
         self._refuse_nested_vars_dirs(entry.value, path.parent)
@@ -280,6 +297,7 @@ class _PlaybookLoader:
         fields = self._play_fields(node)
         roles_node = node.get("roles")  # before the step lists: import_role's come after
         role_steps = steps.roles.play_roles(roles_node) if roles_node is not None else ()
+        from_roles = len(steps.roles.handlers)  # roles:' handlers; import_role's come later
         for name in _STEP_LISTS:
             steps_node = node.get(name)
             if steps_node is not None:
@@ -287,8 +305,15 @@ class _PlaybookLoader:
                 fields[name] = steps.step_list(steps_node, role, name)
         if role_steps:  # roles run after pre_tasks, before tasks (Ansible's order)
             fields["tasks"] = (*role_steps, *fields.get("tasks", ()))
-        # the roles' handlers (roles: and import_role) come first
-        handlers = _first_by_name((*steps.roles.handlers, *fields.get("handlers", ())))
+        if steps.roles.exposed_defaults or steps.roles.exposed_vars:  # public roles: play-wide
+            fields["role_defaults"] = steps.roles.exposed_defaults
+            fields["role_vars"] = steps.roles.exposed_vars
+        # roles:' handlers, the play's, then import_role's and include_role's (ansible-core's
+        # order: a play's handlers are prepended to those its task list's roles brought in)
+        role_handlers = steps.roles.handlers
+        handlers = _reachable(
+            (*role_handlers[:from_roles], *fields.get("handlers", ()), *role_handlers[from_roles:])
+        )
         if handlers:
             fields["handlers"] = handlers
         given = self._step_keywords(node)
@@ -472,9 +497,10 @@ class _PlaybookLoader:
     def _check_notified(self, notified: list[tuple[str, Node]], handlers: tuple[Step, ...]) -> None:
         """Each literal notify: topic must name a handler (or a listen: topic) of the play. A
         templated topic, or any topic when a handler's name is templated, is left to run time
-        (Ansible renders both per host)."""
-        handler_topics = {t for h in handlers for t in (h.name, *h.listen)}
-        if any(is_template(topic) for topic in handler_topics):
+        (Ansible renders both per host). With error_on_missing_handler false nothing is
+        refused: the run warns instead."""
+        handler_topics = {t for h in handlers for t in _topics(h)}
+        if not self.missing_handler_errors or any(is_template(t) for t in handler_topics):
             return
         for written, node in notified:
             # `notify: 2024` names the topic "2024", as to_names reads it (not the number).
@@ -531,15 +557,21 @@ def _imported_play(
     )
 
 
-def _first_by_name(handlers: tuple[Step, ...]) -> tuple[Step, ...]:
-    """The play's handlers with a later one of the same name left out unless it listens to a
-    topic: Ansible notifies the first handler of a name (a later one runs only through its
-    listen: topics; fleetfix keeps it for those)."""
-    seen: set[str] = set()
-    kept: list[Step] = []
-    for handler in handlers:
-        if handler.name in seen and not handler.listen:
-            continue
-        seen.add(handler.name)
-        kept.append(handler)
-    return tuple(kept)
+def _reachable(handlers: tuple[Step, ...]) -> tuple[Step, ...]:
+    """The play's handlers less those nothing can notify: one without listen: topics that a
+    later handler of the same name hides (ansible-core 2.19 notifies the last of a name;
+    engine/handlers.py resolves notify topics at run time)."""
+    last = {handler.name: index for index, handler in enumerate(handlers)}
+    return tuple(
+        handler
+        for index, handler in enumerate(handlers)
+        if handler.listen or last[handler.name] == index
+    )
+
+
+def _topics(handler: Step) -> tuple[str, ...]:
+    """What notifies a handler: its name and listen: topics, a role's also `ROLE : TOPIC`."""
+    if handler.role is None:
+        return (handler.name, *handler.listen)
+    role = handler.role.name
+    return (handler.name, *handler.listen, *(f"{role} : {t}" for t in handler.listen))

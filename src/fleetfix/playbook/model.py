@@ -161,6 +161,9 @@ class Play:
     """True: every step runs as under --check; False: as without it (a step's own wins)."""
     force_handlers: bool | None = None
     """Notified handlers run on hosts that failed too (None: the run's --force-handlers)."""
+    role_defaults: Mapping[str, Any] = field(default_factory=dict)
+    role_vars: Mapping[str, Any] = field(default_factory=dict)
+    """The public roles' defaults and vars (`roles:`, import_role): every step's (roles.py)."""
     templated: Mapping[str, Node] = field(default_factory=dict)
     """Keywords written as templates (hosts, serial, ...): their nodes, rendered before the
     play runs (playbook/playkeywords.py); the field keeps its default (hosts: the template)."""

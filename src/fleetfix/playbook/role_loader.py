@@ -11,6 +11,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from fleetfix.errors import PlaybookError, SourcePosition
 from fleetfix.playbook.catalog import StepCatalog
@@ -41,6 +42,8 @@ class LoadedRole:
 
     steps: tuple[Step, ...]
     handlers: tuple[Step, ...]
+    layers: tuple[dict[str, Any], dict[str, Any]] = ({}, {})
+    """Its defaults and vars (its dependencies' under its own), for a public include."""
 
 
 RoleLoader = Callable[[RoleRequest], LoadedRole]
@@ -74,4 +77,4 @@ def read_role(request: RoleRequest, catalog: StepCatalog, templar: Templar) -> L
         raise min(
             errors, key=lambda e: (e.position.line, e.position.column) if e.position else (0, 0)
         )
-    return LoadedRole(steps, tuple(reader.roles.handlers))
+    return LoadedRole(steps, tuple(reader.roles.handlers), reader.roles.last_read)

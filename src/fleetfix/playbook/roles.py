@@ -12,6 +12,13 @@ its directory and defaults, which sit below every other variable) and has the ro
 params, `role_name` and `role_path` as its own vars; the role entry's `when`, `tags` and
 `vars` apply to each, as for import_tasks. Its handlers join the play's (notified by their name
 or `ROLE : NAME`). A role listed twice in `roles:` with the same parameters runs once.
+
+A public role's defaults and vars (its dependencies' included) are the whole play's, as
+ansible-core's VariableManager layers them: a `roles:` entry's and an import_role's from the
+play's start (even for the steps before it), unless `public: false` or `private_role_vars`
+(ansible.cfg, ANSIBLE_PRIVATE_ROLE_VARS) says otherwise; an include_role's only with
+`public: true` (or `private_role_vars` set false), and from when a host runs it
+(`exposed_defaults`/`exposed_vars` here, `Step.args['public']` for an include).
 """
 
 from __future__ import annotations
@@ -25,6 +32,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from fleetfix.ansible_cfg import read_settings
+from fleetfix.booleans import boolean
 from fleetfix.errors import FleetfixError, PlaybookError
 from fleetfix.playbook import catalog as kw
 from fleetfix.playbook.catalog import shown
@@ -43,8 +51,8 @@ _ENTRY_KEYWORDS = frozenset({"role", "name", "vars", "tags", "when"})
 """What a `roles:` entry may say besides the role's own parameters."""
 _IMPORT_ARGS = frozenset({"name", "tasks_from", "handlers_from", "vars_from", "defaults_from"})
 _ACCEPTED_ARGS = frozenset({"allow_duplicates", "public", "rolespec_validate"})
-"""import_role arguments read and left as they are: fleetfix never exposes a role's vars to
-the play after it (`public`), and an import_role always runs its role (`allow_duplicates`)."""
+"""import_role arguments read apart from the files: `public` (RoleReader.public), and two left
+as they are: an import_role always runs its role (`allow_duplicates`)."""
 _IMPORT_KEYWORDS = frozenset({"name", "when", "tags", "vars"})
 
 StepsReader = Callable[[Node, bool, str], tuple[Step, ...]]
@@ -89,6 +97,13 @@ class RoleReader:
         self._roles_path: list[Path] | None = None
         self._exposed: dict[str, tuple[dict[str, Any], dict[str, Any]]] = {}
         """A role's defaults and vars by directory: a role sees its dependencies' too."""
+        self._private: bool | str | None = ""  # private_role_vars; "" until read
+        self.last_read: tuple[dict[str, Any], dict[str, Any]] = ({}, {})
+        """The defaults and vars (its dependencies' under its own) of the last role read."""
+        self.exposed_defaults: dict[str, Any] = {}
+        """The public roles' defaults: the play's lowest-precedence variables."""
+        self.exposed_vars: dict[str, Any] = {}
+        """The public roles' vars: above play vars and vars_files, below a step's own role's."""
         self.handlers: list[Step] = []
 
     def play_roles(self, node: Node) -> tuple[Step, ...]:
@@ -100,13 +115,42 @@ class RoleReader:
         for item in node.items:
             use = self._roles_entry(item)
             if use is not None:
+                self.last_read = ({}, {})
                 steps.extend(self._expand(use, dedupe=True))
+                if self.public(None, static=True):
+                    self._expose(self.last_read)
         return tuple(steps)
 
-    def import_role(self, node: Node, entry: Entry) -> tuple[Step, ...]:
-        """The steps of an `import_role:` step (in a task list)."""
+    def import_role(self, node: Node, entry: Entry, *, included: bool = False) -> tuple[Step, ...]:
+        """The steps of an `import_role:` step (in a task list); a public one's variables join
+        the play's. `included`: a literal include_role's role, exposed at run time instead
+        (its `public` is the include's: playbook/includes.py)."""
         use = self._import_entry(node, entry)
-        return self._expand(use, dedupe=False) if use is not None else ()
+        if use is None:
+            return ()
+        self.last_read = ({}, {})
+        steps = self._expand(use, dedupe=False)
+        if not included and self.public(_public_arg(entry.value), static=True):
+            self._expose(self.last_read)
+        return steps
+
+    def public(self, given: Node | None, *, static: bool) -> bool:
+        """Whether a role's defaults and vars are the play's, as ansible-core decides it: the
+        `public:` given, else `private_role_vars` where it is set, else imports public and
+        includes private."""
+        if given is not None:
+            try:
+                return boolean(given.value)
+            except (TypeError, ValueError):
+                self._values.report(given.error(f"public must be a boolean, not {shown(given)}"))
+                return False
+        if self._private == "":  # ansible.cfg read once, at the first role
+            self._private = _configured_private()
+        return static if self._private is None else not self._private
+
+    def _expose(self, layers: tuple[dict[str, Any], dict[str, Any]]) -> None:
+        self.exposed_defaults.update(layers[0])
+        self.exposed_vars.update(layers[1])
 
     def include_role(self, name: str, where: Node, files: dict[str, str]) -> tuple[Step, ...]:
         """The steps of an include_role whose name (or files) a host rendered at run time:
@@ -286,6 +330,7 @@ class RoleReader:
             **self._mapping(directory / "vars", use.vars_from, f"{name} vars"),
         }
         self._exposed[str(directory)] = (defaults, role_vars)
+        self.last_read = (defaults, role_vars)
         info = RoleInfo(name, str(directory), defaults)
         own = {**role_vars, **dict(use.variables), "role_name": name, "role_path": str(directory)}
         # A role without tasks/main.yml is valid (handlers, defaults or dependencies only);
@@ -372,6 +417,24 @@ class RoleReader:
         except PlaybookError as exc:
             self._values.report(exc)
             return {}
+
+
+def _configured_private() -> bool | None:
+    """private_role_vars from ANSIBLE_PRIVATE_ROLE_VARS or ansible.cfg; None where neither sets
+    it (ansible-core's default then: imports public, includes private)."""
+    with contextlib.suppress(FleetfixError):
+        setting = read_settings(os.environ, Path.cwd()).get("private_role_vars")
+        if setting is not None:
+            return bool(setting.value)
+    return None
+
+
+def _public_arg(args: Node) -> Node | None:
+    """The `public:` of an import_role's arguments (a mapping, or name=ROLE public=no)."""
+    with contextlib.suppress(PlaybookError):
+        mapping = kv_mapping(args, "import_role")
+        return mapping.get("public") if mapping.is_mapping else None
+    return None
 
 
 def _configured_roles_path() -> list[Path]:
