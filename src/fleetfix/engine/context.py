@@ -138,6 +138,9 @@ class RunOptions:
     force_handlers: bool = False
     """--force-handlers (or ANSIBLE_FORCE_HANDLERS, ansible.cfg): handlers run on hosts that
     failed too, unless the play says force_handlers: false."""
+    error_on_missing_handler: bool = True
+    """ANSIBLE_ERROR_ON_MISSING_HANDLER (ansible.cfg error_on_missing_handler): a notify that
+    names no handler stops the run (exit 1); false: a warning, and the run goes on."""
     override_holds: bool = False
     run_id: str = ""
     leased: Mapping[str, str] = field(default_factory=dict)
