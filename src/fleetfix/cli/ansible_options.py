@@ -38,6 +38,8 @@ def resolve_ansible_options(args: argparse.Namespace) -> AnsibleSettings:
         args.force_handlers = bool(forced.value) if forced else False
         gathering = settings.get("gathering")
         args.gathering = str(gathering.value) if gathering else DEFAULT_GATHERING
+    missing = settings.get("error_on_missing_handler")
+    args.error_on_missing_handler = bool(missing.value) if missing else True
     if getattr(args, "verbose", 0):
         _say(settings)
     return settings

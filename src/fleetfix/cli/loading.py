@@ -61,13 +61,15 @@ def builtin_task_loader() -> Callable[[str], tuple[Step, ...]]:
     return load
 
 
-def load_builtin_playbook(path: str) -> Playbook:
-    """Load `path`; report every problem at once (InputErrors) and nothing runs."""
+def load_builtin_playbook(path: str, *, missing_handler_errors: bool = True) -> Playbook:
+    """Load `path`; report every problem at once (InputErrors) and nothing runs.
+    `missing_handler_errors`: ansible's error_on_missing_handler (a notify naming no handler
+    is refused at load; false: left to run time, which warns)."""
     catalog = builtin_catalog()
-    errors = validate_playbook(path, catalog)
+    errors = validate_playbook(path, catalog, missing_handler_errors=missing_handler_errors)
     if len(errors) > 1:
         raise InputErrors(errors)
-    playbook = load_playbook(path, catalog)
+    playbook = load_playbook(path, catalog, missing_handler_errors=missing_handler_errors)
     problems = param_problems(playbook, probe_registry(), action_registry())
     if len(problems) == 1:
         raise problems[0]

@@ -213,7 +213,7 @@ def _plan(args: argparse.Namespace) -> RunPlan | None:
     resolve_team_options(args)
     args.parsed_extra_vars = parse_extra_vars(args.extra_vars, Path.cwd())
     make_transport(args.transport)  # an unknown transport fails before the journal opens a run
-    playbook = _load_playbook(args.playbook)
+    playbook = _load_playbook(args.playbook, missing_handler_errors=args.error_on_missing_handler)
     if args.syntax_check:
         print(f"\nplaybook: {args.playbook}")
         return None
@@ -572,6 +572,7 @@ def _engine_options(
         memory=journal,
         step_gate=ask_each_step() if args.step else None,
         force_handlers=bool(args.force_handlers),
+        error_on_missing_handler=args.error_on_missing_handler,
         gathering=getattr(args, "gathering", "implicit"),
         override_holds=args.override_holds,
         run_id=journal.run_id or "",

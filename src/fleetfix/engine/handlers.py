@@ -13,13 +13,14 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Protocol
+from typing import Any, Protocol
 
 from fleetfix.booleans import boolean
 from fleetfix.engine.context import HostState, RunContext
 from fleetfix.engine.lockstep import outside
 from fleetfix.engine.variables import PlayScope, compose
-from fleetfix.errors import FleetfixError
+from fleetfix.errors import FleetfixError, PlaybookError
+from fleetfix.playbook.conditions import is_template
 from fleetfix.playbook.model import Play, Step
 
 
@@ -43,18 +44,94 @@ class Handlers:
     ctx: RunContext
     play: Play
     scope: PlayScope
+    handlers: list[Step] = field(init=False)
+    """The play's handlers, then those of roles included as it runs (`add`)."""
     pending: dict[str, set[int]] = field(default_factory=dict)
-    """Per host, the handlers notified and not yet run (by their place in the play's list)."""
+    """Per host, the handlers notified and not yet run (by their place in `handlers`)."""
+    warnings: list[str] = field(default_factory=list)
+    """Topics that named no handler, with error_on_missing_handler false."""
+
+    def __post_init__(self) -> None:
+        self.handlers = list(self.play.handlers)
 
     def take(self, state: HostState) -> None:
-        """The host's notified topics as the handlers they name or that listen to them."""
+        """The host's notified topics (rendered with its variables; a list names several) as
+        the handlers they name or that listen to them, as ansible-core 2.19's
+        search_handlers_by_notification: the last handler of a name (`ROLE : NAME` too),
+        then every handler listening to the topic (`ROLE : TOPIC` for a role's), once per
+        name. A topic naming nothing is an error, or with error_on_missing_handler false a
+        warning (kept in `warnings`) and nothing runs for it.
+
+        Raises:
+            PlaybookError: a topic that names no handler (Ansible's run-time error).
+        """
         if not state.notified:
             return
+        written, state.notified = sorted(state.notified), set()
         pending = self.pending.setdefault(state.name, set())
-        for index, handler in enumerate(self.play.handlers):
-            if handler.name in state.notified or not state.notified.isdisjoint(handler.listen):
-                pending.add(index)
-        state.notified.clear()
+        for topic in self._topics(state, written):
+            found = self._named(state, topic) + self._listening(topic)
+            if found:
+                pending.update(found)
+                continue
+            message = (
+                f"The requested handler {topic!r} was not found in either the main handlers"
+                " list nor in the listening handlers list"
+            )
+            if self.ctx.options.error_on_missing_handler:
+                raise PlaybookError(message, self.play.position)
+            self.warnings.append(message)
+
+    def add(self, handlers: Sequence[Step]) -> None:
+        """Handlers an include_role brought in while the play runs: after the play's, as
+        ansible-core appends an included role's handlers (notifiable from then on)."""
+        known = {(h.position, h.name) for h in self.handlers}
+        self.handlers.extend(h for h in handlers if (h.position, h.name) not in known)
+
+    def _topics(self, state: HostState, written: Sequence[str]) -> list[str]:
+        """The topics as the host renders them (a list names several), once each."""
+        topics: list[str] = []
+        for topic in written:
+            value: Any = topic
+            if is_template(topic):
+                try:
+                    value = self.ctx.templar.render(topic, compose(self.ctx, state, self.scope))
+                except FleetfixError:
+                    value = topic
+            values = value if isinstance(value, list | tuple) else [value]
+            topics.extend(str(v) for v in values)
+        return list(dict.fromkeys(topics))
+
+    def _named(self, state: HostState, topic: str) -> list[int]:
+        """The last handler named `topic` (with or without its role's prefix), as a list."""
+        for index in reversed(range(len(self.handlers))):
+            handler = self.handlers[index]
+            name = self._name(state, handler)
+            if name is not None and topic in _names(handler, name):
+                return [index]
+        return []
+
+    def _listening(self, topic: str) -> list[int]:
+        """Every handler listening to `topic` (`ROLE : TOPIC` for a role's), once per name."""
+        seen: set[str] = set()
+        found: list[int] = []
+        for index, handler in enumerate(self.handlers):
+            if topic not in _listens(handler) or handler.name in seen:
+                continue
+            seen.add(handler.name)
+            found.append(index)
+        return found
+
+    def _name(self, state: HostState, handler: Step) -> str | None:
+        """The handler's name rendered; None: it cannot be, and the handler is unusable by
+        name, as Ansible's (which warns when it has no listen: topics either)."""
+        if not is_template(handler.name):
+            return handler.name
+        try:
+            variables = compose(self.ctx, state, self.scope, handler.vars)
+            return str(self.ctx.templar.render(handler.name, variables))
+        except FleetfixError:
+            return None
 
     def forced(self, state: HostState) -> bool:
         """force_handlers: a host that failed still runs the handlers it notified (not one that
@@ -77,7 +154,9 @@ class Handlers:
         with outside():
             for state in scope:
                 self.take(state)
-            for index, handler in enumerate(self.play.handlers):
+            index = -1
+            while (index := index + 1) < len(self.handlers):  # `add` may grow it meanwhile
+                handler = self.handlers[index]
                 states = self._due(index, scope)
                 if not states:
                     continue
@@ -124,3 +203,21 @@ def runs_once(ctx: RunContext, scope: PlayScope, step: Step, first: HostState) -
         return boolean(ctx.templar.render(step.run_once, variables))
     except (FleetfixError, ValueError):
         return False
+
+
+def _names(handler: Step, name: str) -> set[str]:
+    """What notifies a handler by name: its (rendered) name, and a role's without `ROLE : `."""
+    if handler.role is None:
+        return {name}
+    return {name, name.removeprefix(f"{handler.role.name} : ")}
+
+
+def _listens(handler: Step) -> set[str]:
+    """A handler's listen: topics, a role's also as `ROLE : TOPIC` (its plain name, which
+    playbook/roles.py lists among them, is a name: found by `_names`)."""
+    if handler.role is None:
+        return set(handler.listen)
+    role = handler.role.name
+    plain = handler.name.removeprefix(f"{role} : ")
+    own = [t for t in handler.listen if t != plain]
+    return {*own, *(f"{role} : {t}" for t in own)}

@@ -118,7 +118,8 @@ class TaskImports:
         return self._read_keywords(node, entry) if self._read_keywords is not None else {}
 
     def _path(self, node: Node) -> Path | None:
-        """The imported file: next to the importing file, else next to the playbook."""
+        """The imported file: next to the importing file (then, from a role's handlers/, in
+        the role's directory), else next to the playbook."""
         name = node.value
         if not isinstance(name, str) or not name.strip():
             self._values.report(node.error(f"import_tasks needs a file name, not {shown(name)}"))
@@ -133,7 +134,9 @@ class TaskImports:
             )
             return None
         here = Path(node.position.file).parent
-        for base in (here, self._base_dir):
+        # a role's handlers/ file: the role's own directory next (ansible's path_dwim_relative)
+        role_dir = (here.parent,) if here.name == "handlers" else ()
+        for base in (here, *role_dir, self._base_dir):
             candidate = Path(os.path.normpath(base / os.path.expanduser(name)))
             if candidate.is_file():
                 return candidate

@@ -216,7 +216,9 @@ class StepReader:
         steps: list[Step] = []
         for item in node.items:
             entry = import_entry(item) or role_entry(item)
-            if entry is not None and role is not Role.TASK:
+            if role is Role.HANDLER and entry is not None and entry is import_entry(item):
+                steps.extend(self._imports.read(item, entry, self._handler_list))
+            elif entry is not None and role is not Role.TASK:
                 self._report(
                     entry.key.error(f"{entry.key.value}: is not valid in {role.value} steps")
                 )
@@ -238,6 +240,11 @@ class StepReader:
 
     def _imported_list(self, node: Node, what: str) -> tuple[Step, ...]:
         return self.step_list(node, Role.TASK, what)
+
+    def _handler_list(self, node: Node, what: str) -> tuple[Step, ...]:
+        """An import_tasks in handlers: its steps are handlers (ansible-core's Role.HANDLER
+        reading; the import's own name notifies nothing)."""
+        return self.step_list(node, Role.HANDLER, f"handlers in {what.removeprefix('tasks in ')}")
 
     def _role_list(self, node: Node, handlers: bool, what: str) -> tuple[Step, ...]:
         return self.step_list(node, Role.HANDLER if handlers else Role.TASK, what)
