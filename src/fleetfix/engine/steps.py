@@ -22,7 +22,7 @@ from fleetfix.engine.hoststep import (
 from fleetfix.engine.kinds import KIND_HANDLERS, LEFT_KEY, leave
 from fleetfix.engine.loops import run_loop
 from fleetfix.engine.remediate import HOLD_KEY
-from fleetfix.engine.variables import PlayScope, compose
+from fleetfix.engine.variables import PlayScope, compose, under_defaults
 from fleetfix.engine.verification import VERIFIED_KEY
 from fleetfix.errors import FleetfixError, UnreachableError
 from fleetfix.events import HostStepFinished, HostStepStarted, StepRetry
@@ -184,13 +184,13 @@ def _variables(
     base = {**compose(ctx, state, env.scope), **item_vars}
     public_defaults, public_vars = env.scope.public_roles(env.play, state.name)
     defaults = _role_defaults(ctx, step, base, public_defaults)
-    base = {**defaults, **base}
+    base = under_defaults(base, defaults)
     base.update(_late_templates(ctx, state, env.scope, base))
     local = {**public_vars, **env.inherited_vars, **step.vars}
     if not local:
         return base
     resolved = ctx.templar.resolve(local, base)
-    final = {**defaults, **compose(ctx, state, env.scope, resolved), **item_vars}
+    final = {**under_defaults(compose(ctx, state, env.scope, resolved), defaults), **item_vars}
     final.update(_late_templates(ctx, state, env.scope, final))
     return final
 

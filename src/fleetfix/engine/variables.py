@@ -138,6 +138,17 @@ def compose(
     return variables
 
 
+def under_defaults(variables: dict[str, Any], defaults: Mapping[str, Any]) -> dict[str, Any]:
+    """`variables` (compose's) with role defaults below them, in `vars` too."""
+    if not defaults:
+        return variables
+    merged = {**defaults, **variables}
+    everything = variables.get("vars")
+    if isinstance(everything, dict):
+        merged["vars"] = {**defaults, **everything}
+    return merged
+
+
 def _magic(ctx: RunContext, state: HostState, scope: PlayScope) -> dict[str, Any]:
     options = ctx.options
     batch = ActiveHosts(ctx, scope.batch)

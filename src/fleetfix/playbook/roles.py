@@ -409,6 +409,13 @@ class RoleReader:
         return None
 
     def _mapping(self, directory: Path, stem: str, what: str) -> dict[str, Any]:
+        """A role's vars or defaults: DIR/STEM(.yml|.yaml|), or, where DIR/STEM is a
+        directory, its files merged in name order (Ansible's allow_dir)."""
+        if (directory / stem).is_dir() and not (directory / f"{stem}.yml").is_file():
+            merged: dict[str, Any] = {}
+            for path in _vars_files_under(directory / stem):
+                merged.update(self._mapping(path.parent, path.name, what))
+            return merged
         root = self._file(directory, stem)
         if root is None or root.value is None:
             return {}
@@ -417,6 +424,16 @@ class RoleReader:
         except PlaybookError as exc:
             self._values.report(exc)
             return {}
+
+
+def _vars_files_under(directory: Path) -> list[Path]:
+    """The vars files of a role's vars/NAME/ or defaults/NAME/ directory, at any depth, in
+    name order, as ansible-core's find_vars_files (extensions .yml, .yaml, .json or none)."""
+    return sorted(
+        path
+        for path in directory.rglob("*")
+        if path.is_file() and path.suffix in (".yml", ".yaml", ".json", "")
+    )
 
 
 def _configured_private() -> bool | None:
