@@ -61,6 +61,7 @@ from fleetfix.inventory.runtime import EMPTY_INVENTORY_WARNING, with_implicit_lo
 from fleetfix.inventory.runtime import select as select_hosts
 from fleetfix.journal import LEASE_RENEW, Journal, JournalError, ResumeRefused, journal_target
 from fleetfix.journal.failpoint import stop_at_from_env
+from fleetfix.playbook.catalog import default_step_name
 from fleetfix.playbook.conditions import Templar
 from fleetfix.playbook.extravars import parse_extra_vars
 from fleetfix.playbook.model import Play, Playbook, Step, StepKind
@@ -307,11 +308,23 @@ def _listed_steps(args: argparse.Namespace, play: Play, tags: PlayTags) -> list[
                 continue
             own = tags.of(step.tags | inherited | play.tags, step.position)
             if selected(own, only, skip):
-                name = "meta" if step.name == f"meta: {step.args.get('name')}" else step.name
-                lines.append(f"      {name}\tTAGS: [{', '.join(sorted(own | play.tags))}]")
+                lines.append(
+                    f"      {_listed_name(step)}\tTAGS: [{', '.join(sorted(own | play.tags))}]"
+                )
 
     walk(play.pre_tasks + play.tasks + play.post_tasks, frozenset())
     return lines
+
+
+def _listed_name(step: Step) -> str:
+    """A step's name as --list-tasks prints it: an unnamed meta or include_role is listed by
+    its action alone (the run's banner says 'meta: NAME' and 'include_role : ROLE')."""
+    if step.name == default_step_name(step.kind, step.args):
+        if step.kind is StepKind.META:
+            return "meta"
+        if step.kind is StepKind.INCLUDE_ROLE:
+            return "include_role"
+    return step.name
 
 
 def _check_tags(args: argparse.Namespace, playbook: Playbook) -> None:

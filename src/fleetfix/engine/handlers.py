@@ -21,7 +21,7 @@ from fleetfix.engine.lockstep import outside
 from fleetfix.engine.variables import PlayScope, compose
 from fleetfix.errors import FleetfixError, PlaybookError
 from fleetfix.playbook.conditions import is_template
-from fleetfix.playbook.model import Play, Step
+from fleetfix.playbook.model import Play, Step, handler_search_order
 
 
 class HandlerRunner(Protocol):
@@ -57,7 +57,7 @@ class Handlers:
     def take(self, state: HostState) -> None:
         """The host's notified topics (rendered with its variables; a list names several) as
         the handlers they name or that listen to them, as ansible-core 2.19's
-        search_handlers_by_notification: the last handler of a name (`ROLE : NAME` too),
+        search_handlers_by_notification: the handler of a name it finds first (`ROLE : NAME` too),
         then every handler listening to the topic (`ROLE : TOPIC` for a role's), once per
         name. A topic naming nothing is an error, or with error_on_missing_handler false a
         warning (kept in `warnings`) and nothing runs for it.
@@ -103,8 +103,9 @@ class Handlers:
         return list(dict.fromkeys(topics))
 
     def _named(self, state: HostState, topic: str) -> list[int]:
-        """The last handler named `topic` (with or without its role's prefix), as a list."""
-        for index in reversed(range(len(self.handlers))):
+        """The handler named `topic` (with or without its role's prefix) that Ansible finds
+        first (handler_search_order: the last source's, the first of a name in it), as a list."""
+        for index in handler_search_order(self.handlers):
             handler = self.handlers[index]
             name = self._name(state, handler)
             if name is not None and topic in _names(handler, name):
@@ -115,7 +116,8 @@ class Handlers:
         """Every handler listening to `topic` (`ROLE : TOPIC` for a role's), once per name."""
         seen: set[str] = set()
         found: list[int] = []
-        for index, handler in enumerate(self.handlers):
+        for index in handler_search_order(self.handlers):
+            handler = self.handlers[index]
             if topic not in _listens(handler) or handler.name in seen:
                 continue
             seen.add(handler.name)

@@ -24,7 +24,7 @@ from fleetfix.playbook.catalog import StepCatalog, shown, suggest
 from fleetfix.playbook.conditions import Templar, is_template
 from fleetfix.playbook.extravars import vars_problems
 from fleetfix.playbook.imports import inherit
-from fleetfix.playbook.model import Play, Playbook, Step, StepKind
+from fleetfix.playbook.model import Play, Playbook, Step, StepKind, handler_search_order
 from fleetfix.playbook.module_defaults import read_module_defaults
 from fleetfix.playbook.playkeywords import is_templated
 from fleetfix.playbook.steps import Role, StepReader, ValueReader
@@ -558,14 +558,16 @@ def _imported_play(
 
 
 def _reachable(handlers: tuple[Step, ...]) -> tuple[Step, ...]:
-    """The play's handlers less those nothing can notify: one without listen: topics that a
-    later handler of the same name hides (ansible-core 2.19 notifies the last of a name;
-    engine/handlers.py resolves notify topics at run time)."""
-    last = {handler.name: index for index, handler in enumerate(handlers)}
+    """The play's handlers less those nothing can notify: one without listen: topics that
+    another handler of the same name hides (the one ansible-core 2.19 finds first:
+    handler_search_order; engine/handlers.py resolves notify topics at run time)."""
+    found: dict[str, int] = {}
+    for index in handler_search_order(handlers):
+        found.setdefault(handlers[index].name, index)
     return tuple(
         handler
         for index, handler in enumerate(handlers)
-        if handler.listen or last[handler.name] == index
+        if handler.listen or found[handler.name] == index
     )
 
 

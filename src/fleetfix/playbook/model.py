@@ -175,3 +175,19 @@ class Playbook:
 
     path: str
     plays: tuple[Play, ...]
+
+
+def handler_search_order(handlers: tuple[Step, ...] | list[Step]) -> list[int]:
+    """The places of `handlers` in the order ansible-core 2.19's search_handlers_by_notification
+    looks at them: its handler blocks last to first, each block's handlers first to last. A
+    block is a run of handlers from one source (the play's handlers:, one role's handlers/),
+    so within one source the first handler of a name wins, and across sources the last."""
+    runs: list[list[int]] = []
+    source: object = object()
+    for index, handler in enumerate(handlers):
+        own = None if handler.role is None else (handler.role.name, handler.role.path)
+        if not runs or own != source:
+            runs.append([])
+            source = own
+        runs[-1].append(index)
+    return [index for run in reversed(runs) for index in run]

@@ -11,7 +11,9 @@ from fleetfix.playbook.model import Play, Step, StepKind
 
 
 def test_play_keywords_are_exactly_the_play_fields() -> None:
-    fields = {f.name for f in dataclasses.fields(Play)} - {"position", "templated"}
+    # role_defaults/role_vars are the public roles' layers, read from roles: (not keywords)
+    derived = {"position", "templated", "role_defaults", "role_vars"}
+    fields = {f.name for f in dataclasses.fields(Play)} - derived
     # roles: are read into tasks; the rest are given to the play's steps (playbook/loader.py)
     given_to_steps = {"ignore_errors", "ignore_unreachable", "run_once", "module_defaults"}
     assert fields | {"roles"} | given_to_steps == catalog.PLAY_KEYWORDS

@@ -7,7 +7,7 @@ from pathlib import Path
 
 from fleetfix.playbook.catalog import StepCatalog
 from fleetfix.playbook.loader import load_playbook, validate_playbook
-from fleetfix.playbook.model import Playbook, StepKind
+from fleetfix.playbook.model import Playbook, RoleInfo, Step, StepKind, handler_search_order
 
 
 def _write(root: Path, files: dict[str, str]) -> Path:
@@ -112,7 +112,10 @@ def test_a_templated_handler_name_leaves_every_notify_to_run_time(
     assert validate_playbook(site, catalog) == []
 
 
-def test_two_handlers_of_one_name_keep_the_first(tmp_path: Path, catalog: StepCatalog) -> None:
+def test_handlers_of_one_name_keep_the_first_of_the_play_and_every_listener(
+    tmp_path: Path, catalog: StepCatalog
+) -> None:
+    # ansible-core 2.19 searches one source's handlers first to first-found; a listener stays
     playbook = _load(
         tmp_path,
         catalog,
@@ -124,6 +127,16 @@ def test_two_handlers_of_one_name_keep_the_first(tmp_path: Path, catalog: StepCa
         },
     )
     assert [h.args["msg"] for h in playbook.plays[0].handlers] == ["first", "third"]
+
+
+def test_handler_search_order_is_sources_last_to_first_each_in_order() -> None:
+    def handler(name: str, role: str | None) -> Step:
+        info = None if role is None else RoleInfo(name=role, path=f"/roles/{role}")
+        return Step(kind=StepKind.DEBUG, name=name, role=info)
+
+    handlers = [handler("a", "r1"), handler("b", "r1"), handler("c", None), handler("d", None)]
+    handlers.append(handler("e", "r2"))
+    assert handler_search_order(handlers) == [4, 2, 3, 0, 1]
 
 
 def test_import_playbook_when_tags_and_vars_go_onto_the_imported_plays(
