@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Awaitable, Callable, Iterator, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Hashable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol
 
@@ -185,16 +185,21 @@ class ProbeData(Mapping[str, Any]):
     `register:` read), made from the typed facts each time it is read: the typed facts are the
     one copy a run keeps (a resumed run's replayed facts are data already)."""
 
-    __slots__ = ("_latest",)
+    __slots__ = ("_latest", "version")
 
     def __init__(self) -> None:
         self._latest: dict[str, Any] = {}
+        self.version = 0
+        """Counts the changes: what is worked out from the facts (engine/health.py's
+        problems) is kept until it moves."""
 
     def keep(self, name: str, facts: Any) -> None:
         self._latest[name] = facts
+        self.version += 1
 
     def drop(self, name: str) -> None:
         self._latest.pop(name, None)
+        self.version += 1
 
     def field(self, name: str, key: str) -> Any:
         """One field of a probe's latest facts as data (None when absent), without making the
@@ -237,12 +242,17 @@ class HostState:
     and the exit code do not (as Ansible's)."""
     probe_facts: dict[str, Any] = field(default_factory=dict)  # latest typed facts per probe
     probe_data: ProbeData = field(default_factory=ProbeData)  # the same, as data
+    problems_seen: tuple[Hashable, tuple[str, ...]] | None = None
+    """engine/health.py's current problems, with what they were worked out from (the facts'
+    version, planned, the probe failures and GPU counts)."""
     probe_failures: dict[str, str] = field(default_factory=dict)  # probe -> why it last failed
     gpus_seen: int | None = None  # the most GPUs any probe showed in this run
     journal_gpus_seen: int | None = None
     """The most GPUs any earlier run saw (the journal), read once: engine/gpus.py `most_seen`."""
     journal_gpus_read: bool = False
     last_failure: tuple[Step, StepResult] | None = None  # for a rescue's ansible_failed_*
+    last_trouble: str = ""
+    """'STEP: message' of the host's last failed or unreachable step (its verdict's why)."""
     actions_done: list[str] = field(default_factory=list)
     """The actions done on the host in this run that did not fail, in order (its verdict)."""
     changed_node: bool = False

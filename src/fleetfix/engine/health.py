@@ -9,7 +9,6 @@ from fleetfix.engine.context import HostState, RunContext
 from fleetfix.engine.gpus import gpus_short
 from fleetfix.knowledge.health import Level, gpu_health, summarize
 from fleetfix.knowledge.remedy import Remedy, from_log
-from fleetfix.results import Status
 
 HEALTH_PROBES = frozenset(
     {
@@ -43,7 +42,7 @@ def left_unhealthy(ctx: RunContext, *, planned: bool = False) -> dict[str, str]:
         stats = ctx.result.stats.get(host)
         if stats is not None and (stats.failed or stats.unreachable):
             verdict = "unreachable" if stats.unreachable else "failed"
-            left[host] = f"{verdict}: {_last_failure(ctx, host)}"
+            left[host] = f"{verdict}: {state.last_trouble or 'a step failed'}"
             continue
         problems = current_problems(ctx, state, planned=planned)
         if problems and not out_of_service(state.probe_data.get("slurm_node")):
@@ -53,11 +52,17 @@ def left_unhealthy(ctx: RunContext, *, planned: bool = False) -> dict[str, str]:
 
 def current_problems(ctx: RunContext, state: HostState, *, planned: bool) -> list[str]:
     """The faults the host's last probe reads still show (`planned`: only the health probes
-    that could not be read, as in `left_unhealthy`)."""
+    that could not be read, as in `left_unhealthy`). Worked out once for the facts as they
+    stand (the run's end asks for each host twice: what it leaves, and its verdict)."""
+    failures = tuple(state.probe_failures.items())
+    key = (state.probe_data.version, planned, failures, state.gpus_seen, state.journal_gpus_seen)
+    if state.problems_seen is not None and state.problems_seen[0] == key:
+        return list(state.problems_seen[1])
     problems = _unreadable(state) if planned else _problems(state)
     short = None if planned else gpus_short(ctx, state)
     if short is not None:
         problems.append(f"nvidia_smi: {short}")
+    state.problems_seen = (key, tuple(problems))
     return problems
 
 
@@ -93,10 +98,3 @@ def _problems(state: HostState) -> list[str]:
 def out_of_service(slurm: Mapping[str, Any] | None) -> bool:
     """Drained, draining or down in Slurm (its reason says why)."""
     return bool(slurm) and any(slurm.get(k) for k in ("drained", "draining", "down"))  # type: ignore[union-attr]
-
-
-def _last_failure(ctx: RunContext, host: str) -> str:
-    for result in reversed(ctx.result.results):
-        if result.host == host and result.status in (Status.FAILED, Status.UNREACHABLE):
-            return f"{result.step}: {result.message}"
-    return "a step failed"

@@ -105,6 +105,7 @@ def _rebuild(ctx: RunContext, host: str) -> None:
     if state is not None:  # its group vars may have changed with its groups
         state.base_vars = ctx.inventory.host_vars(host)
         state.templated_vars = None
+        state.problems_seen = None  # its `gpus` may have changed too
 
 
 def play_hosts(ctx: RunContext, pattern: str, select: Callable[[str], list[str]]) -> list[str]:

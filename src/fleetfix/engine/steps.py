@@ -404,6 +404,8 @@ def _record(
     if result.status is Status.FAILED:
         state.failed = True
         state.last_failure = (step, result)
+    if result.status in (Status.FAILED, Status.UNREACHABLE):
+        state.last_trouble = f"{result.step}: {result.message}"
     if step.register is not None:
         state.facts[step.register] = with_lines(result.data)
     if result.changed and step.notify:

@@ -16,7 +16,6 @@ from fleetfix.engine.health import current_problems, out_of_service
 from fleetfix.engine.remediate import HOLD_KEY
 from fleetfix.events import HostLeft
 from fleetfix.knowledge.remedy import is_rma_reason
-from fleetfix.results import Status
 from fleetfix.verdicts import LeftKind, Verdict, VerdictKind
 
 EVIDENCE_CHARS = 300
@@ -101,7 +100,7 @@ def _judge_failure(ctx: RunContext, state: HostState, failed: bool) -> Verdict |
     """Unreachable, needs RMA (drained for it by fleetfix), held, needs a human (drained by
     fleetfix saying what it needs), failed; None when none of them."""
     host, stats = state.name, ctx.result.stats[state.name]
-    failure = _last_failure(ctx, host)
+    failure = state.last_trouble
     if stats.unreachable:
         return _verdict(ctx, host, VerdictKind.UNREACHABLE, failure or "could not be reached")
     drained_by_us = _drained_by_this_run(ctx, state)
@@ -202,17 +201,6 @@ def _drained_by_this_run(ctx: RunContext, state: HostState) -> str | None:
         return None
     ours = (slurm or {}).get("fleetfix_run") == ctx.options.run_id
     return reason if ours or "slurm_drain" in state.actions_done else None
-
-
-def _last_failure(ctx: RunContext, host: str) -> str:
-    state = ctx.hosts.get(host)
-    if state is not None and state.last_failure is not None:
-        step, result = state.last_failure
-        return f"{step.name}: {result.message}"
-    for result in reversed(ctx.result.results):
-        if result.host == host and result.status in (Status.FAILED, Status.UNREACHABLE):
-            return f"{result.step}: {result.message}"
-    return ""
 
 
 def _healthy_why(state: HostState) -> str:
