@@ -171,13 +171,10 @@ def sequence_items(fields: Mapping[str, Any]) -> list[str]:
 def _indexed_items(
     _context: Context, terms: tuple[Any, ...], _options: Mapping[str, Any]
 ) -> list[Any]:
-    """Ansible's `indexed_items` (`with_indexed_items`): [index, item] pairs of the list,
-    flattened one level first."""
-    given: Any = terms[0] if len(terms) == 1 else list(terms)
-    if not isinstance(given, list | tuple):
-        raise LookupFailed("with_indexed_items expects a list")
-    flat = [leaf for item in given for leaf in (item if isinstance(item, list | tuple) else [item])]
-    return [[index, item] for index, item in enumerate(flat)]
+    """Ansible's `indexed_items` (`with_indexed_items`): [index, item] pairs of the terms,
+    flattened one level first. As ansible-core 2.19, a term that is not a list (a mapping,
+    a string) is one item: its "with_indexed_items expects a list" error is gone."""
+    return [[index, item] for index, item in enumerate(_flat(terms))]
 
 
 def _flat(terms: Any) -> list[Any]:

@@ -79,7 +79,7 @@ def indexed_items_value(values: ValueReader, node: Node) -> str:
         term = jinja_text(node, node.value)
     else:
         term = jinja_literal(node)
-    return "{{ query('indexed_items', " + term + ") }}"
+    return "{{ query('indexed_items', " + term + ", _loop_terms=true) }}"
 
 
 def lookup_loop_value(values: ValueReader, node: Node, name: str) -> str:

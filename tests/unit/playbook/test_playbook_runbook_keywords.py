@@ -104,8 +104,8 @@ def test_with_sequence_is_a_loop_over_the_sequence_lookup(
     sequence, indexed, literal = play.tasks
     assert sequence.loop == "{{ query('sequence', 'start=0 end=' ~ (n)) }}"
     assert not sequence.loop_flatten
-    assert indexed.loop == "{{ query('indexed_items', (disks)) }}"
-    assert literal.loop == "{{ query('indexed_items', ['a', 'b']) }}"
+    assert indexed.loop == "{{ query('indexed_items', (disks), _loop_terms=true) }}"
+    assert literal.loop == "{{ query('indexed_items', ['a', 'b'], _loop_terms=true) }}"
     rendered = Templar().render(sequence.loop, {"n": 2})
     assert rendered == ["0", "1", "2"]
 
@@ -143,11 +143,11 @@ def test_a_bad_sequence_says_what_ansible_says(term: str, message: str) -> None:
         _sequence(None, (term,), {})  # type: ignore[arg-type]
 
 
-def test_indexed_items_pairs_a_list_flattened_once() -> None:
-    found: Any = _indexed_items(None, (["a", ["b", "c"]],), {})  # type: ignore[arg-type]
-    assert found == [[0, "a"], [1, "b"], [2, "c"]]
-    with pytest.raises(LookupFailed, match="with_indexed_items expects a list"):
-        _indexed_items(None, ({"a": 1},), {})  # type: ignore[arg-type]
+def test_indexed_items_pairs_the_terms_flattened_once() -> None:
+    found: Any = _indexed_items(None, ("a", ["b", ["c"]]), {})  # type: ignore[arg-type]
+    assert found == [[0, "a"], [1, "b"], [2, ["c"]]]
+    # ansible-core 2.19: a mapping is one item, no longer "with_indexed_items expects a list"
+    assert _indexed_items(None, ({"a": 1},), {}) == [[0, {"a": 1}]]  # type: ignore[arg-type]
 
 
 def test_set_fact_keys_may_be_templates(tmp_path: Path, catalog: StepCatalog) -> None:
