@@ -192,7 +192,7 @@ def _combined(
         message = "Conditional result was False"
         data = {
             "changed": False,
-            "false_condition": when_false,
+            "false_condition": False if when_false == "False" else when_false,  # `when: false`
             "skip_reason": message,
             "skipped": True,
         }

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextvars
 import functools
 import time
 from collections.abc import Coroutine, Hashable, Mapping, Sequence
@@ -115,7 +116,7 @@ class BatchRun:
         key: Hashable = (step.key, step.name) if step.position else id(step)
         if key not in self.announced:
             self.announced.add(key)
-            self._banner(step, handler=False)
+            self._banner(step, handler=_IN_HANDLER.get())
 
     def _banner(self, step: Step, *, handler: bool) -> None:
         self.ctx.bus.emit(
@@ -503,24 +504,30 @@ async def _in_turn(
         return []
     if step.kind is StepKind.ADD_HOST or _runs_once(run, step, turn):  # add_host: as Ansible
         turn.run_once = True
-        await turn.once("run_once", lambda: _run_once(run, step, turn, env))
-        return []
+        found = await turn.once("run_once", lambda: _run_once(run, step, turn, env))
+        return found if state.name == turn.hosts[0] else []  # a run_once include: the first's
     return await _run_step(run, state, step, env, turn)
 
 
 async def _run_step(
     run: BatchRun, state: HostState, step: Step, env: StepEnv, turn: Turn
 ) -> list[Inclusion]:
+    return (await _step_result(run, state, step, env, turn))[1]
+
+
+async def _step_result(
+    run: BatchRun, state: HostState, step: Step, env: StepEnv, turn: Turn
+) -> tuple[StepResult, list[Inclusion]]:
     async with run.ctx.forks:
         result = await execute(run.ctx, env, state, step)
     if _fails(result):
         turn.failed.add(state.name)
     if step.kind not in INCLUDE_KINDS:
-        return []
+        return result, []
     found = inclusions(run.ctx, step, result)  # walked like a block's steps, after the turn
     if step.loop is not None and found:  # Ansible counts each item's inclusion as ok
         run.ctx.stats(state.name).ok += len(found) - 1
-    return found
+    return result, found
 
 
 def _fails(result: StepResult) -> bool:
@@ -599,10 +606,19 @@ async def _free_host(run: BatchRun, state: HostState) -> None:
     await run.flush([state])
 
 
+_IN_HANDLER: contextvars.ContextVar[bool] = contextvars.ContextVar("in_handler", default=False)
+"""Set while a handler runs: the steps a handler include brings in are handlers too (their
+banners are RUNNING HANDLER, as ansible-core's)."""
+
+
 async def _top_step(run: BatchRun, state: HostState, step: Step) -> None:
     """A step (or whole block) on one host outside the lockstep (a handler); an unrescued
     failure there is what any_errors_fatal stops every other host for."""
-    await _host_step(run, state, step, banner=False)
+    token = _IN_HANDLER.set(True)
+    try:
+        await _host_step(run, state, step, banner=False)
+    finally:
+        _IN_HANDLER.reset(token)
     if state.failed and run.env.play.any_errors_fatal:
         run.fatal = True
 
@@ -731,14 +747,22 @@ def _inherit(block: Step) -> Any:
     return apply
 
 
-async def _run_once(run: BatchRun, step: Step, turn: Turn, env: StepEnv) -> None:
-    """Run on the first host of the turn; every host in it sees the registered result (what
-    a run_once include brings in is not walked: fleetfix refuses that at load time)."""
+async def _run_once(run: BatchRun, step: Step, turn: Turn, env: StepEnv) -> list[Inclusion]:
+    """Run on the first host of the turn; every host in it sees the registered result, and
+    a set_fact's facts go to every reachable host of the batch (ansible-core's
+    get_task_hosts: a run_once step in a file only the first host included sets them for
+    all). What a run_once include brings in is walked by the first host only."""
     first = run.ctx.host_state(turn.hosts[0])
-    await _run_step(run, first, step, env, turn)
+    result, found = await _step_result(run, first, step, env, turn)
     if step.register is not None and step.register in first.facts:
         for host in turn.hosts[1:]:
             run.ctx.host_state(host).facts[step.register] = first.facts[step.register]
+    facts = result.data.get("ansible_facts") if step.kind is StepKind.SET_FACT else None
+    if isinstance(facts, dict) and result.status in (Status.OK, Status.CHANGED):
+        for other in run.states():
+            if other is not first and not other.unreachable:
+                other.facts.update(facts)
+    return found
 
 
 def _wanted(run: BatchRun, step: Step, inherited: frozenset[str] = frozenset()) -> bool:

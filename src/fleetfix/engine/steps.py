@@ -85,7 +85,9 @@ def _false_condition(hs: HostStep) -> str | None:
 
 def _condition_skipped(condition: str) -> Outcome:
     """A step whose `when` does not hold, registered as Ansible registers it."""
-    data = {"false_condition": condition, "skip_reason": "Conditional result was False"}
+    # `when: false` (a YAML boolean, read as the expression "False") is registered as written
+    shown: str | bool = False if condition == "False" else condition
+    data = {"false_condition": shown, "skip_reason": "Conditional result was False"}
     return Outcome(
         skipped=True, message="conditional result was False", data=data, registers_msg=False
     )

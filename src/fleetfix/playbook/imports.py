@@ -120,6 +120,11 @@ class TaskImports:
     def _path(self, node: Node) -> Path | None:
         """The imported file: next to the importing file (then, from a role's handlers/, in
         the role's directory), else next to the playbook."""
+        if node.is_mapping:  # `import_tasks: {file: NAME}`, as ansible-core reads it
+            named = self._file_argument(node)
+            if named is None:
+                return None
+            node = named
         name = node.value
         if not isinstance(name, str) or not name.strip():
             self._values.report(node.error(f"import_tasks needs a file name, not {shown(name)}"))
@@ -147,6 +152,24 @@ class TaskImports:
             )
         )
         return None
+
+    def _file_argument(self, node: Node) -> Node | None:
+        """The file of the mapping form; any other argument is refused as ansible-core's
+        'Invalid options for import_tasks' (apply: is include_tasks' only)."""
+        for arg in node.entries:
+            if arg.key.value not in ("file", "_raw_params"):
+                hint = "apply: is for include_tasks; put the keywords on the import itself"
+                self._values.report(
+                    arg.key.error(
+                        f"invalid option for import_tasks: {shown(arg.key.value)}",
+                        hint=hint if arg.key.value == "apply" else "import_tasks takes file:",
+                    )
+                )
+                return None
+        named = node.get("file") or node.get("_raw_params")
+        if named is None:
+            self._values.report(node.error("import_tasks needs file: NAME"))
+        return named
 
 
 _UNSET = {f.name: f.default for f in fields(Step) if f.default is not MISSING}

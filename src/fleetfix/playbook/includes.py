@@ -36,9 +36,11 @@ INCLUDE_KINDS = frozenset({StepKind.INCLUDE_TASKS, StepKind.INCLUDE_ROLE})
 INCLUDE_KEYWORDS = frozenset(
     {"name", "when", "vars", "tags", "loop", "with_items", "with_list", "loop_control"}
     | {"with_sequence", "with_indexed_items"}
-    | {"ignore_errors", "register", "no_log"}
+    | {"ignore_errors", "register", "no_log", "run_once", "timeout", "listen"}
 )
-"""The keywords an include takes; the included steps carry the rest themselves."""
+"""The keywords an include takes (ansible-core's TaskInclude.VALID_INCLUDE_KEYWORDS, with
+`listen` for a handler's); the included steps carry the rest themselves. `run_once` is the
+include's own: it is included on the first host only."""
 _ROLE_ARGS = frozenset(
     {"name", "tasks_from", "handlers_from", "vars_from", "defaults_from", "allow_duplicates"}
     | {"public", "rolespec_validate", "apply"}
@@ -49,6 +51,36 @@ ROLE_FILES = ("tasks_from", "vars_from", "defaults_from", "handlers_from")
 
 StepListReader = Callable[[Node, str], tuple[Step, ...]]
 _NOT_IMPORT_ARGS = ("public", "allow_duplicates", "rolespec_validate", "apply")
+
+
+def with_include_args(entry: Entry, args: Node) -> Entry:
+    """The include's entry with `args:` merged into its arguments, as ansible-core reads
+    them (`include_tasks: FILE` + `args: {apply: ...}`: the file is `_raw_params`).
+
+    Raises:
+        PlaybookError: args: is not a mapping, or repeats an argument.
+    """
+    what = str(entry.key.value)
+    if not args.is_mapping:
+        raise args.error(f"args: must be a mapping of {what} arguments, not {shown(args.value)}")
+    own = kv_mapping(entry.value, what)
+    if own.is_mapping:
+        mine = own.entries
+    elif own.value is None:
+        mine = ()
+    else:  # the free form: a file (or role) name
+        key = "name" if what.endswith("include_role") else "_raw_params"
+        mine = (Entry(Node(NodeKind.SCALAR, key, own.position, own.source_line), own),)
+    written = {e.key.value for e in mine}
+    for arg in args.entries:
+        if arg.key.value in written:
+            raise arg.key.error(f"argument {shown(arg.key.value)} given twice (and in args:)")
+    entries = (*mine, *args.entries)
+    value = {e.key.value: e.value.value for e in entries}
+    where = entry.value
+    return Entry(
+        entry.key, Node(NodeKind.MAPPING, value, where.position, where.source_line, entries)
+    )
 
 
 def candidates(
@@ -114,6 +146,8 @@ class Includes:
             return {"file": name, "apply": applied}
         places = candidates(name, node.position.file, self._base_dir, self._roles.current_dir)
         path = next((p for p in places if p.is_file()), None)
+        if path is None and conditional:  # looked for again when a host reaches it
+            return {"file": name, "apply": applied}
         if path is None:
             looked = ", ".join(str(p) for p in places)
             raise node.error(f"include_tasks file not found: {name}", hint=f"looked for {looked}")

@@ -27,7 +27,12 @@ from fleetfix.playbook.catalog import StepCatalog, shown, suggest
 from fleetfix.playbook.conditions import Templar, is_omit, is_template
 from fleetfix.playbook.extravars import parse_kv, vars_problems
 from fleetfix.playbook.imports import TaskImports, import_entry
-from fleetfix.playbook.includes import INCLUDE_KEYWORDS, INCLUDE_KINDS, Includes
+from fleetfix.playbook.includes import (
+    INCLUDE_KEYWORDS,
+    INCLUDE_KINDS,
+    Includes,
+    with_include_args,
+)
 from fleetfix.playbook.inventory_steps import add_host_args, group_by_args
 from fleetfix.playbook.model import Step, StepKind
 from fleetfix.playbook.module_args import module_args
@@ -279,7 +284,10 @@ class StepReader:
         args_node = node.get("args")
         if args_node is not None:
             try:
-                kind_entry = with_args(kind, kind_entry, args_node)
+                if kind in INCLUDE_KINDS:
+                    kind_entry = with_include_args(kind_entry, args_node)
+                else:
+                    kind_entry = with_args(kind, kind_entry, args_node)
             except PlaybookError as exc:
                 self._report(exc)
                 return None
@@ -309,6 +317,8 @@ class StepReader:
             known = isinstance(key, str) and (
                 key in kw.STEP_KINDS or key in kw.STEP_KEYWORDS or key in kw.OTHER_STEP_KEYS
             )
+            if not known and key == "debugger" and entry.value.value in (None, "never"):
+                continue  # never starts Ansible's debugger: nothing to refuse
             if not known:
                 unknown += 1
                 self._report(kw.unknown_step_key(entry.key, self._catalog))

@@ -1,0 +1,75 @@
+"""Includes and imports against ansible-playbook 2.19: the keywords an include takes (args:
+with apply:, run_once, listen on a handler include, a debugger that never starts), a
+conditional include of a missing file, import_tasks as a mapping, and run_once includes on
+several hosts; plus what ansible-core refuses at load (apply: on import_tasks), refused at
+load with its place."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+from fleetfix.cli.loading import builtin_catalog
+from fleetfix.playbook.loader import validate_playbook
+from tests.support.parity import assert_same
+
+PARITY = Path(__file__).parents[2] / "fixtures" / "playbooks" / "parity"
+HOSTS = ("localhost", "node1", "node2")
+
+
+def _copy(tmp_path: Path, name: str) -> Path:
+    """The fixture's directory copied, so each tool writes its own files in a fresh place."""
+    target = tmp_path / name
+    shutil.copytree(PARITY, target)
+    return target
+
+
+def test_include_keywords_agree_with_ansible(tmp_path: Path) -> None:
+    """On one host: a handler include on several hosts runs each host's include and its
+    steps one host after another in fleetfix (ansible-core: the include on every host, then
+    each included handler on every host), so the banners' order differs there."""
+    theirs = _copy(tmp_path, "ansible") / "includes_keywords.yml"
+    ours = assert_same(theirs, _copy(tmp_path, "fleetfix") / "includes_keywords.yml")
+    assert ours.exit_code == 0, ours.output
+
+
+def test_run_once_includes_agree_with_ansible_on_several_hosts(tmp_path: Path) -> None:
+    theirs = _copy(tmp_path, "ansible") / "includes_run_once.yml"
+    ours = assert_same(theirs, _copy(tmp_path, "fleetfix") / "includes_run_once.yml", hosts=HOSTS)
+    assert ours.exit_code == 0, ours.output
+
+
+def _errors(tmp_path: Path, tasks: str) -> list[str]:
+    (tmp_path / "checks.yml").write_text("- debug:\n    msg: checked\n")
+    book = tmp_path / "site.yml"
+    book.write_text(f"- hosts: localhost\n  gather_facts: false\n  tasks:\n{tasks}")
+    return [
+        f"{e.position.line}:{e.position.column} {e.message}"
+        for e in validate_playbook(book, builtin_catalog())
+        if e.position is not None
+    ]
+
+
+def test_apply_on_import_tasks_is_refused_where_it_is_written(tmp_path: Path) -> None:
+    tasks = "    - import_tasks:\n        file: checks.yml\n        apply:\n          tags: [x]\n"
+    assert _errors(tmp_path, tasks) == ["6:9 invalid option for import_tasks: 'apply'"]
+
+
+def test_import_tasks_as_a_mapping_needs_its_file(tmp_path: Path) -> None:
+    tasks = "    - import_tasks:\n        fil: checks.yml\n"
+    assert _errors(tmp_path, tasks) == ["5:9 invalid option for import_tasks: 'fil'"]
+
+
+def test_args_on_an_include_may_not_repeat_an_argument(tmp_path: Path) -> None:
+    tasks = "    - include_tasks:\n        file: checks.yml\n      args:\n        file: other.yml\n"
+    assert _errors(tmp_path, tasks) == ["7:9 argument 'file' given twice (and in args:)"]
+
+
+def test_a_debugger_that_would_start_is_still_refused(tmp_path: Path) -> None:
+    tasks = "    - include_tasks: checks.yml\n      debugger: on_failed\n"
+    assert _errors(tmp_path, tasks) == ["5:7 unsupported step keyword 'debugger'"]
+
+
+def test_a_missing_file_without_when_is_refused_at_load(tmp_path: Path) -> None:
+    tasks = "    - include_tasks: nowhere.yml\n"
+    assert _errors(tmp_path, tasks) == ["4:22 include_tasks file not found: nowhere.yml"]
