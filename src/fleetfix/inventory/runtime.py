@@ -54,8 +54,21 @@ def with_host_var(inventory: Inventory, key: str, value: Any) -> Inventory:
 def select(inventory: Inventory, pattern: str) -> list[str]:
     """The hosts `pattern` selects; an implicit host only where a term names it."""
     named = set(implicit_names(inventory, pattern))
-    chosen = [h for h in inventory.select(pattern) if h not in inventory.implicit or h in named]
+    # An implicit host a group_by or add_host put in a group the pattern names is that
+    # group's member, as in ansible-core (never through `all` or `ungrouped`).
+    terms = set(split_pattern(pattern)) - {"all", "ungrouped"}
+    grouped = {h for h in inventory.implicit if terms & set(_groups_of(inventory, h))}
+    chosen = [
+        h
+        for h in inventory.select(pattern)
+        if h not in inventory.implicit or h in named or h in grouped
+    ]
     return chosen + [n for n in named if n in inventory.hosts and n not in chosen]
+
+
+def _groups_of(inventory: Inventory, host: str) -> tuple[str, ...]:
+    found = inventory.hosts.get(host)
+    return found.groups if found is not None else ()
 
 
 def with_additions(

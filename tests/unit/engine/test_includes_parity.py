@@ -73,3 +73,12 @@ def test_a_debugger_that_would_start_is_still_refused(tmp_path: Path) -> None:
 def test_a_missing_file_without_when_is_refused_at_load(tmp_path: Path) -> None:
     tasks = "    - include_tasks: nowhere.yml\n"
     assert _errors(tmp_path, tasks) == ["4:22 include_tasks file not found: nowhere.yml"]
+
+
+def test_a_group_by_group_of_the_implicit_localhost_agrees_with_ansible(tmp_path: Path) -> None:
+    """The inventory lists node1 only: localhost is the implicit one, in the group group_by
+    made (`all` would still leave it out)."""
+    theirs = _copy(tmp_path, "ansible") / "includes_grouped_localhost.yml"
+    ours = _copy(tmp_path, "fleetfix") / "includes_grouped_localhost.yml"
+    seen = assert_same(theirs, ours, hosts=("node1",))
+    assert seen.recap.startswith("ok=2 "), seen.output
