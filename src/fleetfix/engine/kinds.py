@@ -217,7 +217,7 @@ async def _include(hs: HostStep) -> Outcome:
     if hs.step.kind is StepKind.INCLUDE_ROLE:
         role = str(hs.step.args["role"])
         if hs.step.args.get("missing"):  # Ansible fails the include, not the load
-            return Outcome(failed=True, message=f"the role '{role}' was not found")
+            return _unloaded(f"the role '{role}' was not found", role)
         from fleetfix.engine.role_includes import included_role, run_time_role  # noqa: PLC0415
 
         if "run_time" in hs.step.args:  # a templated name: this host's role, read now
@@ -230,9 +230,7 @@ async def _include(hs: HostStep) -> Outcome:
     path = next((p for p in places if p.is_file()), None)
     if path is None:
         looked = ", ".join(str(p.parent) for p in places)
-        return Outcome(
-            failed=True, message=f"Could not find or access '{name}' (looked in {looked})"
-        )
+        return _unloaded(f"Could not find or access '{name}' (looked in {looked})", name)
     if "steps" not in hs.step.args or name != hs.step.args["file"]:
         loader = hs.ctx.options.task_loader
         if loader is None:
@@ -240,12 +238,21 @@ async def _include(hs: HostStep) -> Outcome:
         try:
             loader(str(path))
         except FleetfixError as exc:
-            return Outcome(failed=True, message=f"include_tasks {name}: {exc}")
+            return _unloaded(f"include_tasks {name}: {exc}", name)
     return Outcome(data={INCLUDED_KEY: str(path.resolve())})
 
 
 INCLUDED_KEY = "included"
 """In an include's registered result: the file (or role) it included on this host."""
+UNLOADED_KEY = "reason"
+"""In a failed include's result: why its file (or role) could not be read (ansible-core's
+`reason`); such a failure counts as failed even when a rescue catches it (engine/play.py)."""
+
+
+def _unloaded(reason: str, name: str) -> Outcome:
+    """An include whose file (or role) could not be read, as ansible-core reports it."""
+    return Outcome(failed=True, message=reason, data={"include": name, UNLOADED_KEY: reason})
+
 
 LEFT_KEY = "fleetfix_left"
 """In an action step's registered result: the engine left the host there (kind, reason)."""

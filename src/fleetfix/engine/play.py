@@ -16,6 +16,7 @@ from fleetfix.engine.context import HostState, RunContext
 from fleetfix.engine.handlers import Handlers, runs_once
 from fleetfix.engine.hoststep import StepEnv, with_lines
 from fleetfix.engine.includes import Inclusion, inclusions
+from fleetfix.engine.kinds import UNLOADED_KEY
 from fleetfix.engine.lockstep import Key, Lockstep, Turn
 from fleetfix.engine.remediate import HOLD_KEY
 from fleetfix.engine.revisit import REVISIT_POLL, defer_all, look_again
@@ -66,6 +67,9 @@ class BatchRun:
     does not restore the failure it held back)."""
     marked: set[str] = field(default_factory=set)
     """Hosts any_errors_fatal marked failed: their rescue runs but is not counted as one."""
+    unloaded: dict[str, int] = field(default_factory=dict)
+    """Per host, the inclusions its last step could not read (a missing file or role): a
+    rescue that catches them leaves them counted as failed, none as rescued (ansible-core)."""
     included: dict[str, int] = field(default_factory=dict)
     """Each included file (or role) in the order this batch first included it: its steps'
     place after the include, so two files included at one step run one after the other."""
@@ -357,7 +361,9 @@ async def _linear_host(run: BatchRun, state: HostState) -> None:
             await _host_steps(run, state, section, run.env, (index,))
             if run.stop_play:
                 return
-            if state.active or run.handlers.forced(state):
+            # An empty section notified nothing since the last flush: no flush turn (at
+            # 10,000 hosts, pre_tasks' was half of the work before the first command)
+            if section and (state.active or run.handlers.forced(state)):
                 turn = await run.turn(state, (index, _SECTION_END), None)
                 if turn is not None and not run.stop_play:
                     # the hosts' states listed by the one host that runs it: every host
@@ -522,12 +528,28 @@ async def _step_result(
         result = await execute(run.ctx, env, state, step)
     if _fails(result):
         turn.failed.add(state.name)
+    run.unloaded.pop(state.name, None)
     if step.kind not in INCLUDE_KINDS:
         return result, []
+    unloaded = _unloaded(result)
+    if unloaded:  # each inclusion it could not read is a failure of its own, as Ansible's
+        run.unloaded[state.name] = unloaded
+        run.ctx.stats(state.name).failed += unloaded - 1
     found = inclusions(run.ctx, step, result)  # walked like a block's steps, after the turn
     if step.loop is not None and found:  # Ansible counts each item's inclusion as ok
         run.ctx.stats(state.name).ok += len(found) - 1
     return result, found
+
+
+def _unloaded(result: StepResult) -> int:
+    """How many of a failed include's inclusions (one, or one per loop item) could not be
+    read."""
+    if result.status is not Status.FAILED:
+        return 0
+    items = result.data.get("results")
+    if not isinstance(items, list):
+        return 1 if UNLOADED_KEY in result.data else 0
+    return sum(1 for item in items if isinstance(item, dict) and UNLOADED_KEY in item)
 
 
 def _fails(result: StepResult) -> bool:
@@ -641,7 +663,11 @@ async def _block(
     if state.failed and block.rescue and not _held(state) and not run.stop_play:
         stats = run.ctx.stats(state.name)
         stats.failed = failures_before
-        if state.name in run.marked:
+        unloaded = run.unloaded.pop(state.name, 0)
+        if unloaded:  # ansible-core counts an include it could not read, and no rescue
+            stats.failed += unloaded
+            state.cleared_failures += unloaded  # in the recap only: the host was rescued
+        elif state.name in run.marked:
             run.marked.discard(state.name)  # Ansible counts no rescue of a marked host
         else:
             stats.rescued += 1  # a failure a rescue caught, whatever the rescue does

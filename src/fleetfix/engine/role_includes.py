@@ -16,7 +16,7 @@ from __future__ import annotations
 from typing import Any
 
 from fleetfix.engine.hoststep import HostStep, Outcome
-from fleetfix.engine.kinds import INCLUDED_KEY
+from fleetfix.engine.kinds import INCLUDED_KEY, UNLOADED_KEY
 from fleetfix.errors import FleetfixError, PlaybookError
 from fleetfix.playbook.conditions import OMIT
 from fleetfix.playbook.model import Step
@@ -63,9 +63,9 @@ def run_time_role(hs: HostStep) -> Outcome:
     except PlaybookError as exc:  # the role's own file: its place; the include's: none
         where = f"{exc.position}: " if exc.position not in (None, hs.step.position) else ""
         hint = f" ({exc.hint})" if exc.hint else ""
-        return Outcome(failed=True, message=f"{where}{exc.message}{hint}")
+        return _unloaded(f"{where}{exc.message}{hint}", name)
     except FleetfixError as exc:
-        return Outcome(failed=True, message=str(exc))
+        return _unloaded(str(exc), name)
     refused = _unnotifiable(role, hs.env.play.handlers)
     if refused:
         return Outcome(failed=True, message=refused)
@@ -114,3 +114,9 @@ def _every(steps: tuple[Step, ...]) -> list[Step]:
         if isinstance(inner, tuple):
             found.extend(_every(inner))
     return found
+
+
+def _unloaded(reason: str, name: str) -> Outcome:
+    """A role that could not be read: the include fails as ansible-core's (`reason`), and
+    counts as failed even when a rescue catches it (engine/play.py)."""
+    return Outcome(failed=True, message=reason, data={"include": name, UNLOADED_KEY: reason})

@@ -82,3 +82,11 @@ def test_a_group_by_group_of_the_implicit_localhost_agrees_with_ansible(tmp_path
     ours = _copy(tmp_path, "fleetfix") / "includes_grouped_localhost.yml"
     seen = assert_same(theirs, ours, hosts=("node1",))
     assert seen.recap.startswith("ok=2 "), seen.output
+
+
+def test_unreadable_includes_agree_with_ansible(tmp_path: Path) -> None:
+    theirs = _copy(tmp_path, "ansible") / "includes_unreadable.yml"
+    ours = _copy(tmp_path, "fleetfix") / "includes_unreadable.yml"
+    seen = assert_same(theirs, ours, hosts=HOSTS)
+    assert "failed=2 " in seen.recap and "rescued=0 " in seen.recap, seen.output
+    assert seen.exit_code == 0, seen.output
