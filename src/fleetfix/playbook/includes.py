@@ -108,21 +108,28 @@ class Includes:
         roles: RoleReader,
         read_steps: StepListReader,
         read_keywords: KeywordReader,
+        *,
+        read_handlers: StepListReader | None = None,
     ) -> None:
         self._values = values
+        self._read_handlers = read_handlers or read_steps
         self._read_keywords = read_keywords
         self._base_dir = base_dir
         self._roles = roles
         self._read_steps = read_steps
         self._reading: list[Path] = []  # files being read: an include of itself is read later
 
-    def tasks_args(self, entry: Entry, *, conditional: bool = False) -> dict[str, Any]:
+    def tasks_args(
+        self, entry: Entry, *, conditional: bool = False, handler: bool = False
+    ) -> dict[str, Any]:
         """{'file': name as written, 'steps': the file's steps when the name is a literal}.
 
         A literal file with problems is refused now, unless the include has a `when`: then,
         as Ansible reads an include only when a host reaches it (a file for another
         platform, under a `when` that never holds on this one), the file is read again when
-        a host gets there, and its problems fail that host's include (`deferred` says which)."""
+        a host gets there, and its problems fail that host's include (`deferred` says which).
+        A handler's include reads its file as handlers (a block there is refused, as
+        ansible-core refuses it)."""
         node = kv_mapping(entry.value, "include_tasks")
         applied: dict[str, Any] = {}
         if node.is_mapping:
@@ -153,17 +160,25 @@ class Includes:
             raise node.error(f"include_tasks file not found: {name}", hint=f"looked for {looked}")
         if path in self._reading:  # includes itself: read when a host gets there
             return {"file": name, "apply": applied}
-        return self._literal(name, path, node, applied, conditional=conditional)
+        return self._literal(name, path, node, applied, conditional=conditional, handler=handler)
 
     def _literal(
-        self, name: str, path: Path, node: Node, applied: dict[str, Any], *, conditional: bool
+        self,
+        name: str,
+        path: Path,
+        node: Node,
+        applied: dict[str, Any],
+        *,
+        conditional: bool,
+        handler: bool = False,
     ) -> dict[str, Any]:
         """A literal file's steps, read now; a conditional include's problems wait for a host
         that reaches it (`deferred`: the first of them)."""
         mark = self._values.mark()
         steps: tuple[Step, ...] = ()
         try:
-            steps = tuple(inherit(step, applied) for step in self._read(path, node))
+            read = self._read(path, node, handler=handler)
+            steps = tuple(inherit(step, applied) for step in read)
         except PlaybookError as exc:
             if not conditional:
                 raise
@@ -237,7 +252,7 @@ class Includes:
                 )
         return self._read_keywords(node, None)
 
-    def _read(self, path: Path, where: Node) -> tuple[Step, ...]:
+    def _read(self, path: Path, where: Node, *, handler: bool = False) -> tuple[Step, ...]:
         try:
             document = load_yaml(path)
         except PlaybookError as exc:
@@ -248,7 +263,8 @@ class Includes:
             return ()
         self._reading.append(path)
         try:
-            return self._read_steps(document.root, f"tasks in {path.name}")
+            reader = self._read_handlers if handler else self._read_steps
+            return reader(document.root, f"tasks in {path.name}")
         finally:
             self._reading.pop()
 

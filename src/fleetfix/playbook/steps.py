@@ -200,8 +200,15 @@ class StepReader:
         self._imports = TaskImports(values, base_dir or Path.cwd(), self.import_keywords)
         self.roles = RoleReader(values, base_dir or Path.cwd(), self._role_list)
         self._includes = Includes(
-            values, base_dir or Path.cwd(), self.roles, self._imported_list, self.import_keywords
+            values,
+            base_dir or Path.cwd(),
+            self.roles,
+            self._imported_list,
+            self.import_keywords,
+            read_handlers=self._handler_list,
         )
+        self._brought_handlers = 0  # depth of handler files an import or include reads
+        self._handler_blocks = 0  # depth of blocks in such a file
         self.notified: list[tuple[str, Node]] = []  # (topic, where it was written)
         self.module_defaults: list[Defaults] = []
         """The module_defaults of the play and the blocks around the step being read."""
@@ -249,7 +256,13 @@ class StepReader:
     def _handler_list(self, node: Node, what: str) -> tuple[Step, ...]:
         """An import_tasks in handlers: its steps are handlers (ansible-core's Role.HANDLER
         reading; the import's own name notifies nothing)."""
-        return self.step_list(node, Role.HANDLER, f"handlers in {what.removeprefix('tasks in ')}")
+        self._brought_handlers += 1
+        try:
+            return self.step_list(
+                node, Role.HANDLER, f"handlers in {what.removeprefix('tasks in ')}"
+            )
+        finally:
+            self._brought_handlers -= 1
 
     def _role_list(self, node: Node, handlers: bool, what: str) -> tuple[Step, ...]:
         return self.step_list(node, Role.HANDLER if handlers else Role.TASK, what)
@@ -295,17 +308,19 @@ class StepReader:
         if kind is StepKind.MODULE:
             args = self._module(kind_entry)
         elif kind in INCLUDE_KINDS:
-            args = self._include(kind, kind_entry, node.get("when") is not None)
+            args = self._include(kind, kind_entry, node.get("when") is not None, role)
         else:
             args = self._kind_args(kind, kind_entry.value)
         fields = self._step_keywords(node, kind, role)  # checked even when args are bad
         if kind is StepKind.BLOCK:
-            fields.update(self._block_parts(node))
+            fields.update(self._block_parts(node, role))
         else:
             self._check_no_block_parts(node)
         if args is None or not allowed or not self._handler_allowed(kind, args, node, role):
             return None
-        if role is Role.HANDLER and "name" not in fields and "listen" not in fields:
+        # a handler an import or include brings in runs with it: it needs no name of its own
+        unnamed = "name" not in fields and "listen" not in fields
+        if role is Role.HANDLER and unnamed and not self._brought_handlers:
             self._report(node.error("a handler needs a name: (or listen:) to be notified by"))
         fields.setdefault("name", kw.default_step_name(kind, args))
         return Step(kind=kind, args=args, position=node.position, **fields)
@@ -360,7 +375,8 @@ class StepReader:
             return True
         problem = None
         meta = args.get("name") if kind is StepKind.META and isinstance(args, dict) else None
-        if kind is StepKind.BLOCK:
+        top_of_file = self._brought_handlers and not self._handler_blocks
+        if kind is StepKind.BLOCK and not top_of_file:
             problem = "using a block as a handler is not supported"
         elif kind is StepKind.INCLUDE_ROLE:
             problem = "using 'include_role' as a handler is not supported"
@@ -376,12 +392,20 @@ class StepReader:
             if entry is not None:
                 self._report(entry.key.error(f"{part}: is only valid next to block:"))
 
-    def _block_parts(self, node: Node) -> dict[str, tuple[Step, ...]]:
+    def _block_parts(self, node: Node, role: Role = Role.TASK) -> dict[str, tuple[Step, ...]]:
+        """A block's parts; in a handler file an import or include brings in, a top-level
+        block is ansible-core's implicit one, and its steps are handlers (a block there is
+        refused)."""
+        inner = Role.HANDLER if role is Role.HANDLER and self._brought_handlers else Role.TASK
         parts: dict[str, tuple[Step, ...]] = {}
-        for part in ("block", *sorted(kw.BLOCK_PARTS)):
-            child = node.get(part)
-            if child is not None:
-                parts[part] = self.step_list(child, Role.TASK, part)
+        self._handler_blocks += inner is Role.HANDLER
+        try:
+            for part in ("block", *sorted(kw.BLOCK_PARTS)):
+                child = node.get(part)
+                if child is not None:
+                    parts[part] = self.step_list(child, inner, part)
+        finally:
+            self._handler_blocks -= inner is Role.HANDLER
         return parts
 
     # ------------------------------------------------------------------ step keywords
@@ -491,11 +515,14 @@ class StepReader:
             self._report(exc)
             return None
 
-    def _include(self, kind: StepKind, entry: Entry, conditional: bool) -> dict[str, Any] | None:
+    def _include(
+        self, kind: StepKind, entry: Entry, conditional: bool, role: Role
+    ) -> dict[str, Any] | None:
         try:
             if kind is StepKind.INCLUDE_ROLE:
                 return self._includes.role_args(entry)
-            return self._includes.tasks_args(entry, conditional=conditional)
+            handler = role is Role.HANDLER
+            return self._includes.tasks_args(entry, conditional=conditional, handler=handler)
         except PlaybookError as exc:
             self._report(exc)
             return None

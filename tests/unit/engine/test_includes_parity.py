@@ -90,3 +90,34 @@ def test_unreadable_includes_agree_with_ansible(tmp_path: Path) -> None:
     seen = assert_same(theirs, ours, hosts=HOSTS)
     assert "failed=2 " in seen.recap and "rescued=0 " in seen.recap, seen.output
     assert seen.exit_code == 0, seen.output
+
+
+def _handler_file_errors(tmp_path: Path, handler_file: str, handler: str) -> list[str]:
+    (tmp_path / "handlers.yml").write_text(handler_file)
+    book = tmp_path / "site.yml"
+    book.write_text(
+        "- hosts: localhost\n  gather_facts: false\n  tasks:\n"
+        "    - command: 'true'\n"  # an import's name notifies nothing: no notify here
+        f"  handlers:\n    - name: recheck\n      {handler}: handlers.yml\n"
+    )
+    errors = validate_playbook(book, builtin_catalog())
+    return [f"{e.position.line}:{e.position.column} {e.message}" for e in errors if e.position]
+
+
+NESTED = (
+    "- name: outer\n  block:\n    - debug:\n        msg: fine\n"
+    "    - name: inner\n      block:\n        - debug:\n            msg: refused\n"
+)
+
+
+def test_a_handler_file_block_holds_handlers_and_no_block(tmp_path: Path) -> None:
+    """A handler file's top-level block is ansible-core's implicit one (its unnamed steps
+    are fine); a block inside it is a block as a handler, refused where it is written."""
+    for how in ("include_tasks", "import_tasks"):
+        errors = _handler_file_errors(tmp_path, NESTED, how)
+        assert errors == ["5:7 using a block as a handler is not supported"], (how, errors)
+
+
+def test_unnamed_steps_a_handler_file_brings_in_are_accepted(tmp_path: Path) -> None:
+    for how in ("include_tasks", "import_tasks"):
+        assert _handler_file_errors(tmp_path, "- debug:\n    msg: hi\n", how) == [], how
