@@ -7,7 +7,7 @@ import asyncio
 import contextlib
 import signal
 import sys
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Callable, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -598,7 +598,19 @@ def _engine_options(
         operator=operator(),
         task_loader=builtin_task_loader(),
         role_loader=role_loader(builtin_catalog()),
+        inventory_loader=_inventory_loader(args, plan.playbook),
     )
+
+
+def _inventory_loader(args: argparse.Namespace, playbook: Playbook) -> Callable[[], Inventory]:
+    """meta: refresh_inventory's: the sources read again as the run first read them."""
+    patterns = [play.hosts for play in playbook.plays]
+
+    def load() -> Inventory:
+        fresh = with_implicit_localhost(load_inventory(args.inventory), patterns)
+        return with_lab_port(args, fresh)
+
+    return load
 
 
 async def _execute(

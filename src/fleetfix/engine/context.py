@@ -168,6 +168,9 @@ class RunOptions:
     role_loader: RoleLoader | None = None
     """Reads the role an include_role names with a template (per host at run time); raises
     PlaybookError. None: such includes fail, saying so."""
+    inventory_loader: Callable[[], HostSource] | None = None
+    """Reads the inventory's sources again for `meta: refresh_inventory` (raises
+    InventoryError). None: such a step fails, saying so."""
     node_lease_seconds: float | None = 600.0
     """How long a lease on a node lasts unless renewed (engine/node_lease.py); None: the run
     takes no node leases."""
@@ -231,6 +234,8 @@ class HostState:
     name: str
     base_vars: dict[str, Any]
     facts: dict[str, Any] = field(default_factory=dict)  # register and set_fact results
+    gathered: dict[str, Any] = field(default_factory=dict)
+    """Facts setup/gather_facts stored (Ansible's fact cache): above inventory, below play vars."""
     included_vars: dict[str, Any] = field(default_factory=dict)
     """include_vars results: above play and step vars, below set_fact (ansible-core 2.19)."""
     failed: bool = False

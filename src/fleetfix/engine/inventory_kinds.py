@@ -1,11 +1,13 @@
-"""add_host and group_by on a host: render the arguments, change the run's inventory."""
+"""add_host, group_by and meta: refresh_inventory: change the run's inventory."""
 
 from __future__ import annotations
 
 from typing import Any
 
 from fleetfix.engine.hoststep import HostStep, Outcome
-from fleetfix.engine.runhosts import add_host, group_by
+from fleetfix.engine.runhosts import add_host, group_by, refresh
+from fleetfix.errors import FleetfixError
+from fleetfix.inventory.model import Inventory
 
 
 async def add_host_step(hs: HostStep) -> Outcome:
@@ -36,6 +38,29 @@ async def group_by_step(hs: HostStep) -> Outcome:
         return Outcome(failed=True, message=refused)
     data = {"add_group": key, "parent_groups": parents}
     return Outcome(changed=True, data=data, registers_command=False)
+
+
+def refresh_inventory(hs: HostStep, quiet: dict[str, Any]) -> Outcome:
+    """Ansible's meta: refresh_inventory, run once for the batch: the inventory's sources read
+    again (with the group_vars/host_vars next to the playbook), add_host's hosts and
+    group_by's groups kept; a host no source lists now leaves the play (it ends there), one
+    that is new joins the plays after this one."""
+    loader = hs.ctx.options.inventory_loader
+    if loader is None:
+        return Outcome(failed=True, message="refresh_inventory: this run cannot read its inventory")
+    try:
+        fresh = loader()
+    except FleetfixError as exc:
+        return Outcome(failed=True, message=f"refresh_inventory: {exc}")
+    if not isinstance(fresh, Inventory):
+        return Outcome(failed=True, message="refresh_inventory: not an inventory the run can use")
+    from fleetfix.engine import with_playbook_vars  # noqa: PLC0415 (engine imports the kinds)
+
+    fresh = with_playbook_vars(fresh, hs.env.scope.playbook_dir)
+    assert isinstance(fresh, Inventory)
+    for name in refresh(hs.ctx, fresh):
+        hs.ctx.hosts[name].ended = True  # out of the inventory: out of the play
+    return Outcome(message="inventory successfully refreshed", data=quiet)
 
 
 def _names(rendered: list[Any]) -> list[str]:

@@ -13,7 +13,7 @@ import jinja2
 from fleetfix.engine.commands import announce_planned
 from fleetfix.engine.disruptive import command_action, disruptive_command
 from fleetfix.engine.hoststep import HostStep, Outcome, ansible_times, command_line
-from fleetfix.engine.inventory_kinds import add_host_step, group_by_step
+from fleetfix.engine.inventory_kinds import add_host_step, group_by_step, refresh_inventory
 from fleetfix.engine.parking import PARK_KEY, PARKED, parked_from
 from fleetfix.engine.remediate import run_action, run_command_action
 from fleetfix.engine.verdict import left
@@ -183,6 +183,11 @@ async def _meta(hs: HostStep) -> Outcome:
     if name == "end_host":
         hs.state.ended = True
         return Outcome(message=f"ending play for {hs.state.name}", data=quiet)
+    if name == "refresh_inventory":
+        return refresh_inventory(hs, quiet)
+    if name == "clear_facts":  # Ansible's fact cache only: set_fact and register stay
+        hs.state.gathered.clear()
+        return Outcome(message="facts cleared", data=quiet)
     if name == "reset_connection":  # the next command opens a fresh connection, as Ansible
         await hs.ctx.connections.drop(hs.state.name)
         return Outcome(message="reset connection", data=quiet)

@@ -380,7 +380,7 @@ async def _gather_facts(run: BatchRun, state: HostState) -> None:
     """The play's implicit Gathering Facts step, ahead of pre_tasks (facts/step.py), when the
     play gathers under the run's `gathering`; 'smart' leaves out hosts with facts already."""
     step = gathering_step(run.env.play, run.ctx.options.gathering)
-    if step is None or (SMART_KEY in step.args and gathered_already(state.facts)):
+    if step is None or (SMART_KEY in step.args and gathered_already(state.gathered)):
         return
     if _wanted(run, step):
         await _host_step(run, state, step, run.env, (-1,))
@@ -560,7 +560,9 @@ def _fails(result: StepResult) -> bool:
     return result.status is Status.FAILED and HOLD_KEY not in result.data
 
 
-_BATCH_METAS = frozenset({"flush_handlers", "end_play", "end_batch", "clear_host_errors"})
+_BATCH_METAS = frozenset(
+    {"flush_handlers", "end_play", "end_batch", "clear_host_errors", "refresh_inventory"}
+)
 
 
 async def _batch_meta(run: BatchRun, step: Step, env: StepEnv, turn: Turn) -> None:
@@ -579,7 +581,7 @@ async def _batch_meta(run: BatchRun, step: Step, env: StepEnv, turn: Turn) -> No
         return
     async with run.ctx.forks:
         result = await execute(run.ctx, env, states[0], step)
-    if result.status is Status.SKIPPED:
+    if result.status is Status.SKIPPED or action == "refresh_inventory":  # the step did it
         return
     if action == "clear_host_errors":
         for state in run.states():

@@ -29,10 +29,13 @@ class RuntimeHosts:
     memberships: dict[str, list[str]] = field(default_factory=dict)
     parents: dict[str, list[str]] = field(default_factory=dict)
     base: Inventory | None = None  # the inventory before any addition
+    first_listed: frozenset[str] | None = None
+    """The hosts the inventory listed when the run started, once a refresh_inventory read it
+    again (None: it was not)."""
 
     @property
     def changed(self) -> bool:
-        return bool(self.hosts or self.memberships)
+        return bool(self.hosts or self.memberships) or self.first_listed is not None
 
 
 class LiveGroups(Mapping[str, list[str]]):
@@ -108,6 +111,30 @@ def _rebuild(ctx: RunContext, host: str) -> None:
         state.problems_seen = None  # its `gpus` may have changed too
 
 
+def refresh(ctx: RunContext, fresh: Inventory) -> list[str]:
+    """The inventory read again (meta: refresh_inventory), with what add_host and group_by
+    added kept as Ansible keeps them (a grouping of a host no source lists now is dropped);
+    the hosts of the run that no longer exist, which leave the play."""
+    added = ctx.runtime_hosts
+    if added.first_listed is None:
+        before = added.base or ctx.inventory
+        added.first_listed = frozenset(before.hosts if isinstance(before, Inventory) else ())
+    known = set(fresh.hosts) | set(added.hosts)
+    for members in added.memberships.values():
+        members[:] = [host for host in members if host in known]
+    added.base = fresh
+    ctx.inventory = runtime.with_additions(fresh, added.hosts, added.memberships, added.parents)
+    gone = []
+    for name, state in ctx.hosts.items():
+        if name not in known:
+            gone.append(name)
+            continue
+        state.base_vars = ctx.inventory.host_vars(name)
+        state.templated_vars = None
+        state.problems_seen = None
+    return gone
+
+
 def play_hosts(ctx: RunContext, pattern: str, select: Callable[[str], list[str]]) -> list[str]:
     """The hosts a play's pattern selects now: the run's selection, plus the hosts and groups
     add_host/group_by added (with --limit still applied)."""
@@ -128,6 +155,12 @@ def unlisted(ctx: RunContext, host: str) -> str | None:
         return (
             f"{host} was added by add_host, not listed in the inventory: fleetfix actions run "
             "only on listed hosts (leases, repair budget and topology come from the inventory)"
+        )
+    first = ctx.runtime_hosts.first_listed
+    if first is not None and host not in first and host not in ctx.runtime_hosts.hosts:
+        return (
+            f"{host} came with a meta: refresh_inventory, not listed when the run started: "
+            "fleetfix actions run only on hosts listed then (leases, repair budget, topology)"
         )
     inventory = ctx.inventory
     if isinstance(inventory, Inventory) and host in inventory.implicit:

@@ -22,7 +22,7 @@ class HostVars(Mapping[str, Mapping[str, Any]]):
         state = self._ctx.hosts.get(name)
         if state is None:
             return self._ctx.inventory.host_vars(name)
-        return {**state.base_vars, **state.included_vars, **state.facts}
+        return {**state.base_vars, **state.gathered, **state.included_vars, **state.facts}
 
     def __iter__(self) -> Iterator[str]:
         return iter(self._ctx.hosts)
@@ -122,11 +122,14 @@ def compose(
     scope: PlayScope,
     step_vars: Mapping[str, Any] | None = None,
 ) -> dict[str, Any]:
-    """inventory < play vars/vars_files < block and step vars < registered/set_fact < extra
-    vars: Ansible's precedence, where a set_fact or register outranks a task's `vars` (a
-    set_fact in a loop sees the value it set for the item before, not the task's again)."""
-    variables: dict[str, Any] = {"ansible_host": state.name}  # Ansible's default for it
+    """inventory < gathered facts < play vars/vars_files < block and step vars <
+    registered/set_fact < extra vars: Ansible's precedence, where a set_fact or register
+    outranks a task's `vars` (a set_fact in a loop sees the value it set for the item before,
+    not the task's again) and a play's vars outrank gathered facts (Ansible's fact cache)."""
+    # Ansible's defaults: ansible_host the host's name, ansible_facts empty until gathered
+    variables: dict[str, Any] = {"ansible_host": state.name, "ansible_facts": {}}
     variables.update(state.base_vars)
+    variables.update(state.gathered)  # gathered facts: above inventory, below play vars
     variables.update(scope.play_vars.get(state.name, {}))
     if step_vars:
         variables.update(step_vars)

@@ -35,7 +35,7 @@ with a probe's short excerpt, since its facts are the evidence."""
 
 async def setup(call: ModuleCall) -> Outcome:
     hs, params = call.hs, call.params
-    if hs.step.args.get(SMART_KEY) and gathered_already(hs.state.facts):
+    if hs.step.args.get(SMART_KEY) and gathered_already(hs.state.gathered):
         return Outcome(skipped=True, message="facts gathered already (gathering: smart)")
     try:
         collectors = selected(params["gather_subset"])
@@ -59,7 +59,7 @@ async def setup(call: ModuleCall) -> Outcome:
         raise ModuleFailed(f"facts gathering failed: {said or f'exit status {result.rc}'}")
     facts = filtered(facts, params["filter"])
     gathered = prefixed(facts, [str(s) for s in params["gather_subset"]])
-    store_facts(hs.state.facts, gathered)
+    store_facts(hs.state.gathered, gathered)
     return call.outcome(ansible_facts=gathered)
 
 

@@ -181,12 +181,11 @@ META_ACTIONS: tuple[str, ...] = (
     "noop",
     "reset_connection",
     "clear_host_errors",
+    "refresh_inventory",
+    "clear_facts",
 )
 UNSUPPORTED_META: Mapping[str, str] = MappingProxyType(
     {
-        "refresh_inventory": "the inventory is read once per run: add_host and group_by change"
-        " it for later plays",
-        "clear_facts": "fleetfix keeps no fact cache between runs: drop the step",
         "end_role": "end_role is not supported: put the role's remaining steps under a when:",
     }
 )
@@ -320,6 +319,14 @@ def is_variable_name(name: object) -> bool:
         and name.isidentifier()
         and not keyword.iskeyword(name)
         and name not in _JINJA_RESERVED
+    )
+
+
+def reserved_argument(action: str, name: str) -> str:
+    """ansible-core's load-time refusal of an argument named `_ansible_...` (mod_args.py)."""
+    return (
+        f"Invalid parameter specified beginning with keyword '_ansible_' for action "
+        f"'{action}': '{name}'. The prefix '_ansible_' is reserved for internal use only."
     )
 
 

@@ -634,6 +634,8 @@ class StepReader:
             if name == "cacheable":
                 # Accepted and ignored: fleetfix keeps no fact cache; every fact lasts the run.
                 self._values.check_templates(value)
+            elif str(name).startswith("_ansible_"):  # ansible-core refuses it at load
+                self._report(where.error(kw.reserved_argument("set_fact", str(name))))
             elif not kw.is_variable_name(name) and not is_template(name):
                 self._report(where.error(f"invalid variable name {shown(name)} in set_fact"))
             else:

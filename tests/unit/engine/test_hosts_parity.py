@@ -145,8 +145,8 @@ def test_a_play_keyword_that_cannot_render_is_refused_at_its_place(tmp_path: Pat
 
 def test_unsupported_meta_is_refused_at_load(tmp_path: Path) -> None:
     playbook = tmp_path / "meta.yml"
-    playbook.write_text("- hosts: all\n  tasks:\n    - meta: refresh_inventory\n")
+    playbook.write_text("- hosts: all\n  tasks:\n    - meta: end_role\n")
     errors = validate_playbook(playbook, builtin_catalog())
-    assert [e.message for e in errors] == ["meta: refresh_inventory is not supported"]
+    assert [e.message for e in errors] == ["meta: end_role is not supported"]
     assert isinstance(errors[0], PlaybookError) and errors[0].position is not None
     assert (errors[0].position.line, errors[0].position.column) == (3, 13)

@@ -1,0 +1,69 @@
+"""Facts and the variables around them against ansible-playbook: each facts_*.yml fixture
+under fixtures/playbooks/parity runs under both tools on localhost (Ansible's default
+gathering) and must show the same banners, verdicts, printed values, recap and exit code."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import pytest
+
+from tests.support.parity import assert_same, fleetfix
+
+PARITY = Path(__file__).parents[2] / "fixtures" / "playbooks" / "parity"
+
+
+def _copy(tmp_path: Path, name: str) -> Path:
+    """The fixture's directory copied, so each tool writes in a fresh place."""
+    target = tmp_path / name
+    shutil.copytree(PARITY, target)
+    return target
+
+
+def test_gathered_facts_sit_below_play_vars(tmp_path: Path) -> None:
+    """A play var named like a fact wins over the gathered value, a set_fact over both (and
+    into the next play); ansible_facts and hostvars keep the gathered value."""
+    ours = assert_same(
+        _copy(tmp_path, "ansible") / "facts_precedence.yml",
+        _copy(tmp_path, "fleetfix") / "facts_precedence.yml",
+    )
+    assert ours.exit_code == 0, ours.output
+    assert '"ansible_system": "system_from_play_vars"' in ours.stdout
+    assert '"ansible_system": "system_from_set_fact"' in ours.stdout
+
+
+def test_set_fact_name_reserved_for_ansible_is_refused_at_load(tmp_path: Path) -> None:
+    """`_ansible_*` is refused before anything runs, whatever ignore_errors says."""
+    ours = assert_same(
+        _copy(tmp_path, "ansible") / "facts_reserved_set_fact.yml",
+        _copy(tmp_path, "fleetfix") / "facts_reserved_set_fact.yml",
+    )
+    assert ours.exit_code != 0
+    assert "The prefix '_ansible_' is reserved for internal use only." in ours.output
+    assert "facts_reserved_set_fact.yml:11:9" in ours.output
+
+
+@pytest.mark.parametrize("free_form", [False, True], ids=["mapping", "free form"])
+def test_reserved_name_points_at_its_place(tmp_path: Path, free_form: bool) -> None:
+    """fleetfix's message names the file, line and column of the reserved name."""
+    written = "set_fact: _ansible_x=1" if free_form else "set_fact:\n        _ansible_x: 1"
+    playbook = tmp_path / "reserved.yml"
+    playbook.write_text(f"- hosts: localhost\n  gather_facts: false\n  tasks:\n    - {written}\n")
+    seen = fleetfix(playbook)
+    assert seen.exit_code != 0
+    assert "reserved.yml:" in seen.output
+    assert "'_ansible_x'" in seen.output
+    assert "Traceback" not in seen.output
+
+
+def test_refresh_inventory_reads_the_sources_again(tmp_path: Path) -> None:
+    """meta: refresh_inventory mid-play: the host gone leaves the play, the new one is in the
+    next, variables are read again, add_host's host and group_by's groups are kept."""
+    theirs = _copy(tmp_path, "ansible") / "facts_refresh"
+    ours_dir = _copy(tmp_path, "fleetfix") / "facts_refresh"
+    ours = assert_same(theirs / "playbook.yml", ours_dir / "playbook.yml", "-i", "current.yml")
+    assert ours.exit_code == 0, ours.output
+    assert "node-a in row r1" not in ours.stdout
+    assert '"msg": "node-b in row r2"' in ours.stdout
+    assert '"msg": "node-c in row r3"' in ours.stdout
