@@ -39,8 +39,9 @@ INCLUDE_KEYWORDS = frozenset(
     | {"ignore_errors", "register", "no_log", "run_once", "timeout", "listen"}
 )
 """The keywords an include takes (ansible-core's TaskInclude.VALID_INCLUDE_KEYWORDS, with
-`listen` for a handler's); the included steps carry the rest themselves. `run_once` is the
-include's own: it is included on the first host only."""
+`listen` for a handler's); the included steps carry the rest themselves. `run_once` and
+`timeout` are the include's own: it is included on the first host only; the timeout bounds
+the include, never its steps (the loader keeps it off the step)."""
 _ROLE_ARGS = frozenset(
     {"name", "tasks_from", "handlers_from", "vars_from", "defaults_from", "allow_duplicates"}
     | {"public", "rolespec_validate", "apply"}

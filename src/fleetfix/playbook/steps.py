@@ -422,6 +422,10 @@ class StepReader:
                 continue
             if is_omit(entry.value.value):
                 continue  # `check_mode: "{{ omit }}"`: not set, as in Ansible
+            if key == "timeout" and kind in INCLUDE_KINDS:
+                # checked, and kept off the step: it bounds the include, never its steps
+                self._values.convert_into({}, entry, self._step_value)
+                continue
             self._values.convert_into(fields, entry, self._step_value)
         loops.one_loop(self._values, node, fields)
         escalate = node.entry("escalate")

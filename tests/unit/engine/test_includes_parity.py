@@ -10,7 +10,7 @@ import shutil
 from pathlib import Path
 
 from fleetfix.cli.loading import builtin_catalog
-from fleetfix.playbook.loader import validate_playbook
+from fleetfix.playbook.loader import load_playbook, validate_playbook
 from tests.support.parity import assert_same
 
 PARITY = Path(__file__).parents[2] / "fixtures" / "playbooks" / "parity"
@@ -121,3 +121,17 @@ def test_a_handler_file_block_holds_handlers_and_no_block(tmp_path: Path) -> Non
 def test_unnamed_steps_a_handler_file_brings_in_are_accepted(tmp_path: Path) -> None:
     for how in ("include_tasks", "import_tasks"):
         assert _handler_file_errors(tmp_path, "- debug:\n    msg: hi\n", how) == [], how
+
+
+def test_an_include_timeout_bounds_the_include_not_its_steps(tmp_path: Path) -> None:
+    """ansible-core takes timeout: on an include for the include alone: the included steps
+    do not inherit it (a block's timeout they do)."""
+    (tmp_path / "checks.yml").write_text("- debug:\n    msg: checked\n")
+    book = tmp_path / "site.yml"
+    book.write_text(
+        "- hosts: localhost\n  gather_facts: false\n  tasks:\n"
+        "    - include_tasks: checks.yml\n      timeout: 5\n"
+    )
+    include = load_playbook(book, builtin_catalog()).plays[0].tasks[0]
+    assert include.timeout is None
+    assert [step.timeout for step in include.args["steps"]] == [None]
