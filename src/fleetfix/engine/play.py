@@ -654,7 +654,8 @@ async def _block(
     The block's `when` is each of its steps' (evaluated before theirs, step by step)."""
     env = env.with_vars(block.vars)
     inherited = _inherit(block)
-    failures_before = run.ctx.stats(state.name).failed
+    counted = run.ctx.result.stats.get(state.name)  # not ctx.stats: a host no step counts
+    failures_before = counted.failed if counted is not None else 0  # has no recap line
     if block.rescue:
         run.rescuable[state.name] = run.rescuable.get(state.name, 0) + 1
     try:
@@ -748,7 +749,8 @@ def failed_task(step: Step) -> dict[str, Any]:
 
 def _inherit(block: Step) -> Any:
     """Children of a block inherit its tags, when, become, environment, ignore_errors, notify,
-    any_errors_fatal, check_mode, become_user, delegate_to, timeout and no_log, as Ansible's."""
+    any_errors_fatal, check_mode, become_user, delegate_to, timeout, no_log and run_once, as
+    Ansible's."""
 
     def apply(steps: Sequence[Step]) -> list[Step]:
         out = []
@@ -768,6 +770,7 @@ def _inherit(block: Step) -> Any:
                     delegate_to=_first(child.delegate_to, block.delegate_to),
                     timeout=_first(child.timeout, block.timeout),
                     no_log=child.no_log or block.no_log,
+                    run_once=child.run_once or block.run_once,
                 )
             )
         return out
