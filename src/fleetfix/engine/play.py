@@ -362,8 +362,10 @@ async def _linear_host(run: BatchRun, state: HostState) -> None:
             if run.stop_play:
                 return
             # An empty section notified nothing since the last flush: no flush turn (at
-            # 10,000 hosts, pre_tasks' was half of the work before the first command)
-            if section and (state.active or run.handlers.forced(state)):
+            # 10,000 hosts, pre_tasks' was half of the work before the first command),
+            # unless a handler notified itself (or an earlier one) in that flush
+            due = section or state.notified or run.handlers.pending.get(state.name)
+            if due and (state.active or run.handlers.forced(state)):
                 turn = await run.turn(state, (index, _SECTION_END), None)
                 if turn is not None and not run.stop_play:
                     # the hosts' states listed by the one host that runs it: every host
