@@ -5,10 +5,16 @@ gathering) and must show the same banners, verdicts, printed values, recap and e
 from __future__ import annotations
 
 import shutil
+from dataclasses import dataclass, field
 from pathlib import Path
+from typing import cast
 
 import pytest
 
+from fleetfix.engine import runhosts
+from fleetfix.engine.context import HostState, RunContext
+from fleetfix.engine.runhosts import RuntimeHosts
+from fleetfix.inventory import Inventory, load_inventory
 from tests.support.parity import assert_same, fleetfix
 
 PARITY = Path(__file__).parents[2] / "fixtures" / "playbooks" / "parity"
@@ -68,3 +74,34 @@ def test_refresh_inventory_reads_the_sources_again(tmp_path: Path) -> None:
     assert "node-a in row r1" not in ours.stdout
     assert '"msg": "node-b in row r2"' in ours.stdout
     assert not any(line.startswith(("node-c ", "node-x ")) for line in ours.stdout.splitlines())
+
+
+@dataclass
+class _RunInventory:
+    """What runhosts.refresh and unlisted read of a run: its inventory, additions and hosts."""
+
+    inventory: Inventory
+    runtime_hosts: RuntimeHosts = field(default_factory=RuntimeHosts)
+    hosts: dict[str, HostState] = field(default_factory=dict)
+
+
+def test_a_host_refresh_brings_gets_no_fleetfix_action(tmp_path: Path) -> None:
+    """Leases, the repair budget and the topology were taken for the hosts listed when the run
+    started: a host only a refresh_inventory brought is refused fleetfix actions, as add_host's
+    are; a listed host that stays listed is not, and one the refresh removed is reported gone."""
+    before, after = tmp_path / "before.ini", tmp_path / "after.ini"
+    before.write_text("gpu001 row=r1\ngpu002\n")
+    after.write_text("gpu001 row=r2\ngpu003\n")
+    run = _RunInventory(load_inventory([str(before)]))
+    run.hosts = {
+        name: HostState(name, run.inventory.host_vars(name)) for name in ("gpu001", "gpu002")
+    }
+    ctx = cast("RunContext", run)
+    assert runhosts.group_by(ctx, "gpu002", "spares", ["all"]) is None
+    gone = runhosts.refresh(ctx, load_inventory([str(after)]))
+    assert gone == ["gpu002"]
+    assert run.hosts["gpu001"].base_vars["row"] == "r2"
+    assert run.inventory.hosts_in("spares") == []  # a grouping of a host gone is dropped
+    assert runhosts.unlisted(ctx, "gpu001") is None
+    refused = runhosts.unlisted(ctx, "gpu003")
+    assert refused is not None and "refresh_inventory" in refused
