@@ -355,7 +355,10 @@ _PLUGINS: Mapping[str, Callable[[Context, tuple[Any, ...], Mapping[str, Any]], l
 }
 
 
-def _run(context: Context, name: str, terms: tuple[Any, ...], options: dict[str, Any]) -> Any:
+def _run(
+    context: Context, name: str, terms: tuple[Any, ...], options: dict[str, Any]
+) -> list[Any] | None:
+    """The plugin's values; None when it failed under errors=ignore/warn."""
     plugin = _PLUGINS.get(name)
     if plugin is None:
         raise LookupFailed(f"lookup plugin {name!r} is not supported by fleetfix")
@@ -366,10 +369,11 @@ def _run(context: Context, name: str, terms: tuple[Any, ...], options: dict[str,
         terms = tuple(whole) if isinstance(whole, list | tuple) else (whole,)
     try:
         return plugin(context, terms, options)
-    except LookupFailed:
+    except LookupFailed as exc:
         if errors in ("ignore", "warn"):
-            return []
-        raise
+            return None
+        # ansible-core 2.19 (AnsibleTemplatePluginRuntimeError, its cause joined after it)
+        raise LookupFailed(f"The lookup plugin {name!r} failed: {exc}") from None
 
 
 @jinja2.pass_context
@@ -378,6 +382,8 @@ def lookup(context: Context, name: str, *terms: Any, **options: Any) -> Any:
     joined with commas, and any other list as it is."""
     wantlist = bool(options.get("wantlist", False))
     values = _run(context, name, terms, dict(options))
+    if values is None:  # failed, errors ignored: Ansible's None (or [] with wantlist)
+        return [] if wantlist else None
     if wantlist:
         return values
     if len(values) == 1:
@@ -389,7 +395,7 @@ def lookup(context: Context, name: str, *terms: Any, **options: Any) -> Any:
 
 @jinja2.pass_context
 def query(context: Context, name: str, *terms: Any, **options: Any) -> list[Any]:
-    return list(_run(context, name, terms, dict(options)))
+    return list(_run(context, name, terms, dict(options)) or ())
 
 
 GLOBALS: Mapping[str, Any] = {"lookup": lookup, "query": query, "q": query}

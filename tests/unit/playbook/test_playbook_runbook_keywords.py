@@ -218,3 +218,16 @@ def test_what_is_still_refused_says_what_to_write(tmp_path: Path, catalog: StepC
     assert any("dict2items" in e for e in errors), errors
     with pytest.raises(PlaybookError, match="meta: end_role is not supported"):
         _play(tmp_path, catalog, _tasks("    - meta: end_role\n"))
+
+
+def test_a_failing_lookup_says_which_plugin_failed_as_ansible_does() -> None:
+    # ansible-core 2.19: "The lookup plugin 'X' failed: <cause>" (a rescue's
+    # ansible_failed_result.msg reads it), for a with_ loop and a template alike
+    with pytest.raises(Exception, match="The lookup plugin 'together' failed: with_together"):
+        Templar().render("{{ query('together', [], _loop_terms=true) }}", {})
+    with pytest.raises(Exception, match="The lookup plugin 'sequence' failed: must specify"):
+        Templar().render("{{ lookup('sequence', 'start=1') }}", {})
+    # errors=ignore: None, or [] with wantlist (ansible-core's _invoke_lookup)
+    assert Templar().render("{{ lookup('sequence', 'start=1', errors='ignore') }}", {}) is None
+    ignored = "{{ lookup('sequence', 'start=1', errors='ignore', wantlist=true) }}"
+    assert Templar().render(ignored, {}) == []
