@@ -20,8 +20,9 @@ from fleetfix.engine.context import HostState, RunContext
 from fleetfix.engine.lockstep import outside
 from fleetfix.engine.variables import PlayScope, compose
 from fleetfix.errors import FleetfixError, PlaybookError
+from fleetfix.playbook.catalog import default_step_name
 from fleetfix.playbook.conditions import is_template
-from fleetfix.playbook.model import Play, Step, handler_search_order
+from fleetfix.playbook.model import Play, Step, StepKind, handler_search_order
 
 
 class HandlerRunner(Protocol):
@@ -50,9 +51,22 @@ class Handlers:
     """Per host, the handlers notified and not yet run (by their place in `handlers`)."""
     warnings: list[str] = field(default_factory=list)
     """Topics that named no handler, with error_on_missing_handler false."""
+    hidden: set[str] = field(init=False)
+    """Directories of roles only an include_role brings in, whose handlers no notify finds
+    until the include has run (ansible-core adds them to the play's then: `reveal`)."""
 
     def __post_init__(self) -> None:
         self.handlers = list(self.play.handlers)
+        included: set[str] = set()
+        listed: set[str] = set()
+        for section in (self.play.pre_tasks, self.play.tasks, self.play.post_tasks):
+            _role_paths(section, included, listed, within=False)
+        self.hidden = included - listed
+
+    def reveal(self, steps: Sequence[Step]) -> None:
+        """An include_role ran: the handlers of the roles its steps come from are notifiable
+        from now on, for every host (ansible-core's play-wide handler list)."""
+        self.hidden -= {s.role.path for s in steps if s.role is not None}
 
     def take(self, state: HostState) -> None:
         """The host's notified topics (rendered with its variables; a list names several) as
@@ -107,6 +121,8 @@ class Handlers:
         first (handler_search_order: the last source's, the first of a name in it), as a list."""
         for index in handler_search_order(self.handlers):
             handler = self.handlers[index]
+            if self._hidden(handler):
+                continue
             name = self._name(state, handler)
             if name is not None and topic in _names(handler, name):
                 return [index]
@@ -118,11 +134,16 @@ class Handlers:
         found: list[int] = []
         for index in handler_search_order(self.handlers):
             handler = self.handlers[index]
-            if topic not in _listens(handler) or handler.name in seen:
+            plain = _plain_name(handler)  # a role's and the play's of one name: the first
+            if topic not in _listens(handler) or plain in seen or self._hidden(handler):
                 continue
-            seen.add(handler.name)
+            if not _unnamed(handler, plain):  # unnamed ones all run (ansible-core: name "")
+                seen.add(plain)
             found.append(index)
         return found
+
+    def _hidden(self, handler: Step) -> bool:
+        return handler.role is not None and handler.role.path in self.hidden
 
     def _name(self, state: HostState, handler: Step) -> str | None:
         """The handler's name rendered; None: it cannot be, and the handler is unusable by
@@ -204,6 +225,37 @@ def runs_once(ctx: RunContext, scope: PlayScope, step: Step, first: HostState) -
         variables = compose(ctx, first, scope, step.vars)
         return boolean(ctx.templar.render(step.run_once, variables))
     except (FleetfixError, ValueError):
+        return False
+
+
+def _role_paths(
+    steps: Sequence[Step], included: set[str], listed: set[str], *, within: bool
+) -> None:
+    """The directories of the roles whose steps `steps` hold: those under a literal
+    include_role (`within`) into `included`, the others (roles:, import_role) into `listed`."""
+    for step in steps:
+        if step.role is not None:
+            (included if within else listed).add(step.role.path)
+        inner = step.args.get("steps") if isinstance(step.args, dict) else None
+        nested = within or step.kind is StepKind.INCLUDE_ROLE
+        if isinstance(inner, tuple):
+            _role_paths(inner, included, listed, within=nested)
+        for part in (step.block, step.rescue, step.always):
+            _role_paths(part, included, listed, within=within)
+
+
+def _plain_name(handler: Step) -> str:
+    """The handler's name without its role's `ROLE : ` (ansible-core's Handler.name)."""
+    if handler.role is None:
+        return handler.name
+    return handler.name.removeprefix(f"{handler.role.name} : ")
+
+
+def _unnamed(handler: Step, plain: str) -> bool:
+    """Whether the handler was written without a name: (it carries the one fleetfix gives)."""
+    try:
+        return plain == default_step_name(handler.kind, handler.args)
+    except (KeyError, TypeError):
         return False
 
 

@@ -538,6 +538,8 @@ async def _step_result(
         run.unloaded[state.name] = unloaded
         run.ctx.stats(state.name).failed += unloaded - 1
     found = inclusions(run.ctx, step, result)  # walked like a block's steps, after the turn
+    if step.kind is StepKind.INCLUDE_ROLE:  # its role's handlers are notifiable from now on
+        run.handlers.reveal([s for inclusion in found for s in inclusion.steps])
     if step.loop is not None and found:  # Ansible counts each item's inclusion as ok
         run.ctx.stats(state.name).ok += len(found) - 1
     return result, found

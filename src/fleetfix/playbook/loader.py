@@ -559,16 +559,22 @@ def _imported_play(
 
 def _reachable(handlers: tuple[Step, ...]) -> tuple[Step, ...]:
     """The play's handlers less those nothing can notify: one without listen: topics that
-    another handler of the same name hides (the one ansible-core 2.19 finds first:
-    handler_search_order; engine/handlers.py resolves notify topics at run time)."""
-    found: dict[str, int] = {}
+    another handler of the same name and source hides (the one ansible-core 2.19 finds first:
+    handler_search_order; engine/handlers.py resolves notify topics at run time). One that a
+    later source's hides stays: that source may be an include_role's, notifiable only once
+    the include has run."""
+    found: dict[tuple[str, str | None], int] = {}
     for index in handler_search_order(handlers):
-        found.setdefault(handlers[index].name, index)
+        found.setdefault(_name_in_source(handlers[index]), index)
     return tuple(
         handler
         for index, handler in enumerate(handlers)
-        if handler.listen or found[handler.name] == index
+        if handler.listen or found[_name_in_source(handler)] == index
     )
+
+
+def _name_in_source(handler: Step) -> tuple[str, str | None]:
+    return handler.name, None if handler.role is None else handler.role.path
 
 
 def _topics(handler: Step) -> tuple[str, ...]:
