@@ -26,7 +26,7 @@ from fleetfix.playbook.args_keyword import with_args
 from fleetfix.playbook.catalog import StepCatalog, shown, suggest
 from fleetfix.playbook.conditions import Templar, is_omit, is_template
 from fleetfix.playbook.extravars import parse_kv, vars_problems
-from fleetfix.playbook.imports import TaskImports, import_entry
+from fleetfix.playbook.imports import TaskImports, import_entry, inherit
 from fleetfix.playbook.includes import (
     INCLUDE_KEYWORDS,
     INCLUDE_KINDS,
@@ -230,6 +230,8 @@ class StepReader:
             entry = import_entry(item) or role_entry(item)
             if role is Role.HANDLER and entry is not None and entry is import_entry(item):
                 steps.extend(self._imports.read(item, entry, self._handler_list))
+            elif role is Role.HANDLER and self._top_of_handlers() and _is_block(item):
+                steps.extend(self._handler_block(item))
             elif entry is not None and role is not Role.TASK:
                 self._report(
                     entry.key.error(f"{entry.key.value}: is not valid in {role.value} steps")
@@ -264,6 +266,30 @@ class StepReader:
         finally:
             self._brought_handlers -= 1
 
+    def _top_of_handlers(self) -> bool:
+        """Reading the play's (or a role's) handlers list itself, not a file or block in it."""
+        return not self._brought_handlers and not self._handler_blocks
+
+    def _handler_block(self, node: Node) -> tuple[Step, ...]:
+        """A block written directly under handlers: (or in a role's handlers file): ansible-core's
+        implicit block of handlers. Its steps are the handlers, each with the block's keywords
+        (its name notifies nothing); a block inside it is refused at its place. A flush runs
+        only a handler block's block: (ansible-core's _do_handler_run), so rescue: and always:
+        are refused rather than silently never run."""
+        for part in sorted(kw.BLOCK_PARTS):
+            entry = node.entry(part)
+            if entry is not None:
+                self._report(entry.key.error(f"{part}: never runs in a block of handlers"))
+        block = node.get("block")
+        assert block is not None  # _is_block
+        self._handler_blocks += 1
+        try:
+            children = self.step_list(block, Role.HANDLER, "handlers in a block")
+        finally:
+            self._handler_blocks -= 1
+        keywords = self.import_keywords(node, node.entry("block"))
+        return tuple(inherit(child, keywords) for child in children)
+
     def _role_list(self, node: Node, handlers: bool, what: str) -> tuple[Step, ...]:
         return self.step_list(node, Role.HANDLER if handlers else Role.TASK, what)
 
@@ -285,7 +311,7 @@ class StepReader:
             )
             return None
         try:
-            node = _include_action(local_action(node))
+            node = _module_action(_include_action(local_action(node)))
         except PlaybookError as exc:
             self._report(exc)
             return None
@@ -746,6 +772,31 @@ def _include_action(node: Node) -> Node:
     return replace(node, entries=tuple(Entry(key, args) if e is entry else e for e in node.entries))
 
 
+def _module_action(node: Node) -> Node:
+    """`action: {module: MODULE, ARG: ...}` (Ansible's action form, told from fleetfix's own
+    `action: {name: ...}` by its module: key) as `MODULE: {ARG: ...}`. A templated module is
+    refused: fleetfix gates, plans and journals a step by its module before anything runs.
+
+    Raises:
+        PlaybookError: the module is a template.
+    """
+    entry = node.entry("action")
+    if entry is None or not entry.value.is_mapping or entry.value.entry("name") is not None:
+        return node
+    module = entry.value.entry("module")
+    if module is None:
+        return node
+    if isinstance(module.value.value, str) and is_template(module.value.value):
+        raise module.value.error(
+            f"action: module: {module.value.value!r} names its module with a template: fleetfix"
+            " must know a step's module when it loads the playbook (a disruptive command is"
+            " gated and journaled before it is sent)",
+            hint="write one step per module, each with a when: on the variable",
+        )
+    kind = _local_kind(entry)
+    return replace(node, entries=tuple(kind if e is entry else e for e in node.entries))
+
+
 def _local_kind(entry: Entry) -> Entry:
     """`local_action`'s value as the entry `MODULE: ARGS`."""
     value = entry.value
@@ -838,3 +889,7 @@ def _block_args(node: Node) -> dict[str, Any]:
     if not node.is_sequence:
         raise node.error(f"block must be a list of steps, not {shown(node.value)}")
     return {}
+
+
+def _is_block(node: Node) -> bool:
+    return node.is_mapping and node.entry("block") is not None

@@ -1,0 +1,72 @@
+"""Handlers and module results against ansible-playbook 2.19: a block written directly under
+handlers: (ansible-core's implicit block of handlers), the handlers an include_role brings in
+(notifiable once it has run), templated handler names, and Ansible's `action: {module: ...}`
+form; plus what is refused at load with its place (a nested block of handlers, a templated
+module name)."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import pytest
+
+from fleetfix.cli.loading import builtin_catalog
+from fleetfix.playbook.loader import validate_playbook
+from tests.support.parity import assert_same
+
+PARITY = Path(__file__).parents[2] / "fixtures" / "playbooks" / "parity"
+
+
+def _copy(tmp_path: Path, name: str) -> Path:
+    """The fixture's directory copied, so each tool writes its own files in a fresh place."""
+    target = tmp_path / name
+    shutil.copytree(PARITY, target)
+    return target
+
+
+@pytest.mark.parametrize(
+    "playbook", ["handlers_block.yml", "handlers_include_role.yml", "values_action_module.yml"]
+)
+def test_handlers_and_values_agree_with_ansible(tmp_path: Path, playbook: str) -> None:
+    theirs = _copy(tmp_path, "ansible") / playbook
+    ours = assert_same(theirs, _copy(tmp_path, "fleetfix") / playbook)
+    assert ours.exit_code == 0, ours.output
+
+
+def _errors(tmp_path: Path, play: str) -> list[str]:
+    book = tmp_path / "site.yml"
+    book.write_text(f"- hosts: localhost\n  gather_facts: false\n{play}")
+    return [
+        f"{e.position.line}:{e.position.column} {e.message}"
+        for e in validate_playbook(book, builtin_catalog())
+        if e.position is not None
+    ]
+
+
+def test_a_block_inside_a_block_of_handlers_is_refused_where_it_is_written(
+    tmp_path: Path,
+) -> None:
+    play = (
+        "  tasks:\n    - command: 'true'\n      notify: fine\n"
+        "  handlers:\n    - block:\n        - name: fine\n          debug:\n"
+        "        - name: nested\n          block:\n            - name: inner\n"
+        "              debug:\n"
+    )
+    assert _errors(tmp_path, play) == ["10:11 using a block as a handler is not supported"]
+
+
+def test_rescue_in_a_block_of_handlers_is_refused(tmp_path: Path) -> None:
+    """A flush runs a handler block's block: only; a rescue would silently never run."""
+    play = (
+        "  tasks:\n    - command: 'true'\n      notify: fine\n"
+        "  handlers:\n    - block:\n        - name: fine\n          debug:\n"
+        "      rescue:\n        - debug:\n"
+    )
+    assert _errors(tmp_path, play) == ["10:7 rescue: never runs in a block of handlers"]
+
+
+def test_a_templated_module_name_is_refused_at_load(tmp_path: Path) -> None:
+    play = "  tasks:\n    - action:\n        module: '{{ which }}'\n"
+    errors = _errors(tmp_path, play)
+    assert len(errors) == 1 and errors[0].startswith("5:17 action: module: '{{ which }}' names")
