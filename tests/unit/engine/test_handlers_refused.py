@@ -26,7 +26,10 @@ _PLAY = """\
         ("      meta: flush_handlers\n", "meta: flush_handlers cannot be used as a handler"),
         ("      meta: end_role\n", "end_role"),
         ("      include_role:\n        name: x\n", "using 'include_role' as a handler"),
-        ("      block:\n        - debug:\n", "using a block as a handler is not supported"),
+        (  # a top-level block is ansible-core's implicit block of handlers; one in it is not
+            "      block:\n        - name: inner\n          block:\n            - debug:\n",
+            "using a block as a handler is not supported",
+        ),
         ("      import_role:\n        name: x\n", "import_role: is not valid in handler steps"),
     ],
 )
