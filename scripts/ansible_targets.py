@@ -325,10 +325,22 @@ def main() -> int:
             print(f"{outcome.case}: {mark}", flush=True)
     agreed = sum(o.agree for o in outcomes)
     print(f"{agreed} of {len(outcomes)} agree ({100 * agreed / max(1, len(outcomes)):.0f}%)")
+    refused = sum(_refused_both(o) for o in outcomes)
+    print(
+        f"{refused} more differ only in the exit code of a playbook both refuse before it runs"
+        " (ansible-playbook 4, fleetfix 1: docs/decisions.md)"
+    )
     if options.json:
         outcomes.sort(key=lambda o: o.case)
         options.json.write_text(json.dumps([asdict(o) for o in outcomes], indent=1))
     return 0
+
+
+def _refused_both(outcome: Outcome) -> bool:
+    """Only the exit code differs, ansible-playbook's 4 against fleetfix's 1: a playbook
+    fleetfix refuses at load where Ansible stops with its parser error (recaps and printed
+    values the same, none)."""
+    return outcome.differs == ["exit 4 vs 1"]
 
 
 if __name__ == "__main__":
