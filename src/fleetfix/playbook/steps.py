@@ -197,6 +197,7 @@ class StepReader:
     ) -> None:
         self._catalog = catalog
         self._values = values
+        self._base_dir = base_dir or Path.cwd()
         self._imports = TaskImports(values, base_dir or Path.cwd(), self.import_keywords)
         self.roles = RoleReader(values, base_dir or Path.cwd(), self._role_list)
         self._includes = Includes(
@@ -362,8 +363,31 @@ class StepReader:
                 continue  # never starts Ansible's debugger: nothing to refuse
             if not known:
                 unknown += 1
-                self._report(kw.unknown_step_key(entry.key, self._catalog))
+                plugin = self._custom_plugin(key, node) if isinstance(key, str) else None
+                if plugin is not None:
+                    self._report(
+                        entry.key.error(
+                            f"{key!r} is a custom Python plugin ({plugin}): fleetfix does not"
+                            " run custom modules or action plugins",
+                            hint="do the same with shell:/command: or a fleetfix action",
+                        )
+                    )
+                else:
+                    self._report(kw.unknown_step_key(entry.key, self._catalog))
         return unknown
+
+    def _custom_plugin(self, key: str, node: Node) -> Path | None:
+        """A library/ module or action_plugins/ plugin of that name beside the playbook, the
+        step's file or its role (where ansible-core would find it), or None."""
+        places = [self._base_dir, self.roles.current_dir]
+        if node.position.file:
+            tasks_dir = Path(node.position.file).parent
+            places += [tasks_dir, tasks_dir.parent]
+        for place in places:
+            for kind in ("library", "action_plugins"):
+                if place is not None and (found := place / kind / f"{key}.py").is_file():
+                    return found
+        return None
 
     def _kind_entry(self, node: Node, unknown: int) -> Entry | None:
         kinds = [

@@ -70,3 +70,15 @@ def test_a_templated_module_name_is_refused_at_load(tmp_path: Path) -> None:
     play = "  tasks:\n    - action:\n        module: '{{ which }}'\n"
     errors = _errors(tmp_path, play)
     assert len(errors) == 1 and errors[0].startswith("5:17 action: module: '{{ which }}' names")
+
+
+def test_a_custom_plugin_is_named_as_one(tmp_path: Path) -> None:
+    """fleetfix runs no custom Python modules or action plugins (docs/decisions.md): a step
+    naming one says so, with the file ansible-core would run."""
+    (tmp_path / "action_plugins").mkdir()
+    (tmp_path / "action_plugins" / "shell_no_failed.py").write_text("")
+    play = "  tasks:\n    - shell_no_failed:\n        cmd: 'true'\n"
+    errors = _errors(tmp_path, play)
+    assert len(errors) == 1, errors
+    assert errors[0].startswith("4:7 'shell_no_failed' is a custom Python plugin ("), errors
+    assert "fleetfix does not run custom modules or action plugins" in errors[0]
