@@ -183,6 +183,10 @@ async def _meta(hs: HostStep) -> Outcome:
     if name == "end_host":
         hs.state.ended = True
         return Outcome(message=f"ending play for {hs.state.name}", data=quiet)
+    if name == "end_role":  # the rest of this use of the role is skipped for the host
+        hs.env.scope.roles.end(hs.state.name, hs.step)
+        role = hs.step.role.name if hs.step.role is not None else ""
+        return Outcome(message=f"ending role {role} for {hs.state.name}", data=quiet)
     if name == "refresh_inventory":
         return refresh_inventory(hs, quiet)
     if name == "clear_facts":  # Ansible's fact cache only: set_fact and register stay

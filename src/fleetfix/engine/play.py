@@ -478,6 +478,8 @@ async def _host_step(
     `banner`: its TASK banner is printed (a handler's RUNNING HANDLER banner came first).
     What an include brought in is walked once every host of the turn is done with it."""
     env = env or run.env
+    if not _IN_HANDLER.get() and env.scope.roles.passes(state.name, step):
+        return  # its role's use was ended (meta: end_role) or ran already (no duplicates)
     if step.kind is StepKind.BLOCK:
         run.announce(step)
         await _block(run, state, step, env, place)
@@ -528,6 +530,7 @@ async def _step_result(
 ) -> tuple[StepResult, list[Inclusion]]:
     async with run.ctx.forks:
         result = await execute(run.ctx, env, state, step)
+    env.scope.roles.ran(state.name, step, result)
     if _fails(result):
         turn.failed.add(state.name)
     run.unloaded.pop(state.name, None)

@@ -28,6 +28,7 @@ from fleetfix.errors import FleetfixError, UnreachableError
 from fleetfix.events import HostStepFinished, HostStepStarted, StepRetry
 from fleetfix.playbook.conditions import is_template
 from fleetfix.playbook.model import Step, StepKind
+from fleetfix.playbook.roles import RoleRun
 from fleetfix.results import QUIET_KEY, CommandResult, JournaledStep, Status, StepResult
 from fleetfix.secrets import LEARNED_MIN, MASK, NO_LOG_TEXT, leaves
 
@@ -188,7 +189,8 @@ def _variables(
     defaults = _role_defaults(ctx, step, base, public_defaults)
     base = under_defaults(base, defaults)
     base.update(_late_templates(ctx, state, env.scope, base))
-    local = {**public_vars, **env.inherited_vars, **step.vars}
+    own_role = step.role.role_vars if isinstance(step.role, RoleRun) else {}
+    local = {**public_vars, **own_role, **env.inherited_vars, **step.vars}
     if not local:
         return base
     resolved = ctx.templar.resolve(local, base)

@@ -9,7 +9,11 @@ from typing import Any, overload
 
 from fleetfix.engine.context import HostState, RunContext
 from fleetfix.playbook.conditions import OMIT, is_template
-from fleetfix.playbook.model import Play
+from fleetfix.playbook.model import Play, Step, StepKind
+from fleetfix.playbook.roles import RoleRun
+from fleetfix.results import Status, StepResult
+
+_RAN = frozenset({Status.OK, Status.CHANGED, Status.FAILED, Status.IGNORED})
 
 
 class HostVars(Mapping[str, Mapping[str, Any]]):
@@ -74,6 +78,52 @@ class ActiveHosts(Sequence[str]):
         return repr(self._active())
 
 
+@dataclass(slots=True)
+class RoleRuns:
+    """Per host, the uses of roles it ran and ended in this play: ansible-core's
+    Role._had_task_run and _completed (a host that ran a step of a role skips an equal use
+    that does not allow duplicates) and meta: end_role (the host skips the rest of that use)."""
+
+    _ran: dict[str, dict[str, set[object]]] = field(default_factory=dict)
+    """host -> role identity -> the uses (RoleRun.use) in which a step ran on it."""
+    _ended: dict[str, set[object]] = field(default_factory=dict)
+
+    def ran(self, host: str, step: Step, result: StepResult) -> None:
+        """A step's result on the host: a step of a role ran when it was ok, changed or
+        failed (not skipped, not unreachable, not a meta step), as ansible-core's role_ran."""
+        role = step.role
+        if not isinstance(role, RoleRun) or step.kind is StepKind.META:
+            return
+        if result.status in _RAN and not result.data.get("unreachable"):
+            self._ran.setdefault(host, {}).setdefault(role.identity, set()).add(role.use)
+
+    def end(self, host: str, step: Step) -> bool:
+        """meta: end_role on the host: the rest of the step's use of its role is skipped;
+        False where the step is in no role."""
+        role = step.role
+        if not isinstance(role, RoleRun):
+            return False
+        self._ended.setdefault(host, set()).add(role.use)
+        return True
+
+    def again(self, host: str) -> None:
+        """The host includes a role: a use it ended runs again when included again."""
+        self._ended.pop(host, None)
+
+    def passes(self, host: str, step: Step) -> bool:
+        """Whether the host skips the step, without a word: its role's use was ended, or it
+        ran an equal use before and this one does not allow duplicates."""
+        role = step.role
+        if not isinstance(role, RoleRun):
+            return False
+        if role.use in self._ended.get(host, ()):
+            return True
+        if not role.dedupe:
+            return False
+        uses = self._ran.get(host, {}).get(role.identity, set())
+        return any(use is not role.use for use in uses)
+
+
 @dataclass(frozen=True, slots=True)
 class PlayScope:
     """Per-play facts shared by every host's variables."""
@@ -88,6 +138,8 @@ class PlayScope:
         default_factory=dict, compare=False
     )
     """Per host: the defaults and vars of the roles it included with `public: true`."""
+    roles: RoleRuns = field(default_factory=RoleRuns, compare=False)
+    """The uses of roles each host ran or ended (deduplication and end_role)."""
 
     def expose(self, host: str, layers: tuple[Mapping[str, Any], Mapping[str, Any]]) -> None:
         """A public include_role ran on the host: its role's defaults and vars are the host's

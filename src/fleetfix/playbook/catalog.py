@@ -15,7 +15,7 @@ Step `args` shapes (what the engine reads):
     set_fact         {name: value, ...}
     assert           {'that': tuple[str, ...]} + optional 'fail_msg', 'success_msg', 'quiet': bool
     fail             {'msg': str}
-    meta             {'name': 'flush_handlers' | 'end_host' | 'end_batch' | 'end_play' | 'noop'}
+    meta             {'name': 'flush_handlers' | 'end_host' | 'end_role' | 'end_play' | 'noop' ...}
     add_host         {'name': str, 'groups': tuple[str, ...], 'vars': dict} (templates kept)
     group_by         {'key': str, 'parents': tuple[str, ...]} (templates kept)
 """
@@ -183,12 +183,9 @@ META_ACTIONS: tuple[str, ...] = (
     "clear_host_errors",
     "refresh_inventory",
     "clear_facts",
+    "end_role",
 )
-UNSUPPORTED_META: Mapping[str, str] = MappingProxyType(
-    {
-        "end_role": "end_role is not supported: put the role's remaining steps under a when:",
-    }
-)
+UNSUPPORTED_META: Mapping[str, str] = MappingProxyType({})
 TOPOLOGY_DOMAINS: tuple[str, ...] = ("rack", "leaf", "spine", "pod", "nvlink_domain", "rail", "pdu")
 PLAY_ORDERS: tuple[str, ...] = (
     "inventory",

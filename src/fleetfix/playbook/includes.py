@@ -51,7 +51,7 @@ ROLE_FILES = ("tasks_from", "vars_from", "defaults_from", "handlers_from")
 """The include_role arguments that choose a role's files."""
 
 StepListReader = Callable[[Node, str], tuple[Step, ...]]
-_NOT_IMPORT_ARGS = ("public", "allow_duplicates", "rolespec_validate", "apply")
+_NOT_IMPORT_ARGS = ("public", "rolespec_validate", "apply")  # allow_duplicates: RoleReader
 
 
 def with_include_args(entry: Entry, args: Node) -> Entry:

@@ -7,10 +7,11 @@ found as Ansible's RoleDefinition finds it: in the playbook's `roles/` directory
 (ansible.cfg or ANSIBLE_ROLES_PATH), for a dependency the depending role's parent directory,
 next to the playbook, then as a path from the working directory.
 
-Each of its steps is named `ROLE : STEP` (Ansible's banner), carries the role (`Step.role`:
-its directory and defaults, which sit below every other variable) and has the role's vars and
-params, `role_name` and `role_path` as its own vars; the role entry's `when`, `tags` and
-`vars` apply to each, as for import_tasks. Its handlers join the play's (notified by their name
+Each of its steps is named `ROLE : STEP` (Ansible's banner), carries the role (`Step.role`, a
+RoleRun: its directory, defaults, which sit below every other variable, and vars, below the
+blocks' and an include's around it) and has the role's params, `role_name` and `role_path`
+as its own vars; the role entry's `when`, `tags` and `vars` apply to each, as for
+import_tasks. Its handlers join the play's (notified by their name
 or `ROLE : NAME`). A role listed twice in `roles:` with the same parameters runs once.
 
 A public role's defaults and vars (its dependencies' included) are the whole play's, as
@@ -26,8 +27,8 @@ from __future__ import annotations
 import contextlib
 import json
 import os
-from collections.abc import Callable, Iterable
-from dataclasses import dataclass, replace
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -37,14 +38,14 @@ from fleetfix.errors import FleetfixError, PlaybookError
 from fleetfix.playbook import catalog as kw
 from fleetfix.playbook.catalog import shown
 from fleetfix.playbook.conditions import is_template
-from fleetfix.playbook.model import RoleInfo, Step
+from fleetfix.playbook.model import RoleInfo, Step, StepKind
 from fleetfix.playbook.module_args import kv_mapping
 from fleetfix.playbook.yamlpos import Entry, Node, load_yaml
 
 if TYPE_CHECKING:
     from fleetfix.playbook.steps import ValueReader
 
-__all__ = ["ROLE_IMPORTS", "RoleReader", "in_role", "role_entry"]
+__all__ = ["ROLE_IMPORTS", "RoleReader", "RoleRun", "in_role", "role_entry"]
 
 ROLE_IMPORTS = ("import_role", "ansible.builtin.import_role", "ansible.legacy.import_role")
 _ENTRY_KEYWORDS = frozenset({"role", "name", "vars", "tags", "when"})
@@ -75,6 +76,29 @@ class _Use:
     defaults_from: str = "main"
     role_basedir: str = ""
     """For a dependency: the directory holding the role that depends on it (searched too)."""
+    from_include: bool = False
+    """import_role or include_role (ansible-core's Role.from_include): never the same role as
+    a `roles:` entry's or a dependency's, for deduplication."""
+    allow_duplicates: bool | None = None
+    """The import's or include's `allow_duplicates` (True unless given); None: the role's
+    meta/main.yml decides (a `roles:` entry or a dependency)."""
+
+
+@dataclass(frozen=True, slots=True)
+class RoleRun(RoleInfo):
+    """One use of a role as it runs (ansible-core compiles each use's tasks, then its
+    role_complete): end_role ends this use for a host; a host that ran a step of an equal use
+    skips this one when it is `dedupe`."""
+
+    role_vars: Mapping[str, Any] = field(default_factory=dict)
+    """Its vars/main.yml (its dependencies' under it): above play vars, below the vars of
+    the blocks and the include around its steps (engine/steps.py `_variables`)."""
+    identity: str = ""
+    """ansible-core's Role hash: path, parameters and vars, when, tags, files, from_include."""
+    dedupe: bool = False
+    """The use does not allow duplicates: a host that ran an equal use before skips it."""
+    use: object = field(default_factory=object, compare=False)
+    """This use, as a token (end_role ends it; two uses of a role are two tokens)."""
 
 
 def role_entry(node: Node) -> Entry | None:
@@ -92,7 +116,6 @@ class RoleReader:
         self._base_dir = base_dir
         self._read_steps = read_steps
         self._stack: list[str] = []  # roles being read (a dependency cycle is an error)
-        self._ran: set[str] = set()  # roles: entries already expanded (name + params)
         self._handler_files: set[str] = set()
         self._roles_path: list[Path] | None = None
         self._exposed: dict[str, tuple[dict[str, Any], dict[str, Any]]] = {}
@@ -116,7 +139,7 @@ class RoleReader:
             use = self._roles_entry(item)
             if use is not None:
                 self.last_read = ({}, {})
-                steps.extend(self._expand(use, dedupe=True))
+                steps.extend(self._expand(use))
                 if self.public(None, static=True):
                     self._expose(self.last_read)
         return tuple(steps)
@@ -129,7 +152,7 @@ class RoleReader:
         if use is None:
             return ()
         self.last_read = ({}, {})
-        steps = self._expand(use, dedupe=False)
+        steps = self._expand(use)
         if not included and self.public(_public_arg(entry.value), static=True):
             self._expose(self.last_read)
         return steps
@@ -163,8 +186,10 @@ class RoleReader:
             handlers_from=files.get("handlers_from", "main"),
             vars_from=files.get("vars_from", "main"),
             defaults_from=files.get("defaults_from", "main"),
+            from_include=True,
+            allow_duplicates=True,
         )
-        return self._expand(use, dedupe=False)
+        return self._expand(use)
 
     # ------------------------------------------------------------------ reading entries
 
@@ -204,8 +229,11 @@ class RoleReader:
             )
             return None
         files: dict[str, str] = {}
+        duplicates = True  # an import's or include's default, as ansible-core's IncludeRole
         for arg in args.entries:
             key = arg.key.value
+            if key == "allow_duplicates":
+                duplicates = self._flag(arg.value, duplicates)
             if key in _ACCEPTED_ARGS:
                 continue
             if key not in _IMPORT_ARGS:
@@ -239,7 +267,26 @@ class RoleReader:
         if not name or unknown:
             return None
         chosen = {k: v for k, v in files.items() if k != "name"}
-        return _Use(name, named, f"{entry.key.position}>", when, tags, variables, **chosen)
+        site = f"{entry.key.position}>"
+        return _Use(
+            name,
+            named,
+            site,
+            when,
+            tags,
+            variables,
+            **chosen,
+            from_include=True,
+            allow_duplicates=duplicates,
+        )
+
+    def _flag(self, node: Node, default: bool) -> bool:
+        """A boolean argument (allow_duplicates); a bad one is reported where it is."""
+        try:
+            return boolean(node.value)
+        except (TypeError, ValueError):
+            self._values.report(node.error(f"expected a boolean, not {shown(node)}"))
+            return default
 
     def _role_name(self, node: Node) -> str:
         name = node.value
@@ -278,24 +325,46 @@ class RoleReader:
 
     # ------------------------------------------------------------------ reading the role
 
-    def _expand(self, use: _Use, *, dedupe: bool) -> tuple[Step, ...]:
+    def _expand(self, use: _Use) -> tuple[Step, ...]:
         found = self._find(use)
         if found is None:
             return ()
         name, directory = found
-        identity = json.dumps([str(directory), use.variables], default=str, sort_keys=True)
         if str(directory) in self._stack:
             chain = " -> ".join(Path(d).name for d in (*self._stack, str(directory)))
             self._values.report(use.where.error(f"role dependency cycle: {chain}"))
             return ()
-        if dedupe and identity in self._ran and not self._allows_duplicates(directory):
-            return ()
-        self._ran.add(identity)
         self._stack.append(str(directory))
         try:
             return self._role_steps(use, name, directory)
         finally:
             self._stack.pop()
+
+    def _run(
+        self, use: _Use, name: str, directory: Path, layers: tuple[dict[str, Any], dict[str, Any]]
+    ) -> RoleRun:
+        """This use of the role, as its steps carry it: deduplicated at run time, per host,
+        as ansible-core's play iterator skips a role a host has completed (a use whose steps
+        all skipped, or were unreachable, has not run: the next equal use runs)."""
+        identity = json.dumps(
+            [
+                str(directory),
+                use.variables,
+                use.when,
+                sorted(use.tags),
+                [use.tasks_from, use.handlers_from, use.vars_from, use.defaults_from],
+                use.from_include,
+            ],
+            default=str,
+            sort_keys=True,
+        )
+        allowed = use.allow_duplicates
+        if allowed is None:
+            allowed = self._allows_duplicates(directory)
+        defaults, role_vars = layers
+        return RoleRun(
+            name, str(directory), defaults, role_vars, identity=identity, dedupe=not allowed
+        )
 
     def exists(self, name: str, where: Node) -> bool:
         """Whether a role of this name is found (an include_role of a missing one fails the
@@ -316,8 +385,8 @@ class RoleReader:
     def _role_steps(self, use: _Use, name: str, directory: Path) -> tuple[Step, ...]:
         steps: list[Step] = []
         inherited: tuple[dict[str, Any], dict[str, Any]] = ({}, {})
-        for dependency in self._dependencies(directory):
-            steps.extend(self._expand(dependency, dedupe=True))
+        for dependency in self._dependencies(directory, use.site):
+            steps.extend(self._expand(dependency))
             found = self._find(dependency, quiet=True)
             below = self._exposed.get(str(found[1]) if found else "", ({}, {}))
             inherited = ({**inherited[0], **below[0]}, {**inherited[1], **below[1]})
@@ -331,8 +400,8 @@ class RoleReader:
         }
         self._exposed[str(directory)] = (defaults, role_vars)
         self.last_read = (defaults, role_vars)
-        info = RoleInfo(name, str(directory), defaults)
-        own = {**role_vars, **dict(use.variables), "role_name": name, "role_path": str(directory)}
+        info = self._run(use, name, directory, (defaults, role_vars))
+        own = {**dict(use.variables), "role_name": name, "role_path": str(directory)}
         # A role without tasks/main.yml is valid (handlers, defaults or dependencies only);
         # a tasks_from: file that is missing is not.
         tasks = self._file(directory / "tasks", use.tasks_from)
@@ -349,7 +418,9 @@ class RoleReader:
             self.handlers.extend(_handler(_in_role(s, info, own, use, top=True)) for s in read)
         return tuple(steps)
 
-    def _dependencies(self, directory: Path) -> list[_Use]:
+    def _dependencies(self, directory: Path, site: str) -> list[_Use]:
+        """The roles meta/main.yml lists, each its own use under the depending one's `site`
+        (a role used twice gives its dependencies two sets of journal keys)."""
         meta = self._file(directory / "meta", "main")
         if meta is None or not meta.is_mapping:
             return []
@@ -360,7 +431,7 @@ class RoleReader:
             self._values.report(listed.error("dependencies must be a list of roles"))
             return []
         return [
-            replace(use, role_basedir=str(directory.parent))
+            replace(use, role_basedir=str(directory.parent), site=site + use.site)
             for item in listed.items
             if (use := self._roles_entry(item)) is not None
         ]
@@ -472,18 +543,22 @@ def _in_role(step: Step, info: RoleInfo, own: dict[str, Any], use: _Use, *, top:
         return tuple(_in_role(child, info, own, use, top=False) for child in children)
 
     args = step.args
-    if isinstance(args.get("steps"), tuple):  # an include's file read at load: the role's too
-        args = {**args, "steps": inside(args["steps"])}
-    changed = replace(
-        step,
-        name=f"{info.name} : {step.name}",
-        role=info,
-        via=use.site + step.via,
-        args=args,
-        block=inside(step.block),
-        rescue=inside(step.rescue),
-        always=inside(step.always),
-    )
+    if step.role is not None:  # a role this one imports or includes: its steps stay its own
+        changed = replace(step, via=use.site + step.via)
+    else:
+        if isinstance(args.get("steps"), tuple):  # an include's file read at load: the role's
+            args = {**args, "steps": inside(args["steps"])}
+        own_name = step.kind is StepKind.INCLUDE_ROLE  # its banner names no role (Ansible's)
+        changed = replace(
+            step,
+            name=step.name if own_name else f"{info.name} : {step.name}",
+            role=info,
+            via=use.site + step.via,
+            args=args,
+            block=inside(step.block),
+            rescue=inside(step.rescue),
+            always=inside(step.always),
+        )
     if not top:
         return changed
     return replace(
@@ -497,9 +572,12 @@ def _in_role(step: Step, info: RoleInfo, own: dict[str, Any], use: _Use, *, top:
 def in_role(step: Step, info: RoleInfo) -> Step:
     """A step of a file a role's include read at run time: named `ROLE : NAME`, knowing its
     role (its defaults, files/ and templates/), as are the role's own steps."""
+    if step.role is not None:  # a role the file imports: its steps stay its own
+        return step
+    own_name = step.kind is StepKind.INCLUDE_ROLE
     return replace(
         step,
-        name=f"{info.name} : {step.name}",
+        name=step.name if own_name else f"{info.name} : {step.name}",
         role=info,
         block=tuple(in_role(child, info) for child in step.block),
         rescue=tuple(in_role(child, info) for child in step.rescue),

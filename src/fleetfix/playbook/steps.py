@@ -420,17 +420,23 @@ class StepReader:
 
     def _handler_allowed(self, kind: StepKind, args: Any, node: Node, role: Role) -> bool:
         """What ansible-core refuses as a handler: a block, include_role or import_role,
-        meta: flush_handlers or end_role (refused here, before anything runs)."""
+        meta: flush_handlers or end_role (refused here, before anything runs); and end_role
+        outside of a role."""
+        meta = args.get("name") if kind is StepKind.META and isinstance(args, dict) else None
         if role is not Role.HANDLER:
+            if meta == "end_role" and self.roles.current_dir is None:  # as ansible-core's
+                self._report(node.error("Cannot execute 'end_role' from outside of a role"))
+                return False
             return True
         problem = None
-        meta = args.get("name") if kind is StepKind.META and isinstance(args, dict) else None
         top_of_file = self._brought_handlers and not self._handler_blocks
         if kind is StepKind.BLOCK and not top_of_file:
             problem = "using a block as a handler is not supported"
         elif kind is StepKind.INCLUDE_ROLE:
             problem = "using 'include_role' as a handler is not supported"
-        elif meta in ("flush_handlers", "end_role"):
+        elif meta == "end_role":
+            problem = "Cannot execute 'end_role' from a handler"
+        elif meta == "flush_handlers":
             problem = f"meta: {meta} cannot be used as a handler"
         if problem is not None:
             self._report(node.error(problem))

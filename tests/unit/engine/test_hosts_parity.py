@@ -143,10 +143,10 @@ def test_a_play_keyword_that_cannot_render_is_refused_at_its_place(tmp_path: Pat
     assert "ok: [gpu001]" not in done.stdout
 
 
-def test_unsupported_meta_is_refused_at_load(tmp_path: Path) -> None:
+def test_end_role_outside_a_role_is_refused_at_load(tmp_path: Path) -> None:
     playbook = tmp_path / "meta.yml"
     playbook.write_text("- hosts: all\n  tasks:\n    - meta: end_role\n")
     errors = validate_playbook(playbook, builtin_catalog())
-    assert [e.message for e in errors] == ["meta: end_role is not supported"]
+    assert [e.message for e in errors] == ["Cannot execute 'end_role' from outside of a role"]
     assert isinstance(errors[0], PlaybookError) and errors[0].position is not None
-    assert (errors[0].position.line, errors[0].position.column) == (3, 13)
+    assert (errors[0].position.line, errors[0].position.column) == (3, 7)

@@ -216,7 +216,7 @@ def test_roles_named_with_name_equals(tmp_path: Path, catalog: StepCatalog) -> N
 def test_what_is_still_refused_says_what_to_write(tmp_path: Path, catalog: StepCatalog) -> None:
     errors = _errors(tmp_path, catalog, _tasks("    - debug: var=item\n      with_fileglob: '*'\n"))
     assert any("dict2items" in e for e in errors), errors
-    with pytest.raises(PlaybookError, match="meta: end_role is not supported"):
+    with pytest.raises(PlaybookError, match="Cannot execute 'end_role' from outside of a role"):
         _play(tmp_path, catalog, _tasks("    - meta: end_role\n"))
 
 
