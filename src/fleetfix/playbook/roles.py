@@ -121,6 +121,9 @@ class RoleReader:
         self._exposed: dict[str, tuple[dict[str, Any], dict[str, Any]]] = {}
         """A role's defaults and vars by directory: a role sees its dependencies' too."""
         self._private: bool | str | None = ""  # private_role_vars; "" until read
+        self._chained: dict[str, tuple[dict[str, Any], dict[str, Any]]] = {}
+        """A role's defaults and vars with those of the roles including it, as its steps see
+        them (a role it imports or includes sees them too)."""
         self.last_read: tuple[dict[str, Any], dict[str, Any]] = ({}, {})
         """The defaults and vars (its dependencies' under its own) of the last role read."""
         self.exposed_defaults: dict[str, Any] = {}
@@ -400,7 +403,10 @@ class RoleReader:
         }
         self._exposed[str(directory)] = (defaults, role_vars)
         self.last_read = (defaults, role_vars)
-        info = self._run(use, name, directory, (defaults, role_vars))
+        parent = self._parent_layers(use)
+        layers = ({**parent[0], **defaults}, {**parent[1], **role_vars})
+        self._chained[str(directory)] = layers
+        info = self._run(use, name, directory, layers)
         own = {**dict(use.variables), "role_name": name, "role_path": str(directory)}
         # A role without tasks/main.yml is valid (handlers, defaults or dependencies only);
         # a tasks_from: file that is missing is not.
@@ -417,6 +423,14 @@ class RoleReader:
             read = self._read_steps(handlers, True, f"handlers of role {name}")
             self.handlers.extend(_handler(_in_role(s, info, own, use, top=True)) for s in read)
         return tuple(steps)
+
+    def _parent_layers(self, use: _Use) -> tuple[dict[str, Any], dict[str, Any]]:
+        """The defaults and vars of the role whose steps import or include this one (with its
+        own parents' under them): ansible-core's dep chain gives them to the role, below its
+        own."""
+        if not use.from_include or len(self._stack) < 2:
+            return ({}, {})
+        return self._chained.get(self._stack[-2], ({}, {}))
 
     def _dependencies(self, directory: Path, site: str) -> list[_Use]:
         """The roles meta/main.yml lists, each its own use under the depending one's `site`
