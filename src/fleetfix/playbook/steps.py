@@ -277,6 +277,7 @@ class StepReader:
         (its name notifies nothing); a block inside it is refused at its place. A flush runs
         only a handler block's block: (ansible-core's _do_handler_run), so rescue: and always:
         are refused rather than silently never run."""
+        self._check_step_keys(node)
         for part in sorted(kw.BLOCK_PARTS):
             entry = node.entry(part)
             if entry is not None:

@@ -82,3 +82,14 @@ def test_a_custom_plugin_is_named_as_one(tmp_path: Path) -> None:
     assert len(errors) == 1, errors
     assert errors[0].startswith("4:7 'shell_no_failed' is a custom Python plugin ("), errors
     assert "fleetfix does not run custom modules or action plugins" in errors[0]
+
+
+def test_a_block_of_handlers_takes_block_keywords_only(tmp_path: Path) -> None:
+    play = (
+        "  tasks:\n    - command: 'true'\n      notify: fine\n"
+        "  handlers:\n    - whne: true\n      block:\n        - name: fine\n          debug:\n"
+        "    - loop: [1]\n      block:\n        - name: other\n          debug:\n"
+    )
+    errors = _errors(tmp_path, play)
+    assert errors[0].startswith("7:7 unknown step keyword 'whne'"), errors
+    assert len(errors) == 2 and errors[1].startswith("11:7 loop:"), errors
