@@ -29,7 +29,7 @@ from jinja2.environment import TemplateExpression
 
 from fleetfix.errors import ConditionError
 from fleetfix.playbook import lookups
-from fleetfix.playbook.filters import FILTERS, TESTS
+from fleetfix.playbook.filters import FILTERS, GLOBALS, TESTS
 from fleetfix.playbook.taint import READ, Taint, WatchedEnvironment
 from fleetfix.playbook.yamlpos import UnsafeText
 from fleetfix.secrets import Redactor
@@ -59,6 +59,7 @@ def _new_environment(taint: Taint) -> WatchedEnvironment:
     env.filters.update(FILTERS)
     env.tests.update(TESTS)
     env.globals.update(lookups.GLOBALS)
+    env.globals.update(GLOBALS)
     return env
 
 

@@ -483,3 +483,17 @@ TESTS: Mapping[str, Callable[..., bool]] = MappingProxyType(
         "falsy": falsy,
     }
 )
+
+
+def now(utc: bool = False, fmt: str | None = None) -> datetime.datetime | str:
+    """ansible-core's `now()` template global: the controller's time (local, or UTC), as a
+    datetime or formatted with strftime's `fmt`."""
+    if utc:
+        moment = datetime.datetime.now(datetime.UTC).replace(tzinfo=None)
+    else:
+        moment = datetime.datetime.now()
+    return moment.strftime(fmt) if fmt else moment
+
+
+GLOBALS: Mapping[str, Callable[..., Any]] = MappingProxyType({"now": now})
+"""Template functions besides lookup()/query() (playbook/lookups.py)."""

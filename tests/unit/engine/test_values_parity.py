@@ -26,7 +26,13 @@ def _copy(tmp_path: Path, name: str) -> Path:
 
 
 @pytest.mark.parametrize(
-    "playbook", ["handlers_block.yml", "handlers_include_role.yml", "values_action_module.yml"]
+    "playbook",
+    [
+        "handlers_block.yml",
+        "handlers_include_role.yml",
+        "values_action_module.yml",
+        "values_now.yml",
+    ],
 )
 def test_handlers_and_values_agree_with_ansible(tmp_path: Path, playbook: str) -> None:
     theirs = _copy(tmp_path, "ansible") / playbook
