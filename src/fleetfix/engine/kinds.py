@@ -112,6 +112,15 @@ async def _probe(hs: HostStep) -> Outcome:
     return await hs.probe(str(hs.step.args["name"]), params)
 
 
+def _not_a_name(value: Any) -> str:
+    """ansible-core 2.19's words for a `var` whose template gave no variable name."""
+    kind = type(value).__name__
+    return (
+        f"argument 'var' is of type {kind} and we were unable to convert to"
+        f" _check_type_str_no_conversion: '{value}' is not a string and conversion is not allowed"
+    )
+
+
 async def _debug(hs: HostStep) -> Outcome:
     """Ansible's debug: the result is `{"msg": value}` or `{var: value}` (the value as it
     is, not its text), printed whole (VERBOSE_KEY); `verbosity: N` skips it below -v x N. An
@@ -127,6 +136,11 @@ async def _debug(hs: HostStep) -> Outcome:
         )
     if "var" in args:
         name = str(args["var"])
+        if "{{" in name:  # Ansible templates the argument, then evaluates what it names
+            rendered = hs.render(name)
+            if not isinstance(rendered, str):
+                return Outcome(failed=True, message=_not_a_name(rendered))
+            name = rendered
         data: dict[str, Any] = {VERBOSE_KEY: True, DEBUG_KEY: True}
         try:
             value = hs.render("{{ " + name + " }}")

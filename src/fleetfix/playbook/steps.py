@@ -673,6 +673,9 @@ class StepReader:
         args: dict[str, Any] = {}
         if "var" in arguments:
             args["var"] = self._values.expression(arguments["var"], "debug var")
+            raw = arguments["var"].value
+            if isinstance(raw, str) and raw.strip().startswith("{{"):  # var={{ item }}: Ansible
+                args["var"] = raw  # renders it, then evaluates the name it gives (engine.kinds)
         else:
             msg = arguments.get("msg")
             args["msg"] = msg.value if msg is not None else "Hello world!"

@@ -26,7 +26,9 @@ def _copy(tmp_path: Path, name: str) -> Path:
     return target
 
 
-@pytest.mark.parametrize("playbook", ["roles_end_role.yml", "roles_dedupe.yml"])
+@pytest.mark.parametrize(
+    "playbook", ["roles_end_role.yml", "roles_dedupe.yml", "roles_vars_layers.yml"]
+)
 def test_roles_agree_with_ansible(tmp_path: Path, playbook: str) -> None:
     theirs = _copy(tmp_path, "ansible") / playbook
     ours = assert_same(theirs, _copy(tmp_path, "fleetfix") / playbook)

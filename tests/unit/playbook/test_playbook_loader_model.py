@@ -225,7 +225,7 @@ def test_debug_set_fact_assert_fail_meta_forms(catalog: StepCatalog) -> None:
     steps = _forms(catalog)
     assert steps[23].args == {"msg": "{{ pages.stdout }} pages", "verbosity": 1}
     assert steps[24].args == {"msg": "Hello world!"}
-    assert steps[25].args == {"var": "pages.stdout_lines"}  # {{ }} around a var is stripped
+    assert steps[25].args == {"var": "{{ pages.stdout_lines }}"}  # rendered, then evaluated
     assert steps[26].args == {"gpu_ok": "{{ pages.rc == 0 }}", "attempt": 1}
     assert steps[27].args == {"note": "hello world"}
     assert steps[28].args == {
