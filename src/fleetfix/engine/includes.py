@@ -45,7 +45,8 @@ def inclusions(ctx: RunContext, include: Step, result: StepResult) -> list[Inclu
     for index, item in enumerate(result.data.get("results") or ()):
         if not isinstance(item, dict) or item.get("skipped") or INCLUDED_KEY not in item:
             continue
-        item_vars = {name: item[name] for name in names if name is not None and name in item}
+        rendered = (item.get("ansible_loop_var"), item.get("ansible_index_var"))  # templated
+        item_vars = {n: item[n] for n in (*names, *rendered) if isinstance(n, str) and n in item}
         found.append(_inclusion(ctx, include, f"{include.key}[{index}]>", item_vars, item))
     return found
 

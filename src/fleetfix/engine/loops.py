@@ -23,6 +23,8 @@ import jinja2
 from fleetfix.engine.hoststep import HostStep, with_lines
 from fleetfix.errors import FleetfixError
 from fleetfix.events import LoopItemFinished
+from fleetfix.playbook.catalog import is_variable_name
+from fleetfix.playbook.conditions import is_template
 from fleetfix.playbook.lookups import LookupFailed
 from fleetfix.playbook.model import Step
 from fleetfix.results import CommandResult, Status, StepResult
@@ -38,6 +40,10 @@ class LoopError(FleetfixError):
 async def run_loop(hs: HostStep, run_item: ItemRunner) -> StepResult:
     """Run the step once per item of its loop on this host; the combined verdict."""
     step = hs.step
+    try:
+        step = _named(hs)
+    except FleetfixError as exc:
+        return _combined(hs, [], failure=f"{step.position}: {exc}")
     try:
         items = loop_items(hs)
     except Exception as exc:  # a template error or not a list: this host's failure
@@ -93,6 +99,27 @@ def loop_items(hs: HostStep) -> list[Any]:
             " (Hint: to loop over a mapping, use 'loop: \"{{ x | dict2items }}\"')"
         )
     return list(value)
+
+
+def _named(hs: HostStep) -> Step:
+    """The step with a templated loop_var/index_var rendered for this host, as ansible-core's
+    loop_control post_validate (Raises FleetfixError: a template error or not a name)."""
+    control = hs.step.loop_control
+    loop_var, index_var = _name(hs, "loop_var", control.loop_var), None
+    if control.index_var is not None:
+        index_var = _name(hs, "index_var", control.index_var)
+    if (loop_var, index_var) == (control.loop_var, control.index_var):
+        return hs.step
+    return replace(hs.step, loop_control=replace(control, loop_var=loop_var, index_var=index_var))
+
+
+def _name(hs: HostStep, key: str, written: str) -> str:
+    if not is_template(written):
+        return written
+    rendered = hs.render(written)
+    if not is_variable_name(rendered):
+        raise FleetfixError(f"loop_control {key} must be a variable name, not {rendered!r}")
+    return str(rendered)
 
 
 def _item_vars(step: Step, index: int, item: Any, items: list[Any]) -> dict[str, Any]:

@@ -133,7 +133,8 @@ def loop_control(values: ValueReader, node: Node) -> LoopControl:
     for entry in node.entries:
         key, value = entry.key.value, entry.value
         if key in ("loop_var", "index_var"):
-            if not kw.is_variable_name(value.value):
+            templated = isinstance(value.value, str) and is_template(value.value)
+            if not templated and not kw.is_variable_name(value.value):  # a template: at run time
                 raise value.error(f"{key} must be a variable name, not {shown(value.value)}")
             fields[key] = value.value
         elif key == "label":

@@ -32,6 +32,7 @@ def _copy(tmp_path: Path, name: str) -> Path:
         "handlers_include_role.yml",
         "values_action_module.yml",
         "values_now.yml",
+        "values_loop_var.yml",
     ],
 )
 def test_handlers_and_values_agree_with_ansible(tmp_path: Path, playbook: str) -> None:
