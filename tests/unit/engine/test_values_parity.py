@@ -13,7 +13,7 @@ import pytest
 
 from fleetfix.cli.loading import builtin_catalog
 from fleetfix.playbook.loader import validate_playbook
-from tests.support.parity import assert_same
+from tests.support.parity import assert_same, fleetfix
 
 PARITY = Path(__file__).parents[2] / "fixtures" / "playbooks" / "parity"
 
@@ -100,3 +100,15 @@ def test_a_block_of_handlers_takes_block_keywords_only(tmp_path: Path) -> None:
     errors = _errors(tmp_path, play)
     assert errors[0].startswith("7:7 unknown step keyword 'whne'"), errors
     assert len(errors) == 2 and errors[1].startswith("11:7 loop:"), errors
+
+
+def test_a_loop_var_template_that_is_no_name_fails_the_host(tmp_path: Path) -> None:
+    """A literal loop_var is checked at load; a template when the host renders it."""
+    book = tmp_path / "site.yml"
+    book.write_text(
+        "- hosts: localhost\n  gather_facts: false\n  tasks:\n    - debug:\n"
+        "      loop: [1]\n      loop_control:\n        loop_var: \"{{ 'not a name' }}\"\n"
+    )
+    seen = fleetfix(book)
+    assert seen.exit_code == 2, seen.output
+    assert "loop_control loop_var must be a variable name, not 'not a name'" in seen.output
