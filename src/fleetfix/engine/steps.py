@@ -216,6 +216,7 @@ def _late_templates(
     for source, names in (
         (state.base_vars, state.templated_vars),
         (scope.play_vars.get(state.name, {}), scope.templated_play_vars(state.name)),
+        (ctx.options.extra_vars, _templated(ctx.options.extra_vars)),  # -e x='{{ y }}'
     ):
         for name in names:
             if variables.get(name) is source[name]:
@@ -233,6 +234,11 @@ def _late_templates(
             except FleetfixError as exc:
                 rendered[name] = ctx.templar.broken(f"{exc} (the variable {name})")
         return rendered
+
+
+def _templated(values: Mapping[str, Any]) -> list[str]:
+    """The names whose values are templates (extra vars: a handful, looked at per step)."""
+    return [name for name, value in values.items() if is_template(value)]
 
 
 def _role_defaults(

@@ -26,10 +26,13 @@ import jinja2
 from jinja2 import nodes
 from jinja2.runtime import Context
 
+from fleetfix.ansible_cfg import read_settings
+from fleetfix.errors import FleetfixError
 from fleetfix.playbook.extravars import parse_kv
 
 SUPPORTED = (
     "env",
+    "config",
     "file",
     "vars",
     "sequence",
@@ -53,6 +56,38 @@ class LookupFailed(Exception):
 def _env(_context: Context, terms: tuple[Any, ...], options: Mapping[str, Any]) -> list[Any]:
     default = options.get("default", "")
     return [os.environ.get(str(term), default) for term in terms]
+
+
+_CONFIG: Mapping[str, tuple[str, Any]] = {
+    "DEFAULT_PRIVATE_ROLE_VARS": ("private_role_vars", False),
+    "DEFAULT_FORKS": ("forks", 5),
+    "DEFAULT_TIMEOUT": ("timeout", 10),
+    "DEFAULT_FORCE_HANDLERS": ("force_handlers", False),
+    "ERROR_ON_MISSING_HANDLER": ("error_on_missing_handler", True),
+    "HOST_KEY_CHECKING": ("host_key_checking", True),
+}
+"""ansible-core's config names fleetfix reads (fleetfix.ansible_cfg), with Ansible's defaults."""
+
+
+def _config(_context: Context, terms: tuple[Any, ...], options: Mapping[str, Any]) -> list[Any]:
+    """lookup('config', NAME): a setting as ansible.cfg or ANSIBLE_* sets it, else its
+    default; only the settings fleetfix itself reads."""
+    try:
+        settings = read_settings(os.environ, Path.cwd())
+    except FleetfixError as exc:
+        raise LookupFailed(str(exc)) from exc
+    found: list[Any] = []
+    for term in terms:
+        known = _CONFIG.get(str(term))
+        if known is None:
+            if options.get("on_missing", "error") == "skip":
+                continue
+            raise LookupFailed(
+                f"Unable to find setting {term} (fleetfix reads {', '.join(sorted(_CONFIG))})"
+            )
+        setting = settings.get(known[0])
+        found.append(setting.value if setting is not None else known[1])
+    return found
 
 
 def _file(context: Context, terms: tuple[Any, ...], options: Mapping[str, Any]) -> list[Any]:
@@ -341,6 +376,7 @@ def _search(context: Context, name: str, subdirs: tuple[str, ...]) -> Path | Non
 
 _PLUGINS: Mapping[str, Callable[[Context, tuple[Any, ...], Mapping[str, Any]], list[Any]]] = {
     "env": _env,
+    "config": _config,
     "file": _file,
     "vars": _vars,
     "sequence": _sequence,

@@ -27,7 +27,8 @@ def _copy(tmp_path: Path, name: str) -> Path:
 
 
 @pytest.mark.parametrize(
-    "playbook", ["roles_end_role.yml", "roles_dedupe.yml", "roles_vars_layers.yml"]
+    "playbook",
+    ["roles_end_role.yml", "roles_dedupe.yml", "roles_vars_layers.yml", "roles_privacy.yml"],
 )
 def test_roles_agree_with_ansible(tmp_path: Path, playbook: str) -> None:
     theirs = _copy(tmp_path, "ansible") / playbook
@@ -55,6 +56,14 @@ def test_an_end_on_some_hosts_agrees_with_ansible(tmp_path: Path) -> None:
     assert (ours.recap, ours.exit_code) == (theirs.recap, theirs.exit_code), where
     assert "runs 1, past the end True" in ours.output  # node1 ran it to the end
     assert ours.exit_code == 0, ours.output
+
+
+def test_a_templated_extra_var_agrees_with_ansible(tmp_path: Path) -> None:
+    """-e with a template: rendered where it is used, with the play's variables."""
+    options = ("-e", '{"from_cli": "{{ private_setting | string }} via -e"}')
+    theirs = _copy(tmp_path, "ansible") / "roles_privacy.yml"
+    ours = assert_same(theirs, _copy(tmp_path, "fleetfix") / "roles_privacy.yml", *options)
+    assert "private False, False via -e" in ours.output
 
 
 def _once(banners: tuple[str, ...]) -> tuple[str, ...]:
