@@ -271,8 +271,24 @@ def _recap(stdout: str) -> dict[str, str]:
     return recap
 
 
+_VOLATILE = (
+    # values that differ between two runs of one tool, never a difference between the tools
+    (re.compile(r"\d{4}-\d{2}-\d{2}[ T]\d{2}:\d{2}:\d{2}(?:\.\d+)?"), "<time>"),
+    (re.compile(r"\b\d+:\d{2}:\d{2}\.\d+\b"), "<delta>"),
+    (re.compile(r'("(?:atime|mtime|ctime|inode|dev|version|tdiff|epoch)": )"?[\d.]+"?'), r"\1<n>"),
+    (re.compile(r"/tmp/[\w.-]+"), "/tmp/<tmp>"),
+)
+
+
+def _masked(block: str) -> str:
+    for pattern, mask in _VOLATILE:
+        block = pattern.sub(mask, block)
+    return block
+
+
 def _printed(stdout: str) -> list[str]:
-    """Every debug block (`ok: [h] => {` ... `}`), its lines with the host, sorted."""
+    """Every debug block (`ok: [h] => {` ... `}`), its lines with the host, sorted, with the
+    values that change from run to run masked (_VOLATILE: times, inodes, temporary names)."""
     blocks: list[str] = []
     lines = stdout.splitlines()
     index = 0
@@ -284,7 +300,7 @@ def _printed(stdout: str) -> list[str]:
             while index < len(lines) and lines[index] != "}":
                 block.append(lines[index])
                 index += 1
-            blocks.append("\n".join(block))
+            blocks.append(_masked("\n".join(block)))
         index += 1
     return sorted(blocks)
 
