@@ -50,3 +50,26 @@ def test_every_module_imports_first() -> None:
     )
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == "", done.stdout
+
+
+START_LOADS = """
+import sys
+import fleetfix.cli.run_cmd
+print(" ".join(m for m in sys.argv[1:] if m in sys.modules))
+"""
+
+
+def test_a_run_starts_without_what_it_may_not_need() -> None:
+    # Each is start-up CPU for every run (issue 21): networkx until topology is asked for,
+    # rich until the console draws, lxml until a tree is read, the PostgreSQL driver until
+    # a team backend is used, uuid (which imports platform) not at all.
+    later = ["networkx", "rich", "lxml", "psycopg", "uuid", "platform"]
+    done = subprocess.run(
+        [sys.executable, "-c", START_LOADS, *later],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split() == []
