@@ -156,6 +156,9 @@ def _replay_effects(hs: HostStep, data: Mapping[str, Any], journaled: JournaledS
         state.facts.update(data["ansible_facts"])
     elif step.kind is StepKind.META and step.args.get("name") == "end_host":
         state.ended = state.ended or journaled.status is not Status.SKIPPED
+    elif step.kind is StepKind.META and step.args.get("name") == "end_role":
+        if journaled.status is not Status.SKIPPED:  # the rest of the role stays skipped
+            hs.env.scope.roles.end(state.name, step)
     elif step.kind is StepKind.PROBE and isinstance(data.get("facts"), dict):
         remember_probe(hs.ctx, state, str(step.args["name"]), data["facts"], "")
     if step.kind is StepKind.ACTION and isinstance(data.get(VERIFIED_KEY), dict):

@@ -12,8 +12,11 @@ from pathlib import Path
 import pytest
 
 from fleetfix.cli.loading import builtin_catalog
-from fleetfix.playbook.loader import validate_playbook
+from fleetfix.playbook.loader import load_playbook, validate_playbook
+from fleetfix.results import JournaledStep, ResumeState, Status
 from tests.support.parity import ansible_playbook, assert_same, fleetfix
+
+from .conftest import Runner
 
 PARITY = Path(__file__).parents[2] / "fixtures" / "playbooks" / "parity"
 HOSTS = ("localhost", "node1", "node2")
@@ -95,3 +98,25 @@ def test_end_role_outside_a_role_is_refused_where_it_is_written(tmp_path: Path) 
 def test_end_role_in_a_handler_is_refused_where_it_is_written(tmp_path: Path) -> None:
     play = "  roles:\n    - r\n  handlers:\n    - name: h\n      meta: end_role\n"
     assert _errors(tmp_path, play) == ["6:7 Cannot execute 'end_role' from a handler"]
+
+
+async def test_a_resumed_run_keeps_a_journaled_end_role(
+    run_playbook: Runner, tmp_path: Path
+) -> None:
+    """The interrupted run ended the role on gpu001: the resumed run replays the end, and the
+    rest of the role stays skipped there (gpu002, which never got that far, runs it all)."""
+    tasks = tmp_path / "roles" / "r" / "tasks"
+    tasks.mkdir(parents=True)
+    (tasks / "main.yml").write_text(
+        "- meta: end_role\n  when: inventory_hostname == 'gpu001'\n"
+        "- name: after the end\n  set_fact:\n    after: true\n"
+    )
+    book = "- hosts: gpu\n  gather_facts: false\n  roles:\n    - r\n"
+    (tmp_path / "playbook.yml").write_text(book)
+    end = load_playbook(tmp_path / "playbook.yml", builtin_catalog()).plays[0].tasks[0]
+    journaled = JournaledStep(Status.OK, False, "ending role r for gpu001", {})
+    resume = ResumeState(run_id="r1", steps={("gpu001", end.key): journaled})
+    run = await run_playbook(book, hosts=["gpu001", "gpu002"], resume=resume)
+    ran = {(r.host, r.step) for r in run.result.results}
+    assert ("gpu002", "r : after the end") in ran
+    assert ("gpu001", "r : after the end") not in ran
