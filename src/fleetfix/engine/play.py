@@ -496,6 +496,8 @@ async def _host_step(
             return
         where = (*turn.key, number, run.included_order(inclusion.steps))
         scoped = env.with_vars(inclusion.variables)
+        if step.kind is StepKind.INCLUDE_ROLE:  # each inclusion is a use: one an end_role
+            env.scope.roles.again(state.name)  # ended runs again (a loop's next item)
         await _host_steps(run, state, _from_include(step, inclusion.steps), scoped, where)
 
 

@@ -7,10 +7,10 @@ it starts), so a role read here whose own steps notify one of its own handlers f
 include, naming the notify: a run-time role cannot be notified, and a literal name makes the
 role's handlers the play's.
 
-Including a role lets the host run a use of it that a meta: end_role ended (an include in a
-loop, or run again). An include_role with `public: true` gives its role's defaults and vars
-to the host's play variables from here on (PlayScope.expose), as ansible-core adds the role
-to the play's.
+Each inclusion of a role (each loop item's) runs again a use a meta: end_role ended
+(engine/play.py, RoleRuns.again). An include_role with `public: true` gives its role's
+defaults and vars to the host's play variables from here on (PlayScope.expose), as
+ansible-core adds the role to the play's.
 """
 
 from __future__ import annotations
@@ -33,7 +33,6 @@ ROLE_REQUEST_KEY = "role_args"
 def included_role(hs: HostStep) -> Outcome:
     """A literal include_role on this host (its role was read at load); a public one's
     variables join the host's play variables."""
-    hs.env.scope.roles.again(hs.state.name)
     layers = hs.step.args.get("public")
     if isinstance(layers, tuple):
         hs.env.scope.expose(hs.state.name, layers)
@@ -72,7 +71,6 @@ def run_time_role(hs: HostStep) -> Outcome:
     refused = _unnotifiable(role, hs.env.play.handlers)
     if refused:
         return Outcome(failed=True, message=refused)
-    hs.env.scope.roles.again(hs.state.name)
     if hs.step.args.get("public") is True:
         hs.env.scope.expose(hs.state.name, role.layers)
     return Outcome(data={INCLUDED_KEY: chosen["name"], ROLE_REQUEST_KEY: chosen})
