@@ -1,4 +1,5 @@
-"""PCIe AER reports read from real kernel logs (tests/fixtures/samples/dmesg-aer/MANIFEST.md)."""
+"""PCIe AER reports read from real kernel logs (tests/fixtures/kernel-aer/MANIFEST.md; kept
+out of samples/ until a probe reads them)."""
 
 from __future__ import annotations
 
@@ -6,7 +7,7 @@ from pathlib import Path
 
 from fleetfix.probes.pcie_aer import Severity, parse_aer
 
-AER = Path(__file__).resolve().parents[1] / "fixtures" / "samples" / "dmesg-aer"
+AER = Path(__file__).resolve().parents[1] / "fixtures" / "kernel-aer"
 
 
 def _read(name: str) -> str:

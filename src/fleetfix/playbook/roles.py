@@ -116,6 +116,7 @@ class RoleReader:
         self._base_dir = base_dir
         self._read_steps = read_steps
         self._stack: list[str] = []  # roles being read (a dependency cycle is an error)
+        self._cycles: set[frozenset[str]] = set()  # each cycle said once, where first met
         self._handler_files: set[str] = set()
         self._roles_path: list[Path] | None = None
         self._exposed: dict[str, tuple[dict[str, Any], dict[str, Any]]] = {}
@@ -334,8 +335,11 @@ class RoleReader:
             return ()
         name, directory = found
         if str(directory) in self._stack:
-            chain = " -> ".join(Path(d).name for d in (*self._stack, str(directory)))
-            self._values.report(use.where.error(f"role dependency cycle: {chain}"))
+            members = self._stack[self._stack.index(str(directory)) :]
+            if frozenset(members) not in self._cycles:  # a role used twice meets it twice
+                self._cycles.add(frozenset(members))
+                chain = " -> ".join(Path(d).name for d in (*self._stack, str(directory)))
+                self._values.report(use.where.error(f"role dependency cycle: {chain}"))
             return ()
         self._stack.append(str(directory))
         try:
