@@ -28,7 +28,7 @@ from __future__ import annotations
 import enum
 import re
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 _BDF = r"(?P<bdf>[0-9a-fA-F]{4}:[0-9a-fA-F]{2}:[0-9a-fA-F]{2}\.[0-7])"
 _HEAD = r"(?P<driver>[\w.-]+) " + _BDF + r": (?:AER: )?"
@@ -139,12 +139,12 @@ def parse_aer(text: str) -> AerFacts:
             current = reports[-1]
             if "error status/mask" in line and (match := _DEVICE.search(line)) is not None:
                 if _same(current, match):
-                    reports[-1] = _with(current, ids=match["ids"].lower(), status=match["status"])
+                    reports[-1] = replace(current, ids=match["ids"].lower(), status=match["status"])
                     near = number
                 continue
             if (match := _BIT.search(line)) is not None and _same(current, match):
                 first = match["name"] if match["first"] else current.first
-                reports[-1] = _with(current, errors=(*current.errors, match["name"]), first=first)
+                reports[-1] = replace(current, errors=(*current.errors, match["name"]), first=first)
                 near = number
                 continue
         if "AER: " not in line:
@@ -170,28 +170,6 @@ def _report(match: re.Match[str], severity: Severity, number: int) -> AerReport:
 def _same(report: AerReport, match: re.Match[str]) -> bool:
     """A detail line belongs to the report before it when it names the same device."""
     return match["bdf"].lower() == report.bus_id
-
-
-def _with(
-    report: AerReport,
-    *,
-    ids: str | None = None,
-    status: str | None = None,
-    errors: tuple[str, ...] | None = None,
-    first: str | None = None,
-) -> AerReport:
-    return AerReport(
-        bus_id=report.bus_id,
-        driver=report.driver,
-        severity=report.severity,
-        layer=report.layer,
-        agent=report.agent,
-        line=report.line,
-        ids=ids if ids is not None else report.ids,
-        status=status if status is not None else report.status,
-        errors=errors if errors is not None else report.errors,
-        first=first if first is not None else report.first,
-    )
 
 
 def _devices(reports: list[AerReport]) -> dict[str, DeviceErrors]:
