@@ -1,10 +1,16 @@
-"""PCIe AER reports read from real kernel logs (tests/fixtures/kernel-aer/MANIFEST.md; kept
-out of samples/ until a probe reads them)."""
+"""PCIe AER reports read from real kernel logs (tests/fixtures/kernel-aer/MANIFEST.md), alone
+and through the xid probe, which reads them from the same log, and the verdict on them."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
+
+from fleetfix.knowledge.health import AER_CORRECTED_WARN, Level, summarize
+from fleetfix.plain import to_data
+from fleetfix.probes import xid
+from fleetfix.probes.kernel_log import LogFormat
 from fleetfix.probes.pcie_aer import Severity, parse_aer
 
 AER = Path(__file__).resolve().parents[1] / "fixtures" / "kernel-aer"
@@ -81,3 +87,54 @@ def test_a_log_without_aer_gives_nothing_and_details_of_another_device_are_not_t
     )
     (report,) = parse_aer(text).reports
     assert report.ids is None and report.errors == ("RxErr",)
+
+
+def test_the_xid_probe_reads_a_gpu_root_ports_fatal_error_and_judges_the_gpu_lost() -> None:
+    # dmesg -H's relative stamps ([  +0.000844]) are a kernel log too.
+    facts = xid.parse(_read("issue-returnn-1500-gpu-root-port-uncorrected-fatal-relative.txt"))
+    assert facts.source_format is LogFormat.DMESG_RELATIVE and facts.count == 0
+    port = facts.aer.devices["0000:00:03.0"]
+    assert (port.driver, port.ids, port.gpu, port.uncorrected_fatal) == (
+        "pcieport",
+        "8086:6f08",
+        False,
+        1,
+    )
+    assert facts.aer.cannot_recover_gpus == ("0000:03:00.0",)
+    health = summarize("xid", to_data(facts))
+    assert health.level is Level.BAD
+    assert health.text == (
+        "PCIe fatal AER x1 on 0000:00:03.0 (pcieport); AER recovery failed below 0000:00:03.0; "
+        "GPU 0000:03:00.0 cannot recover"
+    )
+
+
+@pytest.mark.parametrize(
+    ("name", "level"),
+    [
+        ("issue-pop-3363-correctable-syslog-dmesg-time.txt", Level.OK),  # 2 corrected
+        ("issue-coreboot-archfan-2-data-link-timeout.txt", Level.OK),
+        ("issue-nbfc-181-old-style-id-receiver.txt", Level.OK),  # a localized syslog month
+        ("issue-pop-751-new-style-nvme-corrected.txt", Level.OK),  # no time prefix at all
+        ("issue-minisforum-ms02-10-uncorrectable-nonfatal-journal.txt", Level.BAD),
+    ],
+)
+def test_corrected_errors_alone_are_no_fault_a_failed_recovery_is(name: str, level: Level) -> None:
+    facts = xid.parse(_read(name))
+    assert facts.aer.reports, "the xid probe reads the AER reports of every capture"
+    assert summarize("xid", to_data(facts)).level is level
+
+
+def test_a_stream_of_corrected_errors_warns_and_an_uncorrected_one_on_a_gpu_is_a_fault() -> None:
+    line = (
+        "[ {n}.0] nvidia 0000:17:00.0: AER: PCIe Bus Error: severity={severity}, "
+        "type=Data Link Layer, (Receiver ID)\n"
+    )
+    many = "".join(line.format(n=n, severity="Corrected") for n in range(AER_CORRECTED_WARN))
+    corrected = summarize("xid", to_data(xid.parse(many)))
+    assert (corrected.level, corrected.text) == (
+        Level.WARN,
+        f"PCIe corrected AER x{AER_CORRECTED_WARN} on GPU 0000:17:00.0",
+    )
+    one = line.format(n=1, severity="Uncorrected (Non-Fatal)")
+    assert summarize("xid", to_data(xid.parse(one))).level is Level.BAD

@@ -7,7 +7,7 @@ from typing import Any
 
 from fleetfix.engine.context import HostState, RunContext
 from fleetfix.engine.gpus import gpus_short
-from fleetfix.knowledge.health import Level, gpu_health, summarize
+from fleetfix.knowledge.health import Level, aer_problems, gpu_health, summarize
 from fleetfix.knowledge.remedy import Remedy, from_log
 
 HEALTH_PROBES = frozenset(
@@ -84,6 +84,10 @@ def _problems(state: HostState) -> list[str]:
             logged = from_log(data[name], data.get("nvidia_smi"))
             if logged.remedy is not Remedy.NONE:
                 problems.append(f"xid: {'; '.join(logged.why)}: needs {logged.remedy.word}")
+            # An uncorrected PCIe error stays a fault for the boot: no reset clears the link's
+            # record, and the GPU behind it is suspect until a reboot (docs/gpu-procedures.md).
+            faults, _ = aer_problems(data[name].get("aer") or {})
+            problems.extend(f"xid: {fault}" for fault in faults)
             continue
         if name == "nvidia_smi":
             # The same rules as recover.yml's, Fabric Manager's state included.

@@ -59,6 +59,45 @@ def gpu_health(f: Facts, services: Facts | None = None) -> Health:
 
 
 def _xid(f: Facts) -> Health:
+    health = _xid_alone(f)
+    problems, warnings = aer_problems(f.get("aer") or {})
+    if not problems and not warnings:
+        return health
+    level = Level.BAD if problems or health.level is Level.BAD else Level.WARN
+    shown = [health.text] if health.text != "no Xid" else []
+    return Health(level, "; ".join([*shown, *problems, *warnings]))
+
+
+AER_CORRECTED_WARN = 10
+"""Corrected PCIe errors of one device in the window read (the boot, by default) that make a
+warning: a few are normal on a long-running node, a stream of them is a link degrading
+(docs/gpu-procedures.md, "PCIe AER")."""
+
+
+def aer_problems(aer: Facts) -> tuple[list[str], list[str]]:
+    """(faults, warnings) in the kernel log's PCIe AER reports (probes/pcie_aer.py, as data):
+    an uncorrected error on a GPU, any fatal one, and a port whose recovery failed are faults;
+    a non-fatal uncorrected error of another device and many corrected ones are warnings."""
+    problems: list[str] = []
+    warnings: list[str] = []
+    for bus, seen in (aer.get("devices") or {}).items():
+        what = f"GPU {bus}" if seen.get("gpu") else f"{bus} ({seen.get('driver') or '?'})"
+        fatal, nonfatal = seen.get("uncorrected_fatal", 0), seen.get("uncorrected_nonfatal", 0)
+        if fatal or (nonfatal and seen.get("gpu")):
+            kind = "fatal" if fatal else "uncorrected"
+            problems.append(f"PCIe {kind} AER x{fatal + nonfatal} on {what}")
+        elif nonfatal:
+            warnings.append(f"PCIe uncorrected AER x{nonfatal} on {what}")
+        if seen.get("corrected", 0) >= AER_CORRECTED_WARN:
+            warnings.append(f"PCIe corrected AER x{seen['corrected']} on {what}")
+    failed = list(aer.get("recovery_failed", ()))
+    problems.extend(f"AER recovery failed below {port}" for port in failed)
+    if problems:  # the nvidia driver takes no part in recovery: its GPUs stay in error
+        problems.extend(f"GPU {bus} cannot recover" for bus in aer.get("cannot_recover_gpus", ()))
+    return problems, warnings
+
+
+def _xid_alone(f: Facts) -> Health:
     codes = list(f.get("codes", ()))
     failures = list(f.get("gpu_failures", ()))
     if failures:  # a GPU the driver could not bring up or lost, Xid line or not

@@ -34,6 +34,8 @@ class LogFormat(enum.StrEnum):
 
     DMESG_CTIME = "dmesg-ctime"
     DMESG_MONOTONIC = "dmesg-monotonic"
+    DMESG_RELATIVE = "dmesg-relative"
+    """`dmesg -H`/`--reltime`: `[Jan21 10:22]` on a minute's first line, `[  +0.000844]` after."""
     DMESG_ISO = "dmesg-iso"
     KMSG = "kmsg"
     JOURNAL = "journal"
@@ -69,11 +71,18 @@ _PREFIXES: tuple[tuple[LogFormat, re.Pattern[str]], ...] = (
         ),
     ),
     (LogFormat.DMESG_MONOTONIC, re.compile(rf"^{_DECODE}{_LEVEL}\[\s*(?P<ts>\d+\.\d+)\] ?")),
+    (
+        LogFormat.DMESG_RELATIVE,
+        re.compile(
+            rf"^{_DECODE}{_LEVEL}\[(?P<ts>[A-Z][a-z]{{2}}\s?\d{{1,2}} \d\d:\d\d|\s*\+\d+\.\d+)\] ?"
+        ),
+    ),
     (LogFormat.JOURNAL_ISO, re.compile(rf"^(?P<ts>{_ISO}) \S+ kernel: ")),
     (LogFormat.DMESG_ISO, re.compile(rf"^{_DECODE}(?P<ts>{_ISO})(?: |$)")),
     (
         LogFormat.JOURNAL,
-        re.compile(r"^(?P<ts>[A-Z][a-z]{2} [ \d]\d \d\d:\d\d:\d\d) \S+ kernel: "),
+        # The month as the host's locale spells it: `Jan`, `jan.`, `févr.` (syslog's %b).
+        re.compile(r"^(?P<ts>[^\W\d_]{3,5}\.? [ \d]\d \d\d:\d\d:\d\d) \S+ kernel: "),
     ),
     (LogFormat.KERNEL, re.compile(r"^kernel: ")),
     (
@@ -86,7 +95,14 @@ _PREFIXES: tuple[tuple[LogFormat, re.Pattern[str]], ...] = (
 _EMBEDDED_MONOTONIC = re.compile(r"^\[\s*\d+\.\d+\] ?")  # syslog keeping printk time
 _JOURNAL_META = re.compile(r"^-- .* --$")  # "-- No entries --", "-- Boot 1a2b... --"
 _KMSG_DICT = re.compile(r"^ [A-Z_]+=")  # /dev/kmsg continuation (SUBSYSTEM=pci)
-_KNOWN_BARE = ("NVRM:", "SXid (", "nvidia-nvswitch", "Message payload details:")
+_KNOWN_BARE = (
+    "NVRM:",
+    "SXid (",
+    "nvidia-nvswitch",
+    "Message payload details:",
+    "PCIe Bus Error",
+    ": AER: ",
+)
 _UNREADABLE = (
     UNREADABLE_MARKER,
     "No journal files were opened",
@@ -155,7 +171,8 @@ def _record(
 
 
 def _seconds(fmt: LogFormat, stamp: str | None) -> tuple[float | None, Clock | None]:
-    if stamp is None or fmt is LogFormat.JOURNAL:  # syslog stamps carry no year
+    if stamp is None or fmt in (LogFormat.JOURNAL, LogFormat.DMESG_RELATIVE):
+        # syslog stamps carry no year; dmesg -H's are deltas and minutes without a year
         return None, None
     if fmt is LogFormat.KMSG:
         return int(stamp) / 1_000_000, Clock.MONOTONIC

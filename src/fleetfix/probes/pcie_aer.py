@@ -94,6 +94,12 @@ class AerReport:
 class DeviceErrors:
     """What the log says of one device: its reports counted by severity."""
 
+    driver: str = ""
+    """The driver its reports were printed under (`nvidia`, `pcieport`, `mlx5_core`, `nvme`)."""
+    ids: str | None = None
+    """[vendor:device] from its first report that printed them."""
+    gpu: bool = False
+    """An NVIDIA device (vendor 10de, or the nvidia driver): its uncorrected errors are a GPU's."""
     corrected: int = 0
     uncorrected_nonfatal: int = 0
     uncorrected_fatal: int = 0
@@ -112,6 +118,8 @@ class AerFacts:
     """bus id -> its errors, for every device a report names."""
     cannot_recover: tuple[str, ...] = ()
     """Devices whose driver cannot take part in AER recovery (nvidia's says so)."""
+    cannot_recover_gpus: tuple[str, ...] = ()
+    """Of those, the nvidia driver's: GPUs below a port in error, out of service until reset."""
     recovery_failed: tuple[str, ...] = ()
     """Ports whose recovery failed: the devices below them may be gone until a reset."""
 
@@ -124,7 +132,7 @@ def parse_aer(text: str) -> AerFacts:
     """The AER reports of a kernel log (any of the prefixes dmesg, syslog or journalctl put
     before the kernel's text); a log without any gives empty facts."""
     reports: list[AerReport] = []
-    cannot: dict[str, None] = {}
+    cannot: dict[str, str] = {}
     failed: dict[str, None] = {}
     near = 0  # the last line a report or its detail was on: its bits follow it closely
     for number, line in enumerate(text.splitlines(), start=1):
@@ -150,10 +158,11 @@ def parse_aer(text: str) -> AerFacts:
         if "AER: " not in line:
             continue
         if (match := _CANNOT_RECOVER.search(line)) is not None:
-            cannot[match["bdf"].lower()] = None
+            cannot[match["bdf"].lower()] = match["driver"]
         elif (match := _RECOVERY_FAILED.search(line)) is not None:
             failed[match["bdf"].lower()] = None
-    return AerFacts(tuple(reports), _devices(reports), tuple(cannot), tuple(failed))
+    gpus = tuple(bus for bus, driver in cannot.items() if driver == "nvidia")
+    return AerFacts(tuple(reports), _devices(reports), tuple(cannot), gpus, tuple(failed))
 
 
 def _report(match: re.Match[str], severity: Severity, number: int) -> AerReport:
@@ -172,15 +181,26 @@ def _same(report: AerReport, match: re.Match[str]) -> bool:
     return match["bdf"].lower() == report.bus_id
 
 
+NVIDIA_VENDOR = "10de"
+
+
 def _devices(reports: list[AerReport]) -> dict[str, DeviceErrors]:
     counts: dict[str, dict[Severity, int]] = {}
     names: dict[str, dict[str, None]] = {}
+    first: dict[str, AerReport] = {}
+    ids: dict[str, str] = {}
     for report in reports:
         seen = counts.setdefault(report.bus_id, dict.fromkeys(Severity, 0))
         seen[report.severity] += 1
         names.setdefault(report.bus_id, {}).update(dict.fromkeys(report.errors))
+        first.setdefault(report.bus_id, report)
+        if report.ids is not None:
+            ids.setdefault(report.bus_id, report.ids)
     return {
         bus: DeviceErrors(
+            driver=first[bus].driver,
+            ids=ids.get(bus),
+            gpu=first[bus].driver == "nvidia" or ids.get(bus, "").startswith(NVIDIA_VENDOR + ":"),
             corrected=seen[Severity.CORRECTED],
             uncorrected_nonfatal=seen[Severity.NONFATAL],
             uncorrected_fatal=seen[Severity.FATAL],

@@ -12,7 +12,9 @@ Besides `NVRM: Xid` lines it reads:
 * NVSwitch SXid reports, kernel and Fabric Manager (sxid.py), as separate `sxid_*` facts;
 * GPUs the driver could not bring up or lost, Xid or not (`RmInitAdapter failed!`, no power
   cables, not supported by this driver, off the bus; gpu_failures.py), as `gpu_failures` and
-  `failed_gpus`: any of them makes the log unhealthy.
+  `failed_gpus`: any of them makes the log unhealthy;
+* PCIe AER reports (`PCIe Bus Error: severity=...` of any device: a GPU, its root port, a NIC;
+  pcie_aer.py) as `aer`, counted per device for the window read (the boot, by default).
 
 An Xid code the catalog does not know counts as critical (`critical_codes`, `unknown_codes`):
 NVIDIA's advice for it is CONTACT_SUPPORT.
@@ -64,6 +66,7 @@ from fleetfix.probes.kernel_log import (
     records,
     source_format,
 )
+from fleetfix.probes.pcie_aer import AerFacts, parse_aer
 from fleetfix.probes.sxid import SxidEvent, SxidSeverity, names_sxid, sxid_event
 
 __all__ = [
@@ -223,6 +226,8 @@ class XidFacts:
     """Xid/SXid lines fleetfix could not read (a new wording, a cut line): never silence."""
     source_format: LogFormat
     complete: bool
+    aer: AerFacts = field(default_factory=AerFacts)
+    """PCIe AER reports in the same log, per device (health reads them: knowledge/health.py)."""
 
 
 _XID_MARK = "NVRM: Xid"
@@ -264,7 +269,10 @@ def parse_with(text: str, params: Mapping[str, Any]) -> XidFacts:
         reader.feed(record)
     reader.lines.finish()
     events = _with_recommendations(reader.events(), xid_catalog())
-    return _facts(events, reader, found, complete=not cut)
+    facts = _facts(events, reader, found, complete=not cut)
+    if "PCIe Bus Error" in text or "AER: " in text:  # most logs have none: skip the second pass
+        facts = replace(facts, aer=parse_aer(text))
+    return facts
 
 
 def group_bursts(
