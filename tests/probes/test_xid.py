@@ -303,6 +303,20 @@ def test_command_reads_dmesg_then_journal_and_never_passes_silently() -> None:
         PROBE.command({"since": "1h; rm -rf /"})
 
 
+def test_a_jobs_window_reads_every_boot_the_journal_keeps() -> None:
+    # A node that crashed during the job and rebooted holds its errors in the boot before.
+    window = PROBE.command({"since": "2026-12-07T03:10:00", "until": "2026-12-07 04:00"})
+    assert window.startswith(
+        "journalctl _TRANSPORT=kernel -o short-iso --no-pager "
+        "--since '2026-12-07 03:10:00' --until '2026-12-07 04:00' 2>&1 || dmesg -T --since"
+    )
+    assert " -b" not in window and "fleetfix-xid: no readable kernel log" in window
+    open_ended = PROBE.command({"since": "2026-12-07T03:10:00"})
+    assert "--until" not in open_ended
+    with pytest.raises(FleetfixError, match="until"):
+        PROBE.command({"since": "2026-12-07T03:10:00", "until": "now'; reboot; '"})
+
+
 def test_xid154_wordings_of_drivers_570_to_595() -> None:
     facts = _sample("dmesg-xid/synthetic-xid154-recovery-wordings-570-595.txt")
     xid154 = [(e.bus_id, e.recovery_code, e.recovery_text) for e in facts.events if e.code == 154]

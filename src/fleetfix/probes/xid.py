@@ -324,6 +324,8 @@ def _command(params: Mapping[str, Any]) -> str:
         return (
             "dmesg -T 2>/dev/null || journalctl -k -b -o short-iso --no-pager 2>&1 || " + fallback
         )
+    if _MOMENT.match(since):
+        return _window_command(since, str(params.get("until") or "").strip(), fallback)
     seconds = _duration_seconds(since)
     # journalctl can filter by time; dmesg --since only exists in recent util-linux.
     return (
@@ -332,11 +334,31 @@ def _command(params: Mapping[str, Any]) -> str:
     )
 
 
+_MOMENT = re.compile(r"^\d{4}-\d\d-\d\d[T ]\d\d:\d\d(?::\d\d)?$")
+"""A moment in the node's local time, as Slurm prints a job's start and end (no zone)."""
+
+
+def _window_command(since: str, until: str, fallback: str) -> str:
+    """The kernel log between two moments (a job's start and end), from every boot the journal
+    keeps: a node that crashed and rebooted holds the job's errors in the boot before this one
+    (`_TRANSPORT=kernel` without `-b`; `-k` would mean this boot only)."""
+    if until and not _MOMENT.match(until):
+        raise FleetfixError(f"xid: 'until' must be a moment like 2026-12-07T03:10:00: {until!r}")
+    window = f"--since '{since.replace('T', ' ')}'"
+    if until:
+        window += f" --until '{until.replace('T', ' ')}'"
+    return (
+        f"journalctl _TRANSPORT=kernel -o short-iso --no-pager {window} 2>&1 || "
+        f"dmesg -T {window} 2>/dev/null || {fallback}"
+    )
+
+
 def _duration_seconds(since: str) -> int:
     match = _DURATION.match(since.lower())
     if not match:
         raise FleetfixError(
-            f"xid: 'since' must be 'boot' or a duration like 30m, 6h, 2d: {since!r}"
+            f"xid: 'since' must be 'boot', a duration like 30m, 6h, 2d, or a moment like "
+            f"2026-12-07T03:10:00: {since!r}"
         )
     return int(match["n"]) * _DURATION_UNITS[match["unit"] or "s"]
 
@@ -685,6 +707,8 @@ PROBE: Probe[XidFacts] = Probe(
     parse=parse,
     parse_with=parse_with,
     params={
-        "since": "'boot' (default) or a duration like 30m, 6h, 2d: how far back to read",
+        "since": "'boot' (default), a duration like 30m, 6h, 2d, or a moment like "
+        "2026-12-07T03:10:00 (node local time, as Slurm prints a job's start): what to read",
+        "until": "with a moment in `since`: the window's end (a job's end), every boot kept",
     },
 )
