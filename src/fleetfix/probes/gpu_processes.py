@@ -11,6 +11,10 @@ reads either source alone (a pasted CSV with or without header, or a pasted fuse
 A source that failed makes the facts incomplete; `count == 0` only means "no holders" when
 `complete` is true (fuser run without root cannot see other users' processes).
 
+Two more sections say whose each process is (probes/process_owners.py): `owners` (ps: user,
+start time, command line, cgroup and so the Slurm job) and `slurm-jobs` (squeue: the jobs Slurm
+has on the node), which tell a running job's process from an orphan (actions/orphans.py).
+
 Each tool runs under `timeout -k 2 N` (params `nvidia_smi_timeout`, `fuser_timeout`; 15 s
 each, so both plus their kill grace fit a 60 s step timeout): a hung nvidia-smi (a GPU off the
 bus) is killed and fuser still answers. A section that ended in 124 or 137 (killed) is a source
@@ -23,7 +27,7 @@ import csv
 import math
 import re
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from fleetfix.errors import PlaybookError, ProbeParseError
@@ -36,6 +40,12 @@ from fleetfix.probes.nvidia_smi_text import (
     Section,
     clean_paste,
     sections,
+)
+from fleetfix.probes.process_owners import (
+    OWNERS_OK_RC,
+    ProcessOwner,
+    read_jobs,
+    read_owners,
 )
 
 NAME = "gpu_processes"
@@ -81,6 +91,13 @@ class HeldProcess:
     user: str | None = None
     devices: tuple[str, ...] = ()
     sources: tuple[str, ...] = ()
+    command_line: str | None = None
+    """From ps (None: ps did not list it, or the owners section was not read)."""
+    started: str | None = None
+    """ps's `lstart`: with the PID, which process this is (a PID can be reused)."""
+    cgroup: str | None = None
+    job_id: int | None = None
+    """The Slurm job its cgroup puts it in; None: in no job (or not read)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -106,6 +123,17 @@ class GpuProcessesFacts:
     errors: tuple[str, ...] = ()
     service_pids: tuple[int, ...] = ()
     """Device holders that are NVIDIA service daemons: actions stop and restore those units."""
+    owners_ok: bool | None = None
+    """ps said whose each process is (user, start, command line, job); None: not in the
+    output."""
+    slurm_jobs: tuple[int, ...] = ()
+    """The jobs Slurm has on the node (running, completing, suspended)."""
+    slurm_jobs_ok: bool | None = None
+    """squeue answered; None: not in the output, False: it failed (then nothing can be told
+    an orphan)."""
+    orphan_pids: tuple[int, ...] = ()
+    """Processes no job Slurm has on the node owns (`orphans`); empty unless both ps and
+    squeue answered."""
 
 
 SERVICE_DAEMONS = (
@@ -161,9 +189,37 @@ def command(params: Mapping[str, Any]) -> str:
             "wait $q $f 2>/dev/null; kill $w 2>/dev/null;",
             _show("query-compute-apps", query_limit, "q"),
             _show("fuser", fuser_limit, "f"),
+            _OWNERS,
+            _SLURM_JOBS.format(limit=f"{query_limit:g}"),
             'rm -rf "$d"',
         )
     )
+
+
+_OWNERS = " ".join(
+    (
+        # Every PID either tool printed (fuser's other words are never all digits).
+        "p=$( { cut -d, -f1 \"$d/q\"; tr -s ' \\t:' '\\n' <\"$d/f\"; } 2>/dev/null"
+        " | grep -xE '[0-9]+' | sort -un | paste -sd, -);",
+        f"echo '{MARKER_PREFIX}owners'; r=0;",
+        'if [ -n "$p" ]; then',
+        'o=$(LC_ALL=C timeout -k 2 15 ps -o pid=,user:32=,lstart=,args= -p "$p" 2>&1); r=$?;',
+        "[ -z \"$o\" ] || printf '%s\\n' \"$o\" | sed 's/^ */pid /';",
+        "LC_ALL=C timeout -k 2 15 ps -o pid=,cgroup= -p \"$p\" 2>/dev/null | sed 's/^ */cgroup /';",
+        "fi;",
+        f'echo "{MARKER_PREFIX}end rc=$r";',
+    )
+)
+"""The owners section: user, start time and command line, then the cgroup, of each PID."""
+_SLURM_JOBS = " ".join(
+    (
+        f"echo '{MARKER_PREFIX}slurm-jobs timeout={{limit}}';",
+        'j=$(timeout -k 2 {limit} squeue -h -w "$(hostname -s)" -o %A 2>&1); r=$?;',
+        "printf '%s\\n' \"$j\";",
+        f'echo "{MARKER_PREFIX}end rc=$r";',
+    )
+)
+"""The jobs Slurm has on this node (squeue's `%A`: the job id cgroups are named after)."""
 
 
 def _background(limit: float, tool_call: str, file: str) -> str:
@@ -427,6 +483,7 @@ def parse(text: str) -> GpuProcessesFacts:
     paste = clean_paste(text)
     parts = sections(paste)
     sources: dict[str, _Source] = {}
+    owned = _Owned()
     for index, part in enumerate(parts):
         name = part.marker.name if part.marker else _classify(part)
         status = _status(part, parts[index + 1] if index + 1 < len(parts) else None)
@@ -434,6 +491,8 @@ def parse(text: str) -> GpuProcessesFacts:
             sources["query"] = _query_source(part.lines, status, text)
         elif name == "fuser":
             sources["fuser"] = _fuser_source(part.lines, status, text)
+        elif name in ("owners", "slurm-jobs"):
+            owned.read(name, part.lines, status, text)
         elif name == "end" and any(line.text.strip() for line in part.lines):
             raise ProbeParseError(
                 NAME, "output after a section end", text, line=part.lines[0].number
@@ -442,12 +501,59 @@ def parse(text: str) -> GpuProcessesFacts:
             raise ProbeParseError(NAME, f"unknown section {name!r}", text)
     if not sources:
         raise ProbeParseError(NAME, "no compute-apps or fuser output", text)
-    return _facts(sources)
+    return _facts(sources, owned)
 
 
-def _facts(sources: dict[str, _Source]) -> GpuProcessesFacts:
+class _Owned:
+    """What the owners and slurm-jobs sections said."""
+
+    def __init__(self) -> None:
+        self.owners: tuple[ProcessOwner, ...] = ()
+        self.owners_ok: bool | None = None
+        self.jobs: tuple[int, ...] = ()
+        self.jobs_ok: bool | None = None
+        self.errors: list[str] = []
+
+    def read(self, name: str, lines: tuple[Line, ...], status: _Status, text: str) -> None:
+        numbered = [(line.number, line.text) for line in lines]
+        tool = "ps" if name == "owners" else "squeue"
+        failed = status.stuck or status.rc is None or status.rc not in OWNERS_OK_RC
+        if name == "slurm-jobs":
+            failed = failed or status.rc != 0
+        if failed:
+            self.errors.extend(_unanswered(tool, lines, status).errors)
+        elif name == "owners":
+            self.owners = read_owners(numbered, text)
+        else:
+            self.jobs = read_jobs(numbered, text)
+        if name == "owners":
+            self.owners_ok = not failed
+        else:
+            self.jobs_ok = not failed
+
+
+def _owned(processes: tuple[HeldProcess, ...], owned: _Owned) -> tuple[HeldProcess, ...]:
+    """Each process with what ps said of it (the user from ps where fuser gave none)."""
+    by_pid = {owner.pid: owner for owner in owned.owners}
+    return tuple(
+        replace(
+            process,
+            user=process.user or by_pid[process.pid].user,
+            command_line=by_pid[process.pid].command_line,
+            started=by_pid[process.pid].started,
+            cgroup=by_pid[process.pid].cgroup,
+            job_id=by_pid[process.pid].job_id,
+        )
+        if process.pid in by_pid
+        else process
+        for process in processes
+    )
+
+
+def _facts(sources: dict[str, _Source], owned: _Owned) -> GpuProcessesFacts:
     query, fuser = sources.get("query"), sources.get("fuser")
     processes = _merge(query.processes if query else (), fuser.processes if fuser else ())
+    processes = _owned(processes, owned)
     services = {p.pid for p in processes if is_service_daemon(p.name)}
     users = {p.pid for p in processes} - services
     return GpuProcessesFacts(
@@ -462,8 +568,44 @@ def _facts(sources: dict[str, _Source]) -> GpuProcessesFacts:
         query_ok=query.ok if query else None,
         # Only a clean scan may vouch for the node alone (actions.gates.busy_reason).
         fuser_ok=fuser.ok and fuser.complete if fuser else None,
-        errors=tuple(error for source in sources.values() for error in source.errors),
+        errors=(
+            *(error for source in sources.values() for error in source.errors),
+            *owned.errors,
+        ),
+        owners_ok=owned.owners_ok,
+        slurm_jobs=owned.jobs,
+        slurm_jobs_ok=owned.jobs_ok,
+        orphan_pids=orphans(processes, owned.jobs) if owned.owners_ok and owned.jobs_ok else (),
     )
+
+
+def orphans(processes: tuple[HeldProcess, ...], jobs: tuple[int, ...]) -> tuple[int, ...]:
+    """The PIDs no job Slurm has on the node owns: a process in the cgroup of a job Slurm no
+    longer has (a crashed job's left-over), or, on a node where Slurm has no job at all, a
+    CUDA process (one holding GPU memory) in no job that is not one of NVIDIA's daemons. While
+    a job runs, a process outside every job cgroup is not an orphan: where Slurm tracks
+    processes without cgroups (proctrack/linuxproc, pgid) the job's own ranks look like that.
+    A process ps did not list (it exited, or ps could not see it) is none: nothing is known of
+    it. A device holder in no job that holds no GPU memory (a monitoring tool) is left alone."""
+    found = {
+        process.pid
+        for process in processes
+        if process.started is not None
+        and not is_service_daemon(process.name)
+        and not is_service_daemon(_program(process.command_line))
+        and (
+            (process.job_id is not None and process.job_id not in jobs)
+            or (process.job_id is None and "query" in process.sources and not jobs)
+        )
+    }
+    return tuple(sorted(found))
+
+
+def _program(command_line: str | None) -> str | None:
+    """The program's own name (no directory) from a command line."""
+    if not command_line:
+        return None
+    return command_line.split()[0].rsplit("/", 1)[-1]
 
 
 PROBE: Probe[GpuProcessesFacts] = Probe(

@@ -1,0 +1,154 @@
+"""gpu_processes' owners and slurm-jobs sections: whose each GPU process is, and the orphans.
+
+The cgroup paths are the ones Slurm documents for its processes: cgroup v2
+`/system.slice/slurmstepd.scope/job_<id>/step_<step>/user/task_<n>` (Slurm's cgroup_v2 page,
+https://slurm.schedmd.com/cgroup_v2.html, and `cat /proc/$$/cgroup` in a job step:
+`0::/system.slice/slurmstepd.scope/job_840392/step_0/user/task_0`), cgroup v1
+`/slurm/uid_<uid>/job_<id>/step_<step>/task_<n>` per controller (src/plugins/cgroup/v1/xcgroup.c;
+`10:devices:/slurm/uid_2101171/job_280678/step_interactive/task_0` as NordicHPC/sonar quotes one),
+`/slurm_<node>/...` under multiple-slurmd (plazonic/cgroup_exporter pull request 5).
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from fleetfix.errors import ProbeParseError
+from fleetfix.probes.gpu_processes import parse
+from fleetfix.probes.process_owners import job_of
+
+QUERY = """### fleetfix query-compute-apps timeout=15
+5120, python3, GPU-a1b2c3d4-0000-0000-0000-000000000001, 00000000:18:00.0, 40960 MiB
+6230, python3, GPU-a1b2c3d4-0000-0000-0000-000000000002, 00000000:2A:00.0, 61234 MiB
+### fleetfix end rc=0
+"""
+OWNERS = """### fleetfix owners
+pid 5120 bob                              Mon Dec  7 09:01:12 2026 python3 train.py --resume
+pid 6230 alice                            Mon Dec  7 15:31:58 2026 python3 /home/alice/llm.py
+cgroup 5120 0::/system.slice/slurmstepd.scope/job_48100/step_0/user/task_0
+cgroup 6230 0::/system.slice/slurmstepd.scope/job_48213/step_0/user/task_0
+### fleetfix end rc=0
+"""
+
+
+def _jobs(*ids: int, rc: int = 0, said: str = "") -> str:
+    body = "".join(f"{job}\n" for job in ids) + said
+    return f"### fleetfix slurm-jobs timeout=15\n{body}### fleetfix end rc={rc}\n"
+
+
+@pytest.mark.parametrize(
+    ("cgroup", "job"),
+    [
+        ("0::/system.slice/slurmstepd.scope/job_840392/step_0/user/task_0", 840392),
+        ("0::/system.slice/slurmstepd.scope/job_17/step_batch/user/task_0", 17),
+        ("10:devices:/slurm/uid_2101171/job_280678/step_interactive/task_0", 280678),
+        ("4:memory:/slurm/uid_1000/job_195428/step_batch,11:cpuset:/slurm", 195428),
+        ("12:pids:/slurm_gpu01/uid_1000/job_7/step_0/task_0", 7),
+        ("0::/user.slice/user-1000.slice/session-3.scope", None),
+        ("0::/system.slice/slurmd.service", None),
+        ("4:memory:/process_api/47d9a9efa7c80fb7d9370b6940bf1676", None),
+        ("", None),
+    ],
+)
+def test_the_job_is_read_from_slurms_cgroup_paths(cgroup: str, job: int | None) -> None:
+    assert job_of(cgroup) == job
+
+
+def test_each_process_gets_its_user_command_line_start_and_job() -> None:
+    facts = parse(QUERY + OWNERS + _jobs(48213))
+    by_pid = {p.pid: p for p in facts.processes}
+    assert by_pid[5120].user == "bob"
+    assert by_pid[5120].command_line == "python3 train.py --resume"
+    assert by_pid[5120].started == "Mon Dec  7 09:01:12 2026"
+    assert by_pid[5120].job_id == 48100
+    assert by_pid[6230].job_id == 48213
+    assert facts.slurm_jobs == (48213,)
+    assert facts.owners_ok is True and facts.slurm_jobs_ok is True
+
+
+def test_a_finished_jobs_process_is_an_orphan_a_running_jobs_is_not() -> None:
+    facts = parse(QUERY + OWNERS + _jobs(48213))
+    assert facts.orphan_pids == (5120,)
+
+
+def test_nothing_is_an_orphan_while_every_job_runs() -> None:
+    assert parse(QUERY + OWNERS + _jobs(48100, 48213)).orphan_pids == ()
+
+
+def test_outside_any_job_is_an_orphan_only_on_a_node_slurm_has_no_job_on() -> None:
+    owners = OWNERS.replace(
+        "cgroup 6230 0::/system.slice/slurmstepd.scope/job_48213/step_0/user/task_0\n", ""
+    )
+    assert parse(QUERY + owners + _jobs()).orphan_pids == (5120, 6230)
+    # proctrack/linuxproc: a running job's ranks are in no job cgroup either
+    assert parse(QUERY + owners + _jobs(48213)).orphan_pids == (5120,)
+
+
+def test_nvidias_daemons_are_never_orphans() -> None:
+    query = QUERY + (
+        "### fleetfix fuser timeout=15\n"
+        "                     USER        PID ACCESS COMMAND\n"
+        "/dev/nvidia0:        root       1913 F.... nvidia-persiste\n"
+        "### fleetfix end rc=0\n"
+    )
+    owners = OWNERS.replace(
+        "### fleetfix end",
+        "pid 1913 root Mon Dec  7 08:00:01 2026 /usr/bin/nvidia-persistenced"
+        " --user nvidia-persistenced\n### fleetfix end",
+        1,
+    )
+    facts = parse(query + owners + _jobs())
+    assert 1913 not in facts.orphan_pids
+    assert facts.orphan_pids == (5120, 6230)
+
+
+def test_a_process_ps_did_not_list_is_not_an_orphan() -> None:
+    owners = (
+        "### fleetfix owners\n" + OWNERS.splitlines(keepends=True)[2] + ("### fleetfix end rc=0\n")
+    )
+    facts = parse(QUERY + owners + _jobs())
+    assert facts.orphan_pids == (6230,)
+
+
+def test_without_squeue_nothing_is_an_orphan_and_the_facts_say_why() -> None:
+    said = "slurm_load_jobs error: Unable to contact slurm controller (connect failure)\n"
+    facts = parse(QUERY + OWNERS + _jobs(rc=1, said=said))
+    assert facts.slurm_jobs_ok is False
+    assert facts.orphan_pids == ()
+    assert any("squeue exited 1" in error for error in facts.errors)
+    assert any("Unable to contact slurm controller" in error for error in facts.errors)
+
+
+def test_squeue_not_installed_is_said() -> None:
+    said = "timeout: failed to run command 'squeue': No such file or directory\n"
+    facts = parse(QUERY + OWNERS + _jobs(rc=127, said=said))
+    assert facts.slurm_jobs_ok is False
+    assert "squeue is not installed (rc=127)" in facts.errors
+
+
+def test_ps_listing_none_of_the_pids_is_an_answer() -> None:
+    owners = "### fleetfix owners\n### fleetfix end rc=1\n"
+    facts = parse(QUERY + owners + _jobs())
+    assert facts.owners_ok is True
+    assert facts.orphan_pids == ()
+
+
+def test_output_without_the_new_sections_reads_as_before() -> None:
+    facts = parse(QUERY)
+    assert facts.owners_ok is None and facts.slurm_jobs_ok is None
+    assert facts.processes[0].job_id is None
+
+
+@pytest.mark.parametrize(
+    ("section", "reason"),
+    [
+        (
+            "### fleetfix owners\npid 5120 bob yesterday python3\n### fleetfix end rc=0\n",
+            "not a 'pid' or 'cgroup' line",
+        ),
+        (_jobs(said="JOBID\n"), "not a job id"),
+    ],
+)
+def test_a_foreign_line_is_a_parse_error_naming_it(section: str, reason: str) -> None:
+    with pytest.raises(ProbeParseError, match=reason):
+        parse(QUERY + section)
