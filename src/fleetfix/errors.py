@@ -10,7 +10,8 @@
     ├── UsageError                 bad command-line options (exit 5)
     ├── ConditionError             a Jinja2 condition or template failed to evaluate
     ├── ProbeParseError            tool output a probe parser did not understand
-    │   └── ToolNotInstalled       the tool is not on the node (no Slurm, IB, DCGM there)
+    │   ├── ToolNotInstalled       the tool is not on the node (no Slurm, IB, DCGM there)
+    │   └── JobNotFound            Slurm (scontrol and sacct) knows no such job
     ├── KnowledgeError             the shipped Xid catalog is broken, or a value it cannot read
     └── TransportError             talking to one host failed
         ├── UnreachableError       could not connect or authenticate (exit 4)
@@ -134,6 +135,18 @@ class ToolNotInstalled(ProbeParseError):
     def __init__(self, probe: str, tool: str, text: str) -> None:
         super().__init__(probe, f"{tool} is not installed on this node", text)
         self.tool = tool
+
+
+class JobNotFound(ProbeParseError):
+    """Neither slurmctld nor accounting knows the job (`Invalid job id specified`, no sacct
+    row): a wrong id, or one older than accounting keeps; not facts, and not a fault."""
+
+    def __init__(
+        self, probe: str, job: str | None, said: str, text: str, *, line: int | None = None
+    ) -> None:
+        named = f"job {job}" if job else "the job"
+        super().__init__(probe, f"Slurm does not know {named} ({said})", text, line=line)
+        self.job = job
 
 
 class KnowledgeError(FleetfixError):
