@@ -22,6 +22,7 @@ BUILTIN_ACTIONS: dict[str, str] = {
     "reboot": "node",
     "service": "node",
     "kill_gpu_processes": "node",
+    "kill_orphans": "orphans",
     "collect_evidence": "node",
     "power_cycle": "power",
     "nccl_tests": "nccl",
