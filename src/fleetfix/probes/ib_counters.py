@@ -414,3 +414,96 @@ def _freeze(draft: _PortDraft) -> PortCounters:
         saturated=tuple(name for name in order if name in draft.saturated),
         complete=not draft.cut and not draft.empty_header,
     )
+
+
+# --- deltas between two reads -------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class CounterChange:
+    """One counter between two reads of a port."""
+
+    counter: str
+    before: int
+    after: int
+    rise: int
+    """How much it rose; after a reset, `after` (at least that many since the reset)."""
+    reset: bool
+    """It went down: the counters were cleared between the reads (never a negative rise)."""
+    saturated: bool
+    """It is at its maximum now: it stopped counting, the real rise may be larger."""
+
+
+@dataclass(frozen=True, slots=True)
+class PortDelta:
+    """One port's counters between two reads."""
+
+    ca: str | None
+    port: int
+    lid: int | None
+    changes: tuple[CounterChange, ...]
+    """Every known counter read both times, in COUNTERS order."""
+
+    @property
+    def reset(self) -> bool:
+        """Some counter went down: the port's counters were cleared between the reads."""
+        return any(change.reset for change in self.changes)
+
+    def rise(self, counter: str) -> int | None:
+        """A counter's rise by either spelling; None when it was not read both times."""
+        name = canonical_name(counter) or counter
+        return next((c.rise for c in self.changes if c.counter == name), None)
+
+    def risen(self) -> tuple[CounterChange, ...]:
+        """The counters that rose (or were reset with a count since)."""
+        return tuple(change for change in self.changes if change.rise > 0)
+
+
+@dataclass(frozen=True, slots=True)
+class CounterDeltas:
+    """Two reads of a node's counters compared, port by port."""
+
+    ports: tuple[PortDelta, ...]
+    appeared: tuple[tuple[str | None, int], ...]
+    """(ca, port) read only the second time."""
+    vanished: tuple[tuple[str | None, int], ...]
+    """(ca, port) read only the first time."""
+
+
+def deltas(before: IbCountersFacts, after: IbCountersFacts) -> CounterDeltas:
+    """Compare two reads of the same node (earlier, later): per port, how much each counter
+    rose. A counter lower the second time was reset: it is reported (`reset`) with the count
+    since as its rise, never a negative one. Ports are matched by CA and port number (by LID
+    and port for perfquery captures without a CA)."""
+    earlier = {_key(port): port for port in before.ports}
+    later = {_key(port): port for port in after.ports}
+    ports = tuple(_port_delta(earlier[key], port) for key, port in later.items() if key in earlier)
+    return CounterDeltas(
+        ports=ports,
+        appeared=tuple((p.ca, p.port) for key, p in later.items() if key not in earlier),
+        vanished=tuple((p.ca, p.port) for key, p in earlier.items() if key not in later),
+    )
+
+
+def _key(port: PortCounters) -> tuple[str, int]:
+    return (port.ca if port.ca is not None else f"lid {port.lid}", port.port)
+
+
+def _port_delta(before: PortCounters, after: PortCounters) -> PortDelta:
+    changes = []
+    for name, value in after.counters.items():
+        old = before.counters.get(name)
+        if old is None:
+            continue
+        reset = value < old
+        changes.append(
+            CounterChange(
+                counter=name,
+                before=old,
+                after=value,
+                rise=value if reset else value - old,
+                reset=reset,
+                saturated=name in after.saturated,
+            )
+        )
+    return PortDelta(after.ca, after.port, after.lid, tuple(changes))
