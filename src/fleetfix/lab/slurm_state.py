@@ -38,6 +38,12 @@ class SlurmJob:
     """The reservation the job runs in (a job may start on a reserved node only in its own)."""
     epilog_until: float | None = None
     """Set when the job ended and its node's epilog runs: COMPLETING (squeue CG) until then."""
+    more_nodes: tuple[str, ...] = ()
+    """A job across several nodes: the ones after `node` (its batch host), in Slurm's order."""
+
+    @property
+    def nodes(self) -> tuple[str, ...]:
+        return (self.node, *self.more_nodes)
 
 
 @dataclass(slots=True)

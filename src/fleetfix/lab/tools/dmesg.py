@@ -247,6 +247,8 @@ class _JournalOptions:
             self.reverse = True
         elif arg == "--list-boots":
             self.list_boots = True
+        elif arg == "_TRANSPORT=kernel":
+            pass  # a journal match: every boot's kernel messages, the only ones the lab keeps
         elif name in ("-b", "--boot"):
             return self._take_boot(inline if eq else None, rest)
         elif name in _VALUED:

@@ -1,0 +1,244 @@
+"""A triage, end to end: the job from Slurm, its nodes probed read-only, its logs read, the
+suspects ranked (suspects.py). Nothing disruptive is sent: every step is a probe.
+
+1. `slurm_job` on one host (`--slurm-host`, else the inventory's first host of the
+   `slurm_controller` group, else its first host): scontrol, or sacct for a job slurmctld has
+   forgotten. The job's nodes are matched to inventory hosts by name (or short name).
+2. Every node of the job, at once: nvidia_smi, xid for the job's window (its start to its end,
+   every boot the journal keeps), gpu_processes, ib, then ib_counters twice `counter_wait`
+   seconds apart (errors that rise while we look).
+3. The job's log files (`--log`), read on this machine.
+"""
+
+from __future__ import annotations
+
+import argparse
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from fleetfix.actions import action_registry
+from fleetfix.engine import Engine, RunOptions
+from fleetfix.engine.hoststep import ABSENT_KEY
+from fleetfix.errors import InputError
+from fleetfix.events import EventBus
+from fleetfix.inventory import Inventory
+from fleetfix.playbook.conditions import Templar
+from fleetfix.playbook.model import Play, Playbook, Step, StepKind
+from fleetfix.probes import probe_registry
+from fleetfix.results import RunResult, Status
+from fleetfix.runtime import Runtime, open_runtime
+from fleetfix.topology import Topology
+from fleetfix.topology.findings import correlated_failures
+from fleetfix.triage.suspects import (
+    LogSuspect,
+    NodeReading,
+    Suspect,
+    fabric_suspects,
+    rank,
+    with_switches,
+)
+
+NODE_PROBES = ("nvidia_smi", "xid", "gpu_processes", "ib")
+CONTROLLER_GROUP = "slurm_controller"
+
+
+@dataclass(frozen=True, slots=True)
+class Triage:
+    """Everything a triage found, for the console and `--json`."""
+
+    job: Mapping[str, Any]
+    """The job's facts as data (probes/slurm_job.py)."""
+    slurm_host: str
+    hosts: tuple[str, ...]
+    """The job's nodes that the inventory has, in Slurm's order."""
+    missing: tuple[str, ...]
+    """The job's nodes the inventory does not have: not probed."""
+    readings: Mapping[str, NodeReading]
+    suspects: tuple[Suspect, ...]
+    logs: tuple[str, ...] = ()
+    elapsed: float = 0.0
+    unread: Mapping[str, Mapping[str, str]] = field(default_factory=dict)
+    """Host -> probe -> why it gave nothing (the triage is blind there)."""
+
+
+def slurm_host(inventory: Inventory, hosts: Sequence[str], chosen: str | None) -> str:
+    if chosen is not None:
+        if chosen not in hosts:
+            raise InputError(f"--slurm-host {chosen!r} is not in the inventory")
+        return chosen
+    controllers = (
+        inventory.hosts_in(CONTROLLER_GROUP) if CONTROLLER_GROUP in inventory.groups else []
+    )
+    return controllers[0] if controllers else hosts[0]
+
+
+def match_nodes(nodes: Sequence[str], hosts: Sequence[str]) -> tuple[list[str], list[str]]:
+    """(inventory hosts of the job's nodes, nodes the inventory lacks): a node matches a host
+    of its name or whose name before the first dot is its name (`gpu001.example.org`)."""
+    by_short = {h.split(".", 1)[0]: h for h in hosts}
+    known = set(hosts)
+    found: list[str] = []
+    missing: list[str] = []
+    for node in nodes:
+        host = node if node in known else by_short.get(node)
+        (found if host is not None else missing).append(host or node)
+    return found, missing
+
+
+def _playbook(steps: Sequence[tuple[str, Mapping[str, Any]]], name: str) -> Playbook:
+    return Playbook(
+        path=f"<fleetfix triage: {name}>",
+        plays=(
+            Play(
+                name=name,
+                hosts="all",
+                tasks=tuple(
+                    Step(
+                        kind=StepKind.PROBE,
+                        name=f"{probe}#{i}",
+                        args={"name": probe, "params": dict(params)},
+                        register=f"triage_{i}",
+                        ignore_errors=True,
+                    )
+                    for i, (probe, params) in enumerate(steps)
+                ),
+            ),
+        ),
+    )
+
+
+@dataclass(frozen=True, slots=True)
+class _Session:
+    """One runtime (one embedded lab, one set of connections) for every probe of a triage."""
+
+    runtime: Runtime
+    bus: EventBus
+    args: argparse.Namespace
+    inventory: Inventory
+
+    async def probe(
+        self, hosts: Sequence[str], steps: Sequence[tuple[str, Mapping[str, Any]]], name: str
+    ) -> RunResult:
+        engine = Engine(
+            inventory=self.inventory,
+            transport=self.runtime.transport,
+            templar=Templar(),
+            spec_factory=self.runtime.spec_factory,
+            probes=probe_registry(),
+            actions=action_registry(),
+            bus=self.bus,
+            options=RunOptions(
+                forks=self.args.forks, command_timeout=self.args.timeout, keep_facts=True
+            ),
+        )
+        return await engine.run(_playbook(steps, name), lambda _pattern: list(hosts))
+
+
+def _facts_of(result: RunResult, host: str, step: str) -> tuple[Any, str | None, str | None]:
+    """(facts, failure, unreachable) of one host's step."""
+    for r in result.results:
+        if r.host != host:
+            continue
+        if r.status is Status.UNREACHABLE:
+            return None, None, r.message or "unreachable"
+        if r.step == step:
+            if r.data.get(ABSENT_KEY):
+                return None, None, None
+            facts = r.data.get("facts")
+            return facts, None if facts is not None else (r.message or "no facts"), None
+    return None, "not run", None
+
+
+def node_steps(
+    job: Mapping[str, Any], counters: bool, wait: float
+) -> list[tuple[str, dict[str, Any]]]:
+    window: dict[str, Any] = {}
+    if job.get("start"):
+        window["since"] = str(job["start"]).replace(" ", "T")[:19]
+        if job.get("end") and str(job.get("state")) != "RUNNING":
+            window["until"] = str(job["end"]).replace(" ", "T")[:19]
+    steps: list[tuple[str, dict[str, Any]]] = [
+        ("nvidia_smi", {}),
+        ("xid", window),
+        ("gpu_processes", {}),
+        ("ib", {}),
+    ]
+    if counters:
+        steps.append(("ib_counters", {"wait": wait}))
+    return steps
+
+
+async def triage(
+    args: argparse.Namespace,
+    inventory: Inventory,
+    job_id: str,
+    logs: Sequence[LogSuspect] = (),
+    log_names: Sequence[str] = (),
+) -> Triage:
+    """Find the job, probe its nodes, rank the suspects (with `logs`' accusations)."""
+    started = time.monotonic()
+    everyone = inventory.select("all")
+    if not everyone:
+        raise InputError("the inventory has no hosts")
+    where = slurm_host(inventory, everyone, args.slurm_host)
+    bus = EventBus()
+    async with open_runtime(args, inventory, bus) as runtime:
+        session = _Session(runtime, bus, args, inventory)
+        found = await session.probe([where], [("slurm_job", {"job": job_id})], "job")
+        job, failure, down = _facts_of(found, where, "slurm_job#0")
+        if down is not None:
+            raise InputError(f"Slurm host {where} unreachable: {down}")
+        if job is None:
+            raise InputError(f"job {job_id}: {failure}")
+        hosts, missing = match_nodes(job.get("nodes") or (), everyone)
+        counters = "ib_counters" in probe_registry().names()
+        steps = node_steps(job, counters, args.counter_wait)
+        result = await session.probe(hosts, steps, "job nodes") if hosts else None
+    readings = {host: _reading(result, host, steps) for host in hosts} if result else {}
+    suspects = rank(readings, logs)
+    topology = Topology.from_hosts({h: inventory.host_vars(h) for h in hosts})
+    domains = [
+        (f"{f.kind} {f.domain}", f.failed, f.message)
+        for f in correlated_failures(topology, fabric_suspects(suspects), set(hosts))
+    ]
+    unread = {
+        h: dict(r.failures) for h, r in readings.items() if r.failures and r.unreachable is None
+    }
+    return Triage(
+        job=job,
+        slurm_host=where,
+        hosts=tuple(hosts),
+        missing=tuple(missing),
+        readings=readings,
+        suspects=tuple(with_switches(suspects, domains)),
+        logs=tuple(log_names),
+        elapsed=time.monotonic() - started,
+        unread=unread,
+    )
+
+
+def _reading(result: RunResult, host: str, steps: Sequence[tuple[str, Any]]) -> NodeReading:
+    probes: dict[str, Any] = {}
+    failures: dict[str, str] = {}
+    unreachable = None
+    for i, (probe, _) in enumerate(steps):
+        facts, failed, down = _facts_of(result, host, f"{probe}#{i}")
+        unreachable = unreachable or down
+        probes[probe] = facts
+        if failed is not None:
+            failures[probe] = failed
+    return NodeReading(probes, failures, unreachable)
+
+
+def read_logs(paths: Sequence[str]) -> dict[str, str]:
+    """The job's log files by name; an unreadable one is an input error naming it."""
+    texts: dict[str, str] = {}
+    for name in paths:
+        try:
+            texts[name] = Path(name).read_text(encoding="utf-8", errors="replace")
+        except OSError as exc:
+            raise InputError(f"--log {name}: {exc.strerror or exc}") from exc
+    return texts
