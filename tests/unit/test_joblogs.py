@@ -265,6 +265,55 @@ def test_no_other_failures_and_a_root_cause_on_rank_1() -> None:
     assert facts.ranks[1].host == "user-Rack-Server"
 
 
+def test_sigkill_root_cause() -> None:
+    name = "issue-cppo-6-childfailederror-root-sigkill-no-other-failures.txt"
+    facts = _read(name)
+    (root,) = facts.child_failures
+    assert (root.root_cause, root.rank, root.exit_code, root.signal, root.line) == (
+        True,
+        0,
+        -9,
+        "SIGKILL",
+        9,
+    )
+    assert root.host == "mlxlab115rp2n7682d40d9-20250521025625-6dyyd3-8nir8b-worker"
+    assert suspects(facts)[0].reason == "torchrun's root cause: rank 0 killed by SIGKILL first"
+
+
+def test_report_lines_behind_srun_task_prefixes() -> None:
+    """The same capture as `srun -l` prints it: each line after its task number and `: `
+    (made here from the capture; no such paste was found)."""
+    name = "issue-mmseg-3106-childfailederror-sigabrt-three-ranks.txt"
+    text = (LOGS / name).read_text(encoding="utf-8")
+    prefixed = "".join(f"0: {line}" for line in text.splitlines(keepends=True))
+    plain, srun = _read(name), read_job_logs({name: prefixed})
+    assert srun.child_failures == plain.child_failures
+    assert len(srun.child_failures) == 3
+
+
+# --- addresses and hostless lines -------------------------------------------------------------
+
+
+def test_bootstrap_lines_map_addresses_to_hosts() -> None:
+    sample = (
+        FIXTURES / "samples" / "nccl-debug" / "issue-ncclt-293-2node-a100-pcie-info-2.21.5-head.txt"
+    )
+    facts = read_job_logs({"head.log": sample.read_text(encoding="utf-8")})
+    assert dict(facts.host_addresses) == {"192.168.160.111": "test1", "192.168.160.112": "test2"}
+
+
+def test_warnings_without_a_host_prefix() -> None:
+    sample = (
+        FIXTURES / "samples" / "nccl-debug" / "issue-nccl-525-shm-posix-fallocate-enospc-2.9.6.txt"
+    )
+    facts = read_job_logs({"shm.log": sample.read_text(encoding="utf-8")})
+    assert [(w.line, w.host, w.cuda_dev, w.topic) for w in facts.warnings] == [
+        (1, None, 3, Topic.SHM),
+        (3, None, 3, Topic.SHM),
+    ]
+    assert facts.warnings[0].text == "Call to posix_fallocate failed : No space left on device"
+
+
 # --- several files, garbage, size ------------------------------------------------------------
 
 

@@ -30,23 +30,29 @@ from dataclasses import dataclass, field
 
 from fleetfix.joblogs.model import ChildFailure
 
+_PREFIX = r"^\s*(?:\[rank\d+\]:\s*|\d+: )?"
+"""`[rank3]:` (PyTorch) or `0: ` (srun -l) before a report's line."""
 _FIELD = re.compile(
-    r"^\s*(?:\[rank\d+\]:\s*)?(?P<key>time|host|rank|exitcode|error_file|traceback)\s*:\s?"
+    _PREFIX + r"\s*(?P<key>time|host|rank|exitcode|error_file|traceback)\s*:\s?"
     r"(?P<value>.*?)\s*$"
 )
-_ENTRY = re.compile(r"^\s*(?:\[rank\d+\]:\s*)?\[\d+\]:\s*$")
+_ENTRY = re.compile(_PREFIX + r"\s*\[\d+\]:\s*$")
 _RANK = re.compile(r"^(?P<rank>\d+) \(local_rank: (?P<local>\d+)\)")
 _EXIT = re.compile(r"^(?P<code>-?\d+) \(pid: (?P<pid>\d+)\)")
 _NONE = frozenset({"", "<N/A>", "N/A"})
 
 
 _STARTS = ("time", "host", "rank", "exitcode", "error_file", "traceback", "[")
+_SRUN = re.compile(r"^\s*\d+: ")
 
 
 def maybe_report(line: str) -> bool:
     """Cheap test before the regexes: the line may belong to a ChildFailedError report."""
+    stripped = line.lstrip()
+    if stripped[:1].isdigit():
+        stripped = _SRUN.sub("", stripped, count=1).lstrip()
     return (
-        line.lstrip().startswith(_STARTS)
+        stripped.startswith(_STARTS)
         or "=====" in line
         or "Failures:" in line
         or "Root Cause" in line
