@@ -3,7 +3,7 @@
 Evidence, by weight:
 - torchrun's root cause (the first child that failed): its host and GPU;
 - a rank behind in the collectives: the others timed out at SeqNum N while its last entered
-  collective is below N (it never entered N), or it reported nothing while the others timed
+  collective is below N (it never entered N), or it reported nothing while most others timed
   out (a rank stuck before the collective has nothing outstanding for its watchdog);
 - a host named as the peer of NCCL warnings by other hosts: counted by distinct reporters, so
   one host named by many is the suspect, not the many. NET/IB errors make it a link suspect,
@@ -116,10 +116,15 @@ def _behind(facts: JobLogFacts) -> list[Suspect]:
 
 
 def _silent(facts: JobLogFacts) -> list[Suspect]:
-    """Ranks the init lines placed that said nothing while other ranks timed out."""
+    """Ranks the init lines placed that said nothing while other ranks timed out: only when
+    they are fewer than the ranks that did (the odd ones out; logs of only some nodes leave
+    most ranks silent, which names no one)."""
     if not facts.timeouts:
         return []
     reported = {t.rank for t in facts.timeouts} | {p.rank for p in facts.progress}
+    silent = [info for info in facts.ranks.values() if info.rank not in reported and info.where]
+    if len(silent) >= len(reported):
+        return []
     top = _reached(facts)
     return [
         Suspect(
@@ -133,8 +138,7 @@ def _silent(facts: JobLogFacts) -> list[Suspect]:
             + tuple(t.where for t in facts.timeouts[:MAX_EVIDENCE]),
             score=SILENT,
         )
-        for info in facts.ranks.values()
-        if info.rank not in reported and info.where is not None
+        for info in silent
     ]
 
 

@@ -30,8 +30,8 @@ from dataclasses import dataclass, field
 
 from fleetfix.joblogs.model import ChildFailure
 
-_PREFIX = r"^\s*(?:\[rank\d+\]:\s*|\d+: )?"
-"""`[rank3]:` (PyTorch) or `0: ` (srun -l) before a report's line."""
+_PREFIX = r"^\s*(?:\d+: )?"
+"""`0: ` (srun -l) before a report's line."""
 _FIELD = re.compile(
     _PREFIX + r"\s*(?P<key>time|host|rank|exitcode|error_file|traceback)\s*:\s?"
     r"(?P<value>.*?)\s*$"
@@ -42,7 +42,7 @@ _EXIT = re.compile(r"^(?P<code>-?\d+) \(pid: (?P<pid>\d+)\)")
 _NONE = frozenset({"", "<N/A>", "N/A"})
 
 
-_STARTS = ("time", "host", "rank", "exitcode", "error_file", "traceback", "[")
+_STARTS = ("time", "host", "rank", "exitcode", "error_file", "traceback")
 _SRUN = re.compile(r"^\s*\d+: ")
 
 
@@ -53,6 +53,7 @@ def maybe_report(line: str) -> bool:
         stripped = _SRUN.sub("", stripped, count=1).lstrip()
     return (
         stripped.startswith(_STARTS)
+        or (stripped.startswith("[") and stripped[1:2].isdigit())
         or "=====" in line
         or "Failures:" in line
         or "Root Cause" in line
