@@ -174,6 +174,15 @@ def test_no_scontrol_on_the_node_is_not_installed() -> None:
         parse_job("bash: line 1: scontrol: command not found\n")
 
 
+def test_neither_tool_answering_says_why() -> None:
+    text = (
+        "slurm_load_jobs error: Unable to contact slurm controller (connect failure)\n"
+        "sacct: error: Problem talking to the database: Connection refused\n"
+    )
+    with pytest.raises(ProbeParseError, match="Slurm did not answer: slurm_load_jobs error: Un"):
+        parse_job(text)
+
+
 @pytest.mark.parametrize(
     ("text", "message"),
     [

@@ -55,6 +55,7 @@ _WHOLE_LINE_KEYS = ("Command=", "WorkDir=", "StdErr=", "StdIn=", "StdOut=", "Com
 _NONE_WORDS = frozenset({"", "none", "(null)", "n/a", "unknown", "none assigned"})
 _EXIT = re.compile(r"^(\d+):(\d+)$")
 _CANCELLED_BY = re.compile(r"^CANCELLED by (\S+)$")
+_SLURM_ERROR = re.compile(r"^(?:slurm_load_jobs|scontrol|sacct)(?::| error:) ?(?:error|fatal)?")
 
 
 class Source(StrEnum):
@@ -158,6 +159,9 @@ def parse_job(text: str, job: str | None = None) -> JobFacts:
     said = next(((n, line) for n, line in content if _NOT_FOUND in line), None)
     if said is not None:
         raise JobNotFound(NAME, job, said[1], text, line=said[0])
+    failed = next(((n, line) for n, line in content if _SLURM_ERROR.search(line)), None)
+    if failed is not None:
+        raise ProbeParseError(NAME, f"Slurm did not answer: {failed[1]}", text, line=failed[0])
     number, _ = next(((n, line) for n, line in content if not _PROMPT.match(line)), content[0])
     raise ProbeParseError(
         NAME, "neither `scontrol show job` nor `sacct -P` output", text, line=number
