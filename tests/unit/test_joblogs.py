@@ -291,6 +291,26 @@ def test_report_lines_behind_srun_task_prefixes() -> None:
     assert len(srun.child_failures) == 3
 
 
+def test_pytorch_nccl_error_and_the_last_error_line_after_it() -> None:
+    name = "issue-nccl-2076-distbackenderror-remote-error-last-error-recv.txt"
+    facts = _read(name)
+    assert [(w.line, w.kind, w.host, w.topic, w.peer) for w in facts.warnings] == [
+        (2, EventKind.ERROR, None, Topic.OTHER, None),
+        (4, EventKind.ERROR, None, Topic.NET_SOCKET, "172...."),
+    ]
+    assert facts.warnings[0].text.startswith("ncclRemoteError: A call failed")
+    (top,) = suspects(facts)
+    assert (top.kind, top.host, top.evidence) == (SuspectKind.NODE, "172....", (f"{name}:4",))
+
+
+def test_last_error_naming_a_closed_connection() -> None:
+    facts = _read("issue-nccl-1514-distbackenderror-internal-error-last-error-closed.txt")
+    assert [(w.line, w.peer, w.text) for w in facts.warnings] == [
+        (2, None, "ncclInternalError: Internal check failed."),
+        (4, "user", "Net : Connection closed by remote peer user<50260>"),
+    ]
+
+
 # --- addresses and hostless lines -------------------------------------------------------------
 
 

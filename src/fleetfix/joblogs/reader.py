@@ -66,13 +66,21 @@ def read_job_logs(texts: Mapping[str, str]) -> JobLogFacts:
 
 def _read_file(state: _State, name: str, text: str) -> None:
     report = torchrun.ReportReader(name)
+    last_error = False
     for number, raw in enumerate(io.StringIO(text, newline=None), 1):
         line = raw.rstrip("\r\n")
         if len(line) > MAX_LINE:
             state.long_lines += 1
             line = line[:MAX_LINE]
-        if "NCCL" in line or "nccl" in line:
+        if last_error and line.strip():
+            # NCCL's `Last error:` in PyTorch's DistBackendError: the next line is NCCL's last
+            # warning, without its prefix (`Net : Connection closed by remote peer x<port>`).
+            state.events.append(_bare_event(name, number, line))
+            last_error = False
+        elif "NCCL" in line or "nccl" in line:
             _read_nccl(state, name, number, line)
+        elif "Last error:" in line:
+            last_error = line.rstrip().endswith("Last error:")
         elif watchdog.maybe_watchdog(line):
             _read_watchdog(state, name, number, line)
         elif torchrun.maybe_report(line):

@@ -149,7 +149,7 @@ def _named_peers(facts: JobLogFacts) -> list[Suspect]:
             named[event.peer].append(event)
     found = []
     for peer, events in named.items():
-        reporters = sorted({event.host or "?" for event in events})
+        reporters = sorted({event.host or "(host not named)" for event in events})
         ib = any(event.topic is Topic.NET_IB for event in events)
         found.append(
             Suspect(
