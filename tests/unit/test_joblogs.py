@@ -110,9 +110,23 @@ def test_socket_warnings_and_a_host_that_names_itself() -> None:
         (7, Topic.PROXY, None),
         (8, Topic.NET_SOCKET, "a100-st-p4d24xlarge-22"),  # its own FQDN, shortened
     ]
+    assert facts.warnings[1].peer_rank == 9  # `Connect from rank 9`; no init line placed it
     (top,) = suspects(facts)  # the host itself is no peer of another host
     assert (top.kind, top.host) == (SuspectKind.NODE, "10.200.84.247")
     assert "(connection lost)" in top.reason
+
+
+def test_a_remote_rank_placed_by_init_lines_names_its_host() -> None:
+    """Unrelated captures together: `Connect from rank 9` and an init line placing rank 9."""
+    name = "issue-nccl-795-socket-recv-broken-pipe-connection-closed-remote-peer.txt"
+    facts = read_job_logs(
+        {
+            "init.log": INIT_32.read_text(encoding="utf-8"),
+            name: (LOGS / name).read_text(encoding="utf-8"),
+        }
+    )
+    proxy = facts.warnings[1]
+    assert (proxy.line, proxy.peer_rank, proxy.peer) == (7, 9, "server2")
 
 
 def test_warnings_without_a_peer_of_another_host_make_no_peer_suspect() -> None:

@@ -64,6 +64,9 @@ class LogEvent:
     cuda_dev: int | None = None
     """The CUDA device NCCL's prefix names (`[3]`)."""
     pid: int | None = None
+    peer_rank: int | None = None
+    """The remote rank the line names (`Connect from rank 9`); its host becomes `peer` when the
+    init lines placed it."""
 
     @property
     def where(self) -> str:

@@ -144,5 +144,15 @@ def peer(message: str) -> str | None:
     return None
 
 
+_PEER_RANK = re.compile(r"\b(?:from|to|peer) rank (\d+)\b")
+
+
+def peer_rank(message: str) -> int | None:
+    """The remote rank a message names: `9` of `Failed to execute operation Connect from rank
+    9`."""
+    match = _PEER_RANK.search(message) if "rank " in message else None
+    return int(match.group(1)) if match else None
+
+
 def topic(message: str) -> Topic:
     return next((name for pattern, name in _TOPICS if pattern.search(message)), Topic.OTHER)

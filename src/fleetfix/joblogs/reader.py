@@ -130,6 +130,7 @@ def _event(name: str, number: int, line: str, parsed: nccl.NcclLine, kind: Event
         topic=nccl.topic(parsed.message),
         cuda_dev=parsed.dev,
         pid=parsed.pid,
+        peer_rank=nccl.peer_rank(parsed.message),
     )
 
 
@@ -186,7 +187,10 @@ def _facts(state: _State) -> JobLogFacts:
     by_process = {(p.host, p.pid): rank for rank, p in placed.items() if p.pid is not None}
     hosts = {p.host for p in placed.values() if p.host} | {e.host for e in state.events if e.host}
     hosts |= {f.host for f in state.failures if f.host}
-    events = tuple(_resolve(event, by_process, state.addresses, hosts) for event in state.events)
+    placed_hosts = {rank: p.host for rank, p in placed.items()}
+    events = tuple(
+        _resolve(event, by_process, state.addresses, hosts, placed_hosts) for event in state.events
+    )
     roots = [failure for failure in state.failures if failure.root_cause]
     return JobLogFacts(
         ranks=MappingProxyType(_ranks(state, placed)),
@@ -207,13 +211,17 @@ def _resolve(
     by_process: Mapping[tuple[str | None, int], int],
     addresses: Mapping[str, str],
     hosts: set[str],
+    placed_hosts: Mapping[int, str | None],
 ) -> LogEvent:
     """The event with its rank (from the process that logged it) and its peer as a host name
     where the logs tell which host has that address or name."""
     rank = event.rank
     if rank is None and event.pid is not None:
         rank = by_process.get((event.host, event.pid))
-    return replace(event, rank=rank, peer=_peer_host(event.peer, addresses, hosts))
+    peer = _peer_host(event.peer, addresses, hosts)
+    if peer is None and event.peer_rank is not None:
+        peer = placed_hosts.get(event.peer_rank)
+    return replace(event, rank=rank, peer=peer)
 
 
 def _peer_host(peer: str | None, addresses: Mapping[str, str], hosts: set[str]) -> str | None:
