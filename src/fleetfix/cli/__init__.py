@@ -95,6 +95,11 @@ COMMANDS: tuple[Commands, ...] = (
         (("probe", "run probes across the fleet and print a health table"),),
     ),
     Commands(
+        "fleetfix.cli.triage_cmd",
+        "add_parser",
+        (("triage", "from a failed or hung Slurm job to its suspect nodes, GPUs and links"),),
+    ),
+    Commands(
         "fleetfix.cli.report_cmd",
         "add_parser",
         (("report", "re-render a past run's report from the journal"),),

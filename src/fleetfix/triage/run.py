@@ -28,6 +28,7 @@ from fleetfix.inventory import Inventory
 from fleetfix.playbook.conditions import Templar
 from fleetfix.playbook.model import Play, Playbook, Step, StepKind
 from fleetfix.probes import probe_registry
+from fleetfix.probes.slurm_job import PROBE as SLURM_JOB
 from fleetfix.results import RunResult, Status
 from fleetfix.runtime import Runtime, open_runtime
 from fleetfix.topology import Topology
@@ -41,7 +42,8 @@ from fleetfix.triage.suspects import (
     with_switches,
 )
 
-NODE_PROBES = ("nvidia_smi", "xid", "gpu_processes", "ib")
+PROBES = probe_registry((SLURM_JOB,))
+"""The built-in probes and slurm_job, which only a triage runs (it needs a job id)."""
 CONTROLLER_GROUP = "slurm_controller"
 
 
@@ -127,7 +129,7 @@ class _Session:
             transport=self.runtime.transport,
             templar=Templar(),
             spec_factory=self.runtime.spec_factory,
-            probes=probe_registry(),
+            probes=PROBES,
             actions=action_registry(),
             bus=self.bus,
             options=RunOptions(
@@ -194,7 +196,7 @@ async def triage(
         if job is None:
             raise InputError(f"job {job_id}: {failure}")
         hosts, missing = match_nodes(job.get("nodes") or (), everyone)
-        counters = "ib_counters" in probe_registry().names()
+        counters = "ib_counters" in PROBES.names()
         steps = node_steps(job, counters, args.counter_wait)
         result = await session.probe(hosts, steps, "job nodes") if hosts else None
     readings = {host: _reading(result, host, steps) for host in hosts} if result else {}

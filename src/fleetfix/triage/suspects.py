@@ -42,15 +42,14 @@ class Kind(enum.StrEnum):
 
 
 class Weight(enum.IntEnum):
-    """How strongly one piece of evidence accuses: the suspects are ranked by their sum."""
+    """How strongly one piece of a node's evidence accuses: the suspects are ranked by the sum
+    of their evidence's weights. The logs' accusations weigh what joblogs scores them (its
+    root cause 100, a rank behind in the collectives 90, a peer others name 50+)."""
 
     PROBE_FAULT = 100
     UNREACHABLE = 90
-    ROOT_CAUSE = 60
     LINK_ERRORS = 50
-    NEVER_ENTERED = 50
     ORPHAN = 40
-    NAMED_BY_PEERS = 30
 
 
 @dataclass(frozen=True, slots=True)
@@ -59,6 +58,9 @@ class Evidence:
     source: str
     """Where it was read: `probe xid`, `unreachable`, `log train.out:812`."""
     text: str
+    fabric: bool = False
+    """A fault of the node's hardware or links, which a switch could also explain (a probe's
+    verdict, unreachable, rising link errors): what counts towards blaming a switch."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -90,13 +92,16 @@ class NodeReading:
 
 @dataclass(frozen=True, slots=True)
 class LogSuspect:
-    """One accusation read from the job's logs (joblogs.suspects, as plain data)."""
+    """One accusation read from the job's logs (triage/logs.py, from joblogs.suspects)."""
 
     host: str
     reason: str
     weight: int
     where: str
+    """`log FILE:LINE, ...`: the lines that say so."""
     gpu: str | None = None
+    """As the logs name it: `cuda 3 (busId 1b000)`."""
+    kind: Kind = Kind.NODE
 
 
 RECOVER = "playbooks/recover.yml"
@@ -118,17 +123,24 @@ def rank(readings: Mapping[str, NodeReading], logs: Sequence[LogSuspect] = ()) -
         for kind, target, evidence, book in _from_probes(host, reading):
             accuse(kind, target, host, evidence, book)
     for item in logs:
-        kind, target = (
-            (Kind.GPU, f"{item.host} GPU {item.gpu}") if item.gpu else (Kind.NODE, item.host)
-        )
-        if (Kind.NODE, item.host) in found and kind is Kind.GPU:
+        kind, target = _log_target(item)
+        if (Kind.NODE, item.host) in found and kind is not Kind.NODE:
             kind, target = Kind.NODE, item.host  # the node is accused already: one suspect
-        accuse(kind, target, item.host, Evidence(item.weight, item.where, item.reason), RECOVER)
+        book = None if kind is Kind.LINK else RECOVER  # a cable or a port is a human's job
+        accuse(kind, target, item.host, Evidence(item.weight, item.where, item.reason), book)
     suspects = [
         Suspect(kind, target, tuple(hosts), tuple(evidence), book)
         for (kind, target), (hosts, evidence, book) in found.items()
     ]
     return sorted(suspects, key=lambda s: (-s.score, s.target))
+
+
+def _log_target(item: LogSuspect) -> tuple[Kind, str]:
+    if item.kind is Kind.LINK:
+        return Kind.LINK, f"{item.host} InfiniBand"
+    if item.kind is Kind.GPU and item.gpu:
+        return Kind.GPU, f"{item.host} GPU {item.gpu}"
+    return Kind.NODE, item.host
 
 
 def _from_probes(
@@ -138,7 +150,7 @@ def _from_probes(
         yield (
             Kind.NODE,
             host,
-            Evidence(Weight.UNREACHABLE, "unreachable", reading.unreachable),
+            Evidence(Weight.UNREACHABLE, "unreachable", reading.unreachable, fabric=True),
             RECOVER,
         )
         return
@@ -151,7 +163,8 @@ def _from_probes(
         verdict = summarize(name, data)
         if verdict.level is Level.BAD:
             kind, target = _gpu_target(host, name, data)
-            yield kind, target, Evidence(Weight.PROBE_FAULT, f"probe {name}", verdict.text), RECOVER
+            evidence = Evidence(Weight.PROBE_FAULT, f"probe {name}", verdict.text, fabric=True)
+            yield kind, target, evidence, RECOVER
     yield from _orphans(host, reading.probes.get("gpu_processes"))
     yield from _links(host, reading.probes.get("ib_counters"))
 
@@ -203,21 +216,13 @@ def _links(host: str, data: Data | None) -> Iterable[tuple[Kind, str, Evidence, 
     for link in data.get("rising") or ():
         name = f"{host} {link.get('ca')}/{link.get('port')}"
         rose = ", ".join(f"{k} +{v}" for k, v in sorted((link.get("deltas") or {}).items()))
-        yield Kind.LINK, name, Evidence(Weight.LINK_ERRORS, "probe ib_counters", rose), None
-
-
-FABRIC_WEIGHTS = frozenset({Weight.PROBE_FAULT, Weight.UNREACHABLE, Weight.LINK_ERRORS})
-"""Evidence a fabric fault could explain: what counts towards blaming a switch."""
+        evidence = Evidence(Weight.LINK_ERRORS, "probe ib_counters", rose, fabric=True)
+        yield Kind.LINK, name, evidence, None
 
 
 def fabric_suspects(suspects: Sequence[Suspect]) -> set[str]:
     """Hosts accused by evidence a switch could explain (not a left-over process, not a log)."""
-    return {
-        h
-        for s in suspects
-        if s.kind is not Kind.PROCESS and any(e.weight in FABRIC_WEIGHTS for e in s.evidence)
-        for h in s.hosts
-    }
+    return {h for s in suspects if any(e.fabric for e in s.evidence) for h in s.hosts}
 
 
 def with_switches(

@@ -67,14 +67,14 @@ def test_an_unreachable_node_and_the_logs_accusing_it_make_one_suspect() -> None
     readings = {"gpu001": _healthy(), "gpu002": NodeReading({}, {}, unreachable="timed out")}
     logs = [
         LogSuspect(
-            "gpu002", "rank 13 never entered allreduce 9001", Weight.NEVER_ENTERED, "log a:9"
+            "gpu002", "rank 13 never entered SeqNum 9001", 90, "log a:9", "cuda 5", Kind.GPU
         ),
-        LogSuspect("gpu001", "root cause: exit -6", Weight.ROOT_CAUSE, "log a:40"),
+        LogSuspect("gpu001", "root cause: exit -6", 100, "log a:40"),
     ]
     first, second = rank(readings, logs)
-    assert (first.target, first.score) == ("gpu002", Weight.UNREACHABLE + Weight.NEVER_ENTERED)
+    assert (first.kind, first.target, first.score) == (Kind.NODE, "gpu002", Weight.UNREACHABLE + 90)
     assert [e.source for e in first.evidence] == ["unreachable", "log a:9"]
-    assert (second.target, second.score) == ("gpu001", Weight.ROOT_CAUSE)
+    assert (second.target, second.score, second.playbook) == ("gpu001", 100, RECOVER)
     assert fabric_suspects([first, second]) == {"gpu002"}  # a log alone blames no switch
 
 
