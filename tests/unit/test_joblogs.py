@@ -54,6 +54,17 @@ def test_init_start_lines_give_the_bus_id() -> None:
     assert facts.ranks[0].where == f"{KOLYOZ_INIT}:6"
 
 
+def test_older_init_lines_without_nvmldev_and_one_process_per_host() -> None:
+    facts = _read("issue-nccl-629-init-complete-busid-no-nvmldev-2node-16rank.txt")
+    assert (facts.nranks, sorted(facts.ranks)) == (16, [2, 4, 5, 8, 9, 12, 14, 15])
+    assert (facts.ranks[15].host, facts.ranks[15].cuda_dev, facts.ranks[15].bus_id) == (
+        "A03-R28-I49-3-9000018",
+        7,
+        "e7000",
+    )
+    assert {facts.ranks[rank].pid for rank in (8, 9, 12, 14, 15)} == {193027}
+
+
 # --- NCCL warnings -------------------------------------------------------------------------------
 
 

@@ -184,7 +184,9 @@ def _read_watchdog(state: _State, name: str, number: int, line: str) -> None:
 def _facts(state: _State) -> JobLogFacts:
     nranks = max(state.placements, default=None)
     placed = state.placements.get(nranks, {}) if nranks is not None else {}
-    by_process = {(p.host, p.pid): rank for rank, p in placed.items() if p.pid is not None}
+    by_process = {
+        (p.host, p.pid, p.cuda_dev): rank for rank, p in placed.items() if p.pid is not None
+    }  # one process may drive several GPUs: the device tells its ranks apart
     hosts = {p.host for p in placed.values() if p.host} | {e.host for e in state.events if e.host}
     hosts |= {f.host for f in state.failures if f.host}
     placed_hosts = {rank: p.host for rank, p in placed.items()}
@@ -208,7 +210,7 @@ def _facts(state: _State) -> JobLogFacts:
 
 def _resolve(
     event: LogEvent,
-    by_process: Mapping[tuple[str | None, int], int],
+    by_process: Mapping[tuple[str | None, int, int], int],
     addresses: Mapping[str, str],
     hosts: set[str],
     placed_hosts: Mapping[int, str | None],
@@ -216,8 +218,8 @@ def _resolve(
     """The event with its rank (from the process that logged it) and its peer as a host name
     where the logs tell which host has that address or name."""
     rank = event.rank
-    if rank is None and event.pid is not None:
-        rank = by_process.get((event.host, event.pid))
+    if rank is None and event.pid is not None and event.cuda_dev is not None:
+        rank = by_process.get((event.host, event.pid, event.cuda_dev))
     peer = _peer_host(event.peer, addresses, hosts)
     if peer is None and event.peer_rank is not None:
         peer = placed_hosts.get(event.peer_rank)
