@@ -347,6 +347,22 @@ def test_bootstrap_lines_map_addresses_to_hosts() -> None:
     assert dict(facts.host_addresses) == {"192.168.160.111": "test1", "192.168.160.112": "test2"}
 
 
+def test_warnings_behind_a_timestamp_prefix() -> None:
+    sample = (
+        FIXTURES
+        / "samples"
+        / "nccl-debug"
+        / "issue-pytorch-ciinfra-490-dev-shm-extend-enospc-timestamped.txt"
+    )
+    facts = read_job_logs({"ci.log": sample.read_text(encoding="utf-8")})
+    host = "mt-l-x86iavx512-45-172-t4-4-csmpw-runner-g4sfw-workflow"
+    assert [(w.line, w.host, w.pid, w.cuda_dev, w.topic) for w in facts.warnings] == [
+        (1, host, 202016, 0, Topic.SHM),
+        (3, host, 202016, 0, Topic.SHM),
+        (12, host, 202016, 2, Topic.NET_SOCKET),
+    ]
+
+
 def test_warnings_without_a_host_prefix() -> None:
     sample = (
         FIXTURES / "samples" / "nccl-debug" / "issue-nccl-525-shm-posix-fallocate-enospc-2.9.6.txt"
