@@ -81,7 +81,10 @@ def build_node(scenario: Scenario, spec: NodeSpec, paths: NodePaths, now: float)
             not node.env.units and persistence and active
         )
     fabric.scenario_start(node, injected.fabric_manager)
-    node.processes = [GpuProcess(p.name, p.gpu, p.used_mib) for p in injected.gpu_processes]
+    node.processes = [
+        GpuProcess(p.name, p.gpu, p.used_mib, job_id=p.job_id, user=p.user, args=p.args)
+        for p in injected.gpu_processes
+    ]
     node.events = [EventState(event) for event in injected.events]
     node.status = "unreachable" if injected.unreachable else "up"
     node.boot.lines = _initial_log(node, uptime)
@@ -145,6 +148,7 @@ def _faults(injected: NodeFaults) -> list[Fault]:
     ]
     faults += [Fault("nvlink_down", "never", gpu=n.gpu, value=n.link) for n in injected.nvlink_down]
     faults += [Fault("ib_port_down", "never", value=p) for p in injected.ib_ports_down]
+    faults += [Fault("ib_symbol_errors", "never", value=f.port) for f in injected.ib_symbol_errors]
     if injected.slow_nccl is not None:
         faults.append(Fault("slow_nccl", injected.slow_nccl_recovery, value=injected.slow_nccl))
     if injected.unreachable:
@@ -261,8 +265,10 @@ def _slurm_state(injected: NodeFaults, name: str, now: float, slurm: SlurmState)
 
 
 def _tag_job_processes(node: NodeState, job_id: int | None) -> None:
+    """The node's processes are its running job's, but for those the scenario puts in a job
+    of their own (a finished job's left-overs)."""
     for process in node.processes:
-        process.job_id = job_id
+        process.job_id = process.job_id or job_id
 
 
 def prepare_files(node: NodeState, driver: str) -> None:

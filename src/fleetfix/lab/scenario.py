@@ -163,6 +163,14 @@ class GpuProcessSpec:
     name: str
     gpu: int
     used_mib: int = 1024
+    job_id: int | None = None
+    """The Slurm job whose cgroup it is in; None: the node's running job, if any. A job Slurm
+    does not have (no `slurm: {state: alloc, job_id: N}` for it) makes it a finished job's
+    left-over: an orphan."""
+    user: str | None = None
+    """Its owner (default: its job's user, else root)."""
+    args: str = ""
+    """Its command line after the name (`train.py --resume`), as ps shows it."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -230,6 +238,15 @@ class NvlinkDown:
 
 
 @dataclass(frozen=True, slots=True)
+class IbSymbolErrors:
+    """An HCA port (`mlx5_<port>`) whose symbol_error counter rises by `per_read` at every read
+    of the node's counters (a dirty cable or transceiver; recovery never)."""
+
+    port: int
+    per_read: int = 50
+
+
+@dataclass(frozen=True, slots=True)
 class InitFailed:
     """A GPU on the PCI bus that the driver fails to initialise in every boot until `recovery`
     (`RmInitAdapter failed!` in each such boot's log, no Xid): nvidia-smi lists one fewer."""
@@ -280,6 +297,7 @@ class NodeFaults:
     slurm: SlurmSpec = field(default_factory=SlurmSpec)
     nvlink_down: tuple[NvlinkDown, ...] = ()
     ib_ports_down: tuple[int, ...] = ()
+    ib_symbol_errors: tuple[IbSymbolErrors, ...] = ()
     slow_nccl: float | None = None
     slow_nccl_recovery: str = "never"
     unreachable: bool = False

@@ -19,6 +19,7 @@ from fleetfix.lab.scenario import (
     EccFault,
     FleetShape,
     GpuProcessSpec,
+    IbSymbolErrors,
     NodeChange,
     NodeFaults,
     NvlinkDown,
@@ -242,6 +243,7 @@ _FAULT_KEYS = (
     "slurm",
     "nvlink_down",
     "ib_port_down",
+    "ib_symbol_errors",
     "slow_nccl",
     "unreachable",
     "flaky_ssh",
@@ -272,6 +274,7 @@ _LIST_KEYS = frozenset(
         "row_remap",
         "gpu_processes",
         "nvlink_down",
+        "ib_symbol_errors",
         "missing_gpu",
         "gpu_missing_after_reboot",
         "events",
@@ -353,6 +356,9 @@ class _FaultParser:
             slurm=self.slurm(raw.get("slurm"), f"{where}.slurm"),
             nvlink_down=tuple(self.nvlink(v, where) for v in _items(raw.get("nvlink_down"))),
             ib_ports_down=tuple(self.ib_port(v, where) for v in _items(raw.get("ib_port_down"))),
+            ib_symbol_errors=tuple(
+                self.ib_symbol_errors(v, where) for v in _items(raw.get("ib_symbol_errors"))
+            ),
             slow_nccl=slow_nccl,
             slow_nccl_recovery=slow_nccl_recovery,
             unreachable=self.b.flag(raw.get("unreachable", False), f"{where}.unreachable"),
@@ -486,11 +492,21 @@ class _FaultParser:
         return self.b.recovery(raw.get("recovery", "reboot"), f"{where}.hung_nvidia_smi")
 
     def process(self, value: object, where: str) -> GpuProcessSpec:
-        raw = self.b.mapping(value, f"{where}.gpu_processes", ("name", "gpu", "used_mib", "pid"))
+        raw = self.b.mapping(
+            value,
+            f"{where}.gpu_processes",
+            ("name", "gpu", "used_mib", "pid", "job_id", "user", "args"),
+        )
+        job = raw.get("job_id")
         return GpuProcessSpec(
             name=str(raw.get("name", "python")),
             gpu=self.gpu(raw.get("gpu", 0), f"{where}.gpu_processes.gpu"),
             used_mib=self.b.integer(raw.get("used_mib", 1024), f"{where}.gpu_processes.used_mib"),
+            job_id=None
+            if job is None
+            else self.b.integer(job, f"{where}.gpu_processes.job_id", minimum=1),
+            user=None if raw.get("user") is None else str(raw["user"]),
+            args=str(raw.get("args") or ""),
         )
 
     def slurm(self, value: object, where: str) -> SlurmSpec:
@@ -518,7 +534,7 @@ class _FaultParser:
             raise self.b.error(f"{where}.nvlink_down: link {link} does not exist", "link")
         return NvlinkDown(gpu=self.gpu(raw.get("gpu", 0), f"{where}.nvlink_down.gpu"), link=link)
 
-    def ib_port(self, value: object, where: str) -> int:
+    def ib_port(self, value: object, where: str, key: str = "ib_port_down") -> int:
         text = str(value)
         index = int(text[5:]) if text.startswith("mlx5_") and text[5:].isdigit() else value
         if (
@@ -527,10 +543,19 @@ class _FaultParser:
             or not 0 <= index < self.layout.nics
         ):
             last = f"mlx5_{self.layout.nics - 1}"
-            raise self.b.error(
-                f"{where}.ib_port_down: expected mlx5_0..{last}, got {value!r}", "ib_port_down"
-            )
+            raise self.b.error(f"{where}.{key}: expected mlx5_0..{last}, got {value!r}", key)
         return index
+
+    def ib_symbol_errors(self, value: object, where: str) -> IbSymbolErrors:
+        """`mlx5_3`, `3` or `{port: mlx5_3, per_read: 50}`."""
+        if not isinstance(value, dict):
+            return IbSymbolErrors(port=self.ib_port(value, where, "ib_symbol_errors"))
+        raw = self.b.mapping(value, f"{where}.ib_symbol_errors", ("port", "per_read"))
+        per_read = raw.get("per_read", 50)
+        return IbSymbolErrors(
+            port=self.ib_port(raw.get("port", 0), where, "ib_symbol_errors"),
+            per_read=self.b.integer(per_read, f"{where}.ib_symbol_errors.per_read", minimum=1),
+        )
 
     def slow_nccl(self, value: object, where: str) -> tuple[float | None, str]:
         if value is None:

@@ -27,7 +27,7 @@ from typing import Any
 import asyncssh
 
 from fleetfix.errors import LabError
-from fleetfix.lab import transitions
+from fleetfix.lab import ib_counters, transitions
 from fleetfix.lab.audit import is_disruptive
 from fleetfix.lab.bmc import BmcAnswer, BmcRequest, answer
 from fleetfix.lab.build import build_fleet
@@ -248,6 +248,8 @@ class LabRuntime:
         if node is None or node.status != "up":
             return CommandPlan(abort=True)
         await self.before_command(node)
+        if ib_counters.mentions(command):
+            ib_counters.refresh(node)  # one read of the node's InfiniBand counters
         limits = [int(f.value or 0) for f in node.faults_of("flaky_ssh")]
         delay = sum(f.value or 0.0 for f in node.faults_of("slow_ssh")) / 1000.0
         started = self.launch(node, command)
@@ -435,6 +437,7 @@ class LabRuntime:
                 start_new_session=True,
             )
             process.pid = holder.pid
+            process.started = time.time()
             self._holders[holder.pid] = holder
             self._background(self._watch_holder(node, process, holder))
 

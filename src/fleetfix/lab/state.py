@@ -160,6 +160,11 @@ class GpuProcess:
     used_mib: int
     job_id: int | None = None
     pid: int = 0
+    user: str | None = None
+    """Its owner as ps shows it (None: its job's user, else root)."""
+    args: str = ""
+    started: float = 0.0
+    """When its placeholder started (ps lstart)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -404,7 +409,13 @@ class NodeState:
             "packages": dict(self.packages) if self.packages is not None else None,
             "faults": _node_faults(self, degraded_factor),
             "gpu_processes": [
-                {"pid": p.pid, "name": p.name, "gpu": p.gpu, "job_id": p.job_id}
+                {
+                    "pid": p.pid,
+                    "name": p.name,
+                    "gpu": p.gpu,
+                    "job_id": p.job_id,
+                    "used_mib": p.used_mib,
+                }
                 for p in self.processes
             ],
             "persistence": [g.persistence for g in self.visible_gpus()],

@@ -533,12 +533,12 @@ class _Owned:
 
 
 def _owned(processes: tuple[HeldProcess, ...], owned: _Owned) -> tuple[HeldProcess, ...]:
-    """Each process with what ps said of it (the user from ps where fuser gave none)."""
+    """Each process with what ps said of it (its user too: ps reads it with the rest)."""
     by_pid = {owner.pid: owner for owner in owned.owners}
     return tuple(
         replace(
             process,
-            user=process.user or by_pid[process.pid].user,
+            user=by_pid[process.pid].user,
             command_line=by_pid[process.pid].command_line,
             started=by_pid[process.pid].started,
             cgroup=by_pid[process.pid].cgroup,

@@ -89,14 +89,19 @@ def devices(node: NodeState) -> list[str]:
     ]
 
 
+def daemon_holders(node: NodeState) -> list[Holder]:
+    """The NVIDIA daemons running on the node (each holds the GPU device files)."""
+    return [
+        Holder(pid + node.spec.index % 97, command, unit)
+        for unit, command, pid in _DAEMONS
+        if node.unit_active(unit)
+    ]
+
+
 def holders(node: NodeState, device: str) -> list[Holder]:
     found: list[Holder] = []
-    for unit, command, pid in _DAEMONS:
-        if node.unit_active(unit) and device not in (
-            "/dev/nvidia-uvm",
-            "/dev/nvidia-uvm-tools",
-        ):
-            found.append(Holder(pid + node.spec.index % 97, command, unit))
+    if device not in ("/dev/nvidia-uvm", "/dev/nvidia-uvm-tools"):
+        found.extend(daemon_holders(node))
     index = device.removeprefix("/dev/nvidia")
     for process in node.processes:
         if not index.isdigit() or int(index) == _visible_index(node, process.gpu):

@@ -378,6 +378,7 @@ def _option(args: list[str], names: tuple[str, ...]) -> str | None:
 def _job_row(fmt: str, job: SlurmJob | None, now: float) -> str:
     headers = {
         "i": "JOBID",
+        "A": "JOBID",
         "P": "PARTITION",
         "j": "NAME",
         "u": "USER",
@@ -395,6 +396,7 @@ def _job_row(fmt: str, job: SlurmJob | None, now: float) -> str:
             elapsed = int(now - job.started)
             values = {
                 "i": str(job.job_id),
+                "A": str(job.job_id),
                 "P": "gpu",
                 "j": job.name,
                 "u": job.user,

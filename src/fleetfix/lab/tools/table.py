@@ -11,6 +11,7 @@ from fleetfix.lab.tools import (
     node,
     nvidia_smi,
     packages,
+    ps,
     slurm,
     systemd,
 )
@@ -33,6 +34,7 @@ def tool_table() -> dict[str, Handler]:
         "systemctl": systemd.systemctl,
         "ibstat": ib.ibstat,
         "ibstatus": ib.ibstatus,
+        "perfquery": ib.perfquery,
         "scontrol": slurm.scontrol,
         "sinfo": slurm.sinfo,
         "squeue": slurm.squeue,
@@ -41,6 +43,7 @@ def tool_table() -> dict[str, Handler]:
         "shutdown": node.shutdown,
         "fuser": node.fuser,
         "kill": node.kill,
+        "ps": ps.ps,
         "lspci": node.lspci,
         "nvidia-bug-report.sh": node.nvidia_bug_report,
         "mpirun": nccl.mpirun,
