@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from fleetfix.errors import ProbeParseError, ToolNotInstalled
+from fleetfix.probes import probe_registry
 from fleetfix.probes.base import to_data, verdict
 from fleetfix.probes.ib_counters import PROBE, IbCountersFacts, PortCounters, Source
 from tests.probes.absent import SHELLS, bare_path, run
@@ -220,6 +221,10 @@ def test_perfquery_failing_before_any_counter_is_an_error() -> None:
     text += "perfquery: iberror: failed: Failed to open 'NULL' port '0'\n"
     with pytest.raises(ProbeParseError, match="perfquery failed before printing counters"):
         PROBE.read(text)
+
+
+def test_registered_as_a_builtin_probe() -> None:
+    assert probe_registry().get("ib_counters") is PROBE
 
 
 def test_marker_reads_as_not_installed() -> None:

@@ -253,8 +253,8 @@ def fault_text(fault: dict[str, Any]) -> str:
         return "modules_unloaded " + ",".join(fault["modules"])
     if kind == "nvlink_down":
         return f"nvlink_down{where} link{int(fault['value'])}"
-    if kind == "ib_port_down":
-        return f"ib_port_down mlx5_{int(fault['value'])}"
+    if kind in ("ib_port_down", "ib_symbol_errors"):
+        return f"{kind} mlx5_{int(fault['value'])}"
     if kind == "degraded_leaf":
         return f"degraded_leaf {fault['leaf']}"
     if kind == "sxid":

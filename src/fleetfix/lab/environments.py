@@ -41,7 +41,7 @@ TOOL_GROUPS = MappingProxyType(
         "systemd": ("systemctl", "journalctl"),
         "journal": ("journalctl",),
         "slurm": ("scontrol", "sinfo", "squeue", "scancel"),
-        "ib": ("ibstat", "ibstatus"),
+        "ib": ("ibstat", "ibstatus", "perfquery"),
         "dcgm": ("dcgmi",),
         "lspci": ("lspci",),
         "nccl-tests": NCCL_TOOLS,

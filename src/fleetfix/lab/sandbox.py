@@ -11,6 +11,9 @@ real /dev/shm or kernel modules. The lab's own processes' /proc/PID/fd are cover
 empty directory: they hold a socket per node, which a node's `find /proc/*/fd` would
 otherwise read on every call.
 
+A command naming /sys/class/infiniband reads the node's own counters tree (lab/ib_counters.py):
+mounted over the machine's where it has one, else the path rewritten in the command text.
+
 Fallback mode (no namespaces): the command runs in plain bash with those five paths rewritten
 to the node's files in the command text, FLEETFIX_SHM_DIR exported, and any command that still
 mentions `shm` some other way refused -- so it cannot touch the real /dev/shm either.
@@ -31,6 +34,7 @@ from functools import cache
 from pathlib import Path
 from typing import Any
 
+from fleetfix.lab import ib_counters
 from fleetfix.lab.state import NodePaths
 
 SANDBOX_ENV = "FLEETFIX_LAB_SANDBOX"
@@ -186,6 +190,11 @@ def _machine_has_var_lib_fleetfix() -> bool:
     return os.path.isdir(VAR_LIB_FLEETFIX)
 
 
+@cache
+def _machine_has_infiniband() -> bool:
+    return os.path.isdir(ib_counters.SYSFS)
+
+
 def namespace_launch(
     paths: NodePaths, hostname: str, command: str, hidden: Sequence[str], empty: str = ""
 ) -> Launch:
@@ -209,6 +218,12 @@ def namespace_launch(
         mounts += ((str(paths.var_lib_fleetfix), VAR_LIB_FLEETFIX),)
     else:
         command = command.replace(VAR_LIB_FLEETFIX, str(paths.var_lib_fleetfix))
+    if ib_counters.mentions(command):  # the node's InfiniBand counters (lab/ib_counters.py)
+        ib_dir = str(ib_counters.directory(paths))
+        if _machine_has_infiniband():
+            mounts += ((ib_dir, ib_counters.SYSFS),)
+        else:
+            command = command.replace(ib_counters.SYSFS, ib_dir)
     return Launch(
         ("/bin/bash", "-c", command, "bash"),
         {},
@@ -243,5 +258,6 @@ def launch(
         .replace(PROC_MODULES, str(paths.proc_modules))
         .replace(DEV_SHM, str(paths.shm))
         .replace(VAR_LIB_FLEETFIX, str(paths.var_lib_fleetfix))
+        .replace(ib_counters.SYSFS, str(ib_counters.directory(paths)))
     )
     return Launch(("/bin/bash", "-c", rewritten, "bash"), env)  # $0 `bash`, as sshd's

@@ -21,6 +21,7 @@ BUILTIN_PROBES: tuple[str, ...] = (
     "shm",
     "services",
     "ib",
+    "ib_counters",
     "slurm_node",
     "nccl_tests",
     "dcgm_diag",

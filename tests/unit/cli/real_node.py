@@ -14,8 +14,9 @@ from pathlib import Path
 from fleetfix.probes import BUILTIN_PROBES
 from tests.probes.absent import REAL_NODE
 
-PROBES = tuple(name for name in BUILTIN_PROBES if name != "pci_gpus")
-"""Every probe but pci_gpus, which reads this machine's /sys/bus/pci: no PATH can fake it."""
+PROBES = tuple(name for name in BUILTIN_PROBES if name not in ("pci_gpus", "ib_counters"))
+"""Every probe but pci_gpus and ib_counters, which read this machine's /sys/bus/pci and
+/sys/class/infiniband: no PATH can fake them."""
 NOT_INSTALLED = {
     "ib": "ibstat",
     "slurm_node": "slurm",

@@ -1,4 +1,5 @@
-"""Emulated `ibstat` and `ibstatus`: the board's ConnectX-7 NDR InfiniBand HCAs (8 on HGX).
+"""Emulated `ibstat`, `ibstatus` and `perfquery`: the board's ConnectX-7 NDR InfiniBand HCAs
+(8 on HGX).
 
 Layout and tabs follow shared/samples/ibstat/gpud-ibstat-h100-cx7-ndr-some-down.txt; a port
 injected as down reads `State: Down`, `Physical state: Polling` (no link partner).
@@ -9,9 +10,10 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from fleetfix.lab import ib_counters
 from fleetfix.lab.scenario import IB_PORTS_PER_NODE
 from fleetfix.lab.state import NodeState
-from fleetfix.lab.tools.base import ToolContext, ToolReply, lines
+from fleetfix.lab.tools.base import ToolContext, ToolReply, fail, lines
 
 FIRMWARE = "28.39.1002"
 SM_LID = 1
@@ -114,3 +116,105 @@ def ibstatus(ctx: ToolContext, argv: Sequence[str]) -> ToolReply:
             )
         )
     return ToolReply(stdout="".join(blocks))
+
+
+# --- perfquery ------------------------------------------------------------------------------
+
+_EXTENDED = (
+    ("PortXmitData", "port_xmit_data"),
+    ("PortRcvData", "port_rcv_data"),
+    ("PortXmitPkts", "port_xmit_packets"),
+    ("PortRcvPkts", "port_rcv_packets"),
+    ("PortUnicastXmitPkts", "unicast_xmit_packets"),
+    ("PortUnicastRcvPkts", "unicast_rcv_packets"),
+    ("PortMulticastXmitPkts", "multicast_xmit_packets"),
+    ("PortMulticastRcvPkts", "multicast_rcv_packets"),
+)
+_ERRORS = (
+    ("SymbolErrorCounter", "symbol_error"),
+    ("LinkErrorRecoveryCounter", "link_error_recovery"),
+    ("LinkDownedCounter", "link_downed"),
+    ("PortRcvErrors", "port_rcv_errors"),
+    ("PortRcvRemotePhysicalErrors", "port_rcv_remote_physical_errors"),
+    ("PortRcvSwitchRelayErrors", "port_rcv_switch_relay_errors"),
+    ("PortXmitDiscards", "port_xmit_discards"),
+    ("PortXmitConstraintErrors", "port_xmit_constraint_errors"),
+    ("PortRcvConstraintErrors", "port_rcv_constraint_errors"),
+)
+_LINK_ERRORS = (
+    ("LocalLinkIntegrityErrors", "local_link_integrity_errors"),
+    ("ExcessiveBufferOverrunErrors", "excessive_buffer_overrun_errors"),
+    ("VL15Dropped", "VL15_dropped"),
+)
+_PLAIN_TRAFFIC = (
+    ("PortXmitData", "port_xmit_data"),
+    ("PortRcvData", "port_rcv_data"),
+    ("PortXmitPkts", "port_xmit_packets"),
+    ("PortRcvPkts", "port_rcv_packets"),
+)
+_MAX32 = 0xFFFFFFFF
+
+
+def _dotted(name: str, value: object) -> str:
+    """perfquery's `Name:....value`, the value in column 34."""
+    return f"{name}:".ljust(33, ".") + str(value)
+
+
+def _extended_block(lid: int, values: dict[str, int]) -> list[str]:
+    """`perfquery -x`, laid out as tests/fixtures/ib-counters/perfquery-x-*.txt."""
+    rows = [
+        f"# Port extended counters: Lid {lid} port 1 (CapMask: 0x5A00 CapMask2: 0x0000002)",
+        _dotted("PortSelect", 1),
+        _dotted("CounterSelect", "0x0000"),
+    ]
+    rows += [_dotted(name, values[key]) for name, key in _EXTENDED]
+    rows.append(_dotted("CounterSelect2", "0x00000000"))
+    rows += [_dotted(name, values[key]) for name, key in _ERRORS + _LINK_ERRORS]
+    rows += [_dotted("PortXmitWait", values["port_xmit_wait"]), _dotted("QP1Dropped", 0)]
+    return rows
+
+
+def _plain_block(lid: int, values: dict[str, int]) -> list[str]:
+    """Plain `perfquery` (PortCounters: 32-bit traffic counters that stop at their maximum)."""
+    rows = [
+        f"# Port counters: Lid {lid} port 1 (CapMask: 0x5A00)",
+        _dotted("PortSelect", 1),
+        _dotted("CounterSelect", "0x0000"),
+    ]
+    rows += [_dotted(name, values[key]) for name, key in _ERRORS]
+    rows.append(_dotted("CounterSelect2", "0x00"))
+    rows += [_dotted(name, values[key]) for name, key in _LINK_ERRORS]
+    rows += [_dotted(name, min(values[key], _MAX32)) for name, key in _PLAIN_TRAFFIC]
+    rows.append(_dotted("PortXmitWait", values["port_xmit_wait"]))
+    return rows
+
+
+def perfquery(ctx: ToolContext, argv: Sequence[str]) -> ToolReply:
+    """`perfquery [-x] [-C CA] [-P PORT]`: the local port's counters (one read of the node's
+    counters, lab/ib_counters.py). A LID or GUID argument (another node's port) is refused."""
+    args = list(argv)
+    extended = "-x" in args or "--extended" in args
+    ca = _option(args, ("-C", "--Ca")) or "mlx5_0"
+    port = _option(args, ("-P", "--Port")) or "1"
+    rest = [a for a in args if not a.startswith("-") and a not in (ca, port)]
+    known = {p.ca: p for p in ports(ctx.node)}
+    if rest:
+        return fail("perfquery: the lab answers for the local port only (no LID or GUID)", rc=1)
+    if ca not in known or port != "1":
+        return fail(
+            f"ibwarn: [{40000 + ctx.node.spec.index}] mad_rpc_open_port: "
+            f"can't open UMAD port ({ca}:{port})\n"
+            f"perfquery: iberror: failed: Failed to open '{ca}' port '{port}'",
+            rc=255,
+        )
+    values = next(r.counters for r in ib_counters.read(ctx.node) if r.ca == ca)
+    lid = known[ca].lid
+    rows = _extended_block(lid, values) if extended else _plain_block(lid, values)
+    return ToolReply(stdout=lines(*rows))
+
+
+def _option(args: list[str], names: tuple[str, ...]) -> str | None:
+    for index, arg in enumerate(args):
+        if arg in names and index + 1 < len(args):
+            return args[index + 1]
+    return None
