@@ -45,6 +45,13 @@ class ModuleCall:
         return self.hs.dry
 
     @property
+    def diffing(self) -> bool:
+        """--diff (or `diff:` on the step): a module's `diff` result holds the texts before and
+        after, as Ansible's module._diff."""
+        step = self.hs.step.diff
+        return self.hs.ctx.options.diff if step is None else step
+
+    @property
     def host(self) -> str:
         return self.hs.state.name
 

@@ -13,6 +13,7 @@ from fleetfix.modules.remote_files import (
     Attributes,
     PathStat,
     Write,
+    attributes_diff,
     backup,
     ensure_attributes,
     read_bytes,
@@ -61,24 +62,47 @@ async def lineinfile(call: ModuleCall) -> Outcome:
         return call.outcome(msg="file not present")
     lines = read_lines(await read_bytes(call, found.path)) if found is not None else []
     edit = present(lines, wanted) if params["state"] == "present" else absent(lines, wanted)
-    return await _apply(call, path, found, edit)
+    return await _apply(call, path, found, edit, _text(lines))
 
 
-async def _apply(call: ModuleCall, path: str, found: PathStat | None, edit: Edit) -> Outcome:
+async def _apply(
+    call: ModuleCall, path: str, found: PathStat | None, edit: Edit, before: str
+) -> Outcome:
     params = call.params
     extra: dict[str, Any] = {"found": edit.found} if params["state"] == "absent" else {}
+    # Ansible's diff: the texts only with --diff, the headers always.
+    content: dict[str, Any] = {
+        "before": before if call.diffing else "",
+        "after": _text(edit.lines) if call.diffing else "",
+        "before_header": f"{path} (content)",
+        "after_header": f"{path} (content)",
+    }
     backup_file = ""
     if edit.changed and not call.dry:
         if params["backup"] and found is not None:
             backup_file = await backup(call, found.path)
         found = await _write(call, path, found, edit)
-    if found is None:  # --check on a file not there yet
-        return call.outcome(changed=edit.changed, msg=edit.msg, backup=backup_file, **extra)
+    if found is None:  # --check on a file not there yet: Ansible's diff is the content's alone
+        return call.outcome(
+            changed=edit.changed, msg=edit.msg, backup=backup_file, diff=content, **extra
+        )
     msg, changed = edit.msg, edit.changed
-    if await ensure_attributes(call, found, Attributes.of(params)):
+    attrs = Attributes.of(params)
+    attributes = {
+        **attributes_diff(found, attrs),
+        "before_header": f"{path} (file attributes)",
+        "after_header": f"{path} (file attributes)",
+    }
+    if await ensure_attributes(call, found, attrs):
         msg = f"{msg} and {_ATTRS_CHANGED}" if changed else _ATTRS_CHANGED
         changed = True
-    return call.outcome(changed=changed, msg=msg, backup=backup_file, **extra)
+    return call.outcome(
+        changed=changed, msg=msg, backup=backup_file, diff=[content, attributes], **extra
+    )
+
+
+def _text(lines: list[bytes]) -> str:
+    return b"".join(lines).decode("utf-8", errors="replace")
 
 
 async def _write(call: ModuleCall, path: str, found: PathStat | None, edit: Edit) -> PathStat:

@@ -384,6 +384,23 @@ def attribute_words(st: PathStat, attrs: Attributes) -> list[str]:
     return words
 
 
+def attributes_diff(st: PathStat, attrs: Attributes) -> dict[str, dict[str, Any]]:
+    """Ansible's file-attributes diff (set_fs_attributes_if_different): `before` and `after`
+    of each of owner, group and mode that differs; empty when none does. An owner or group
+    given by name is shown by name (Ansible shows the number it resolves the name to)."""
+    before: dict[str, Any] = {}
+    after: dict[str, Any] = {}
+    owner, group = attrs.owner, attrs.group
+    if owner is not None and not _same(owner, st.uid, st.owner):
+        before["owner"], after["owner"] = st.uid, int(owner) if owner.isdigit() else owner
+    if group is not None and not _same(group, st.gid, st.group):
+        before["group"], after["group"] = st.gid, int(group) if group.isdigit() else group
+    mode = wanted_mode(attrs, st.perms, is_dir=st.is_dir, umask=st.umask)
+    if mode is not None and mode != st.perms and not st.is_link:
+        before["mode"], after["mode"] = f"0{st.perms:03o}", f"0{mode:03o}"
+    return {"before": before, "after": after} if before else {}
+
+
 def _same(wanted: str, number: int, name: str | None) -> bool:
     return int(wanted) == number if wanted.isdigit() else wanted == name
 
