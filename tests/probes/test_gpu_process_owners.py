@@ -11,9 +11,18 @@ https://slurm.schedmd.com/cgroup_v2.html, and `cat /proc/$$/cgroup` in a job ste
 
 from __future__ import annotations
 
+import os
+import pwd
+import shlex
+import subprocess
+import sys
+import time
+from pathlib import Path
+
 import pytest
 
 from fleetfix.errors import ProbeParseError
+from fleetfix.probes import gpu_processes
 from fleetfix.probes.gpu_processes import parse
 from fleetfix.probes.process_owners import job_of
 
@@ -152,3 +161,30 @@ def test_output_without_the_new_sections_reads_as_before() -> None:
 def test_a_foreign_line_is_a_parse_error_naming_it(section: str, reason: str) -> None:
     with pytest.raises(ProbeParseError, match=reason):
         parse(QUERY + section)
+
+
+def test_the_owners_section_reads_real_procps_output_of_a_process_this_test_started(
+    tmp_path: Path,
+) -> None:
+    """The probe's own shell code, run with the machine's real ps on a child of this test:
+    what procps prints (widths, lstart, the cgroup column) is what the parser reads."""
+    child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)", "orphan-arg"])
+    try:
+        (tmp_path / "q").write_text(f"{child.pid}, python3, GPU-x, 00000000:18:00.0, 40 MiB\n")
+        (tmp_path / "f").write_text("")
+        script = f"d={shlex.quote(str(tmp_path))}; {gpu_processes._OWNERS}"
+        said = subprocess.run(
+            ["bash", "-c", script], capture_output=True, text=True, check=True, timeout=30
+        ).stdout
+        query = "### fleetfix query-compute-apps\n" + (tmp_path / "q").read_text()
+        facts = parse(query + "### fleetfix end rc=0\n" + said + _jobs())
+    finally:
+        child.kill()
+        child.wait()
+    (process,) = facts.processes
+    assert process.user == pwd.getpwuid(os.getuid()).pw_name
+    assert process.command_line is not None and process.command_line.endswith(
+        "time.sleep(60) orphan-arg"
+    )
+    assert process.started is not None and process.started.endswith(time.strftime("%Y"))
+    assert facts.owners_ok is True

@@ -203,9 +203,10 @@ _OWNERS = " ".join(
         " | grep -xE '[0-9]+' | sort -un | paste -sd, -);",
         f"echo '{MARKER_PREFIX}owners'; r=0;",
         'if [ -n "$p" ]; then',
-        'o=$(LC_ALL=C timeout -k 2 15 ps -o pid=,user:32=,lstart=,args= -p "$p" 2>&1); r=$?;',
+        'o=$(LC_ALL=C timeout -k 2 15 ps -ww -o pid=,user:32=,lstart=,args= -p "$p" 2>&1); r=$?;',
         "[ -z \"$o\" ] || printf '%s\\n' \"$o\" | sed 's/^ */pid /';",
-        "LC_ALL=C timeout -k 2 15 ps -o pid=,cgroup= -p \"$p\" 2>/dev/null | sed 's/^ */cgroup /';",
+        'LC_ALL=C timeout -k 2 15 ps -ww -o pid=,cgroup= -p "$p" 2>/dev/null',
+        "| sed 's/^ */cgroup /';",
         "fi;",
         f'echo "{MARKER_PREFIX}end rc=$r";',
     )

@@ -10,11 +10,12 @@ The gpu_processes probe prints two more sections after its compute-apps and fuse
     48213
     ### fleetfix end rc=0
 
-`pid` lines are `ps -o pid=,user:32=,lstart=,args=` (the start time is ps's `lstart`, five
-words, what `kill_orphans` compares again right before it signals: a PID a new process took
-in between starts at another time). `cgroup` lines are `ps -o pid=,cgroup=`: the entries of
-/proc/PID/cgroup that are not the root ("/"), joined with commas (procps). The Slurm job is
-read from the path Slurm gives its processes:
+`pid` lines are `ps -ww -o pid=,user:32=,lstart=,args=` (-ww: whole command lines, whatever
+$COLUMNS says; the start time is ps's `lstart`, five words, what `kill_orphans` compares again
+right before it signals: a PID a new process took in between starts at another time).
+`cgroup` lines are `ps -ww -o pid=,cgroup=`: the entries of /proc/PID/cgroup that are not the
+root ("/"), joined with commas (procps). The Slurm job is read from the path Slurm gives its
+processes:
 
 - cgroup v1 (Slurm's cgroup/v1 plugin, src/plugins/cgroup/v1/xcgroup.c):
   `/slurm/uid_<uid>/job_<job>/step_<step>/task_<n>` in every controller's hierarchy, or

@@ -1,5 +1,5 @@
-"""Emulated procps `ps -o FORMAT -p PIDS`: a node's GPU processes and NVIDIA daemons as the node
-would show them, never the machine's own processes.
+"""Emulated procps `ps [-ww] -o FORMAT -p PIDS`: a node's GPU processes and NVIDIA daemons as
+the node would show them, never the machine's own processes.
 
 A lab GPU process is a real placeholder (`sleep` under the process's name) that the lab started,
 so its user, cgroup and command line on the machine are the lab's, not the node's. This answers
@@ -107,6 +107,8 @@ def _arguments(argv: Sequence[str]) -> tuple[list[_Field] | None, list[int] | No
     args = list(argv)
     while args:
         arg = args.pop(0)
+        if arg in ("-w", "-ww"):  # wide output: the lab never cuts a line
+            continue
         key, value = _option(arg, args)
         if key in ("-o", "--format", "-O") and value is not None:
             parsed = _fields(value)
