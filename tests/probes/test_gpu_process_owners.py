@@ -188,3 +188,8 @@ def test_the_owners_section_reads_real_procps_output_of_a_process_this_test_star
     )
     assert process.started is not None and process.started.endswith(time.strftime("%Y"))
     assert facts.owners_ok is True
+
+
+def test_squeue_asks_for_the_named_slurm_node_else_the_short_hostname() -> None:
+    assert "squeue -h -w gpu-001.a -o %A" in gpu_processes.command({"node": "gpu-001.a"})
+    assert 'squeue -h -w "$(hostname -s)" -o %A' in gpu_processes.command({})

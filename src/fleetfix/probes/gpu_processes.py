@@ -26,6 +26,7 @@ from __future__ import annotations
 import csv
 import math
 import re
+import shlex
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from typing import Any
@@ -190,7 +191,7 @@ def command(params: Mapping[str, Any]) -> str:
             _show("query-compute-apps", query_limit, "q"),
             _show("fuser", fuser_limit, "f"),
             _OWNERS,
-            _SLURM_JOBS.format(limit=f"{query_limit:g}"),
+            _SLURM_JOBS.format(limit=f"{query_limit:g}", node=_slurm_node(params)),
             'rm -rf "$d"',
         )
     )
@@ -215,12 +216,18 @@ _OWNERS = " ".join(
 _SLURM_JOBS = " ".join(
     (
         f"echo '{MARKER_PREFIX}slurm-jobs timeout={{limit}}';",
-        'j=$(timeout -k 2 {limit} squeue -h -w "$(hostname -s)" -o %A 2>&1); r=$?;',
+        "j=$(timeout -k 2 {limit} squeue -h -w {node} -o %A 2>&1); r=$?;",
         "printf '%s\\n' \"$j\";",
         f'echo "{MARKER_PREFIX}end rc=$r";',
     )
 )
 """The jobs Slurm has on this node (squeue's `%A`: the job id cgroups are named after)."""
+
+
+def _slurm_node(params: Mapping[str, Any]) -> str:
+    """The node's Slurm name for squeue -w: the `node` param, else the short hostname."""
+    node = params.get("node")
+    return shlex.quote(str(node)) if node else '"$(hostname -s)"'
 
 
 def _background(limit: float, tool_call: str, file: str) -> str:
@@ -619,5 +626,6 @@ PROBE: Probe[GpuProcessesFacts] = Probe(
         "nvidia_smi_timeout": "seconds nvidia-smi --query-compute-apps may take before it is "
         f"killed ({DEFAULT_TIMEOUT:g})",
         "fuser_timeout": f"seconds fuser may take before it is killed ({DEFAULT_TIMEOUT:g})",
+        "node": "the node's Slurm name, whose jobs squeue lists (default: its short hostname)",
     },
 )
