@@ -24,6 +24,7 @@ from collections.abc import Sequence
 from fleetfix.actions.base import Action, ActionContext, ActionPlan, PlannedCommand, planned_before
 from fleetfix.actions.gates import duration, params_checker, seconds
 from fleetfix.probes.gpu_processes import GpuProcessesFacts, HeldProcess
+from fleetfix.probes.slurm_node import SlurmNodeFacts
 
 DEFAULT_WAIT = 10.0
 KILL_WAIT = 5
@@ -34,7 +35,7 @@ EVIDENCE_KEY = "orphans"
 
 def _plan(ctx: ActionContext) -> ActionPlan:
     facts: GpuProcessesFacts = ctx.facts["gpu_processes"]
-    unknown = _unknown(facts)
+    unknown = _unknown(facts) or _disagrees(facts, ctx.facts.get("slurm_node"))
     if unknown is not None:
         return ActionPlan(refused=f"{unknown}: no process is known to be an orphan")
     orphans = _orphans(facts)
@@ -71,6 +72,18 @@ def _unknown(facts: GpuProcessesFacts) -> str | None:
     if facts.query_ok is False:
         return f"cannot list the GPUs' compute processes ({said or 'nvidia-smi failed'})"
     return None
+
+
+def _disagrees(facts: GpuProcessesFacts, slurm: SlurmNodeFacts | None) -> str | None:
+    """squeue listed no job while Slurm's node record says jobs hold the node: squeue was
+    asked for another name (the node's Slurm name is not its short hostname) and every job
+    process would look like an orphan."""
+    if slurm is None or facts.slurm_jobs or not slurm.has_jobs:
+        return None
+    return (
+        f"Slurm says jobs hold {slurm.name} ({slurm.state}) but squeue listed none for it"
+        " (is its Slurm name not its short hostname? the gpu_processes param `node` names it)"
+    )
 
 
 def _orphans(facts: GpuProcessesFacts) -> dict[int, list[HeldProcess]]:
@@ -171,6 +184,7 @@ ACTIONS = (
         plan=_plan,
         params={"wait": f"how long SIGTERM has before SIGKILL (default {DEFAULT_WAIT:g}s)"},
         requires=("gpu_processes",),
+        optional=("slurm_node",),
         verify=("gpu_processes",),
         check=_check,
     ),

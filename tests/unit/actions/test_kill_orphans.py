@@ -14,8 +14,10 @@ import pytest
 from fleetfix.actions import action_registry
 from fleetfix.actions.base import ActionContext, ActionPlan
 from fleetfix.actions.orphans import kill_script
+from fleetfix.probes import slurm_node
 from fleetfix.probes.gpu_processes import parse
 from tests.support import wait_until
+from tests.unit.actions.node_facts import SAMPLES
 
 ACTION = action_registry().get("kill_orphans")
 QUERY = """### fleetfix query-compute-apps timeout=15
@@ -81,6 +83,21 @@ def test_unknown_owners_or_jobs_refuse(sections: str, reason: str) -> None:
     plan = _plan(QUERY + sections)
     assert plan.refused is not None and plan.refused.startswith(reason)
     assert not plan.commands
+
+
+def test_no_job_from_squeue_while_slurm_says_jobs_hold_the_node_refuses() -> None:
+    """A real scontrol record of an allocated node (slonk capture) beside an empty squeue
+    answer: the name squeue was given is not the node's, nothing is an orphan."""
+    record = SAMPLES / "slurm/slonk-scontrol-show-node-allocated-maintenance-reserved-23.11.txt"
+    slurm = slurm_node.parse(record.read_text(encoding="utf-8"))
+    empty = "### fleetfix slurm-jobs\n### fleetfix end rc=0\n"
+    facts = {"gpu_processes": parse(QUERY + OWNERS + empty), "slurm_node": slurm}
+    plan = ACTION.plan(ActionContext("cluster-h100-9-69", {}, facts, {}))
+    assert plan.refused == (
+        "Slurm says jobs hold cluster-h100-9-69 (ALLOCATED+MAINTENANCE+RESERVED) but squeue"
+        " listed none for it (is its Slurm name not its short hostname? the gpu_processes"
+        " param `node` names it): no process is known to be an orphan"
+    )
 
 
 def test_check_fails_while_the_same_process_still_holds_its_memory() -> None:
