@@ -13,10 +13,14 @@ from __future__ import annotations
 
 import os
 import re
+import shutil
 import subprocess
 import sys
 from dataclasses import dataclass
 from pathlib import Path
+
+from fleetfix.cli.loading import builtin_catalog
+from fleetfix.playbook.loader import validate_playbook
 
 VENV_BIN = Path(sys.executable).parent
 _BANNER = re.compile(r"^(TASK|RUNNING HANDLER|PLAY) \[(.*)\] \*+$")
@@ -194,3 +198,20 @@ def assert_same_listing(theirs_copy: Path, ours_copy: Path, *extra: str) -> list
     assert listed(ours, ours_copy.parent) == listed(theirs, theirs_copy.parent), where
     assert ours.exit_code == 0, where
     return listed(ours, ours_copy.parent)
+
+
+def copy_fixtures(source: Path, tmp_path: Path, name: str) -> Path:
+    """The fixture directory `source` copied to tmp_path/name, so each tool writes its own
+    files (counters, markers) in a fresh place."""
+    target = tmp_path / name
+    shutil.copytree(source, target)
+    return target
+
+
+def load_errors(book: Path) -> list[str]:
+    """`line:column message` of each error fleetfix's loader reports for `book`."""
+    return [
+        f"{e.position.line}:{e.position.column} {e.message}"
+        for e in validate_playbook(book, builtin_catalog())
+        if e.position is not None
+    ]

@@ -255,8 +255,12 @@ class HostState:
     journal_gpus_seen: int | None = None
     """The most GPUs any earlier run saw (the journal), read once: engine/gpus.py `most_seen`."""
     journal_gpus_read: bool = False
-    last_failure: tuple[Step, StepResult] | None = None  # for a rescue's ansible_failed_*
+    last_failure: tuple[Step, StepResult] | None = None
+    """The last step that FAILED on this host, with its result: a rescue's
+    ansible_failed_task/result, and the hold a safety gate put on it (verdict.py)."""
     last_trouble: str = ""
+    """`step: message` of the last step that failed *or found the host unreachable*: the one
+    line the end-of-run verdict says of the host (a host unreachable has no last_failure)."""
     """'STEP: message' of the host's last failed or unreachable step (its verdict's why)."""
     actions_done: list[str] = field(default_factory=list)
     """The actions done on the host in this run that did not fail, in order (its verdict)."""

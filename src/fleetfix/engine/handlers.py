@@ -54,9 +54,13 @@ class Handlers:
     hidden: set[str] = field(init=False)
     """Directories of roles only an include_role brings in, whose handlers no notify finds
     until the include has run (ansible-core adds them to the play's then: `reveal`)."""
+    order: list[int] = field(init=False)
+    """handler_search_order(handlers), kept as `handlers` changes (`add`): every notified
+    topic of every host walks it."""
 
     def __post_init__(self) -> None:
         self.handlers = list(self.play.handlers)
+        self.order = handler_search_order(self.handlers)
         included: set[str] = set()
         listed: set[str] = set()
         for section in (self.play.pre_tasks, self.play.tasks, self.play.post_tasks):
@@ -101,6 +105,7 @@ class Handlers:
         ansible-core appends an included role's handlers (notifiable from then on)."""
         known = {(h.position, h.name) for h in self.handlers}
         self.handlers.extend(h for h in handlers if (h.position, h.name) not in known)
+        self.order = handler_search_order(self.handlers)
 
     def _topics(self, state: HostState, written: Sequence[str]) -> list[str]:
         """The topics as the host renders them (a list names several), once each."""
@@ -119,7 +124,7 @@ class Handlers:
     def _named(self, state: HostState, topic: str) -> list[int]:
         """The handler named `topic` (with or without its role's prefix) that Ansible finds
         first (handler_search_order: the last source's, the first of a name in it), as a list."""
-        for index in handler_search_order(self.handlers):
+        for index in self.order:
             handler = self.handlers[index]
             if self._hidden(handler):
                 continue
@@ -132,7 +137,7 @@ class Handlers:
         """Every handler listening to `topic` (`ROLE : TOPIC` for a role's), once per name."""
         seen: set[str] = set()
         found: list[int] = []
-        for index in handler_search_order(self.handlers):
+        for index in self.order:
             handler = self.handlers[index]
             plain = _plain_name(handler)  # a role's and the play's of one name: the first
             if topic not in _listens(handler) or plain in seen or self._hidden(handler):

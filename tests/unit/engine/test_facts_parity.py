@@ -4,7 +4,6 @@ gathering) and must show the same banners, verdicts, printed values, recap and e
 
 from __future__ import annotations
 
-import shutil
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import cast
@@ -15,24 +14,17 @@ from fleetfix.engine import runhosts
 from fleetfix.engine.context import HostState, RunContext
 from fleetfix.engine.runhosts import RuntimeHosts
 from fleetfix.inventory import Inventory, load_inventory
-from tests.support.parity import assert_same, fleetfix
+from tests.support.parity import assert_same, copy_fixtures, fleetfix
 
 PARITY = Path(__file__).parents[2] / "fixtures" / "playbooks" / "parity"
-
-
-def _copy(tmp_path: Path, name: str) -> Path:
-    """The fixture's directory copied, so each tool writes in a fresh place."""
-    target = tmp_path / name
-    shutil.copytree(PARITY, target)
-    return target
 
 
 def test_gathered_facts_sit_below_play_vars(tmp_path: Path) -> None:
     """A play var named like a fact wins over the gathered value, a set_fact over both (and
     into the next play); ansible_facts and hostvars keep the gathered value."""
     ours = assert_same(
-        _copy(tmp_path, "ansible") / "facts_precedence.yml",
-        _copy(tmp_path, "fleetfix") / "facts_precedence.yml",
+        copy_fixtures(PARITY, tmp_path, "ansible") / "facts_precedence.yml",
+        copy_fixtures(PARITY, tmp_path, "fleetfix") / "facts_precedence.yml",
     )
     assert ours.exit_code == 0, ours.output
     assert '"ansible_system": "system_from_play_vars"' in ours.stdout
@@ -42,8 +34,8 @@ def test_gathered_facts_sit_below_play_vars(tmp_path: Path) -> None:
 def test_set_fact_name_reserved_for_ansible_is_refused_at_load(tmp_path: Path) -> None:
     """`_ansible_*` is refused before anything runs, whatever ignore_errors says."""
     ours = assert_same(
-        _copy(tmp_path, "ansible") / "facts_refused" / "reserved_set_fact.yml",
-        _copy(tmp_path, "fleetfix") / "facts_refused" / "reserved_set_fact.yml",
+        copy_fixtures(PARITY, tmp_path, "ansible") / "facts_refused" / "reserved_set_fact.yml",
+        copy_fixtures(PARITY, tmp_path, "fleetfix") / "facts_refused" / "reserved_set_fact.yml",
     )
     assert ours.exit_code != 0
     assert "The prefix '_ansible_' is reserved for internal use only." in ours.output
@@ -67,8 +59,8 @@ def test_refresh_inventory_reads_the_sources_again(tmp_path: Path) -> None:
     """meta: refresh_inventory mid-play: the host gone leaves the play, the new one is in the
     next, variables are read again, add_host's host and group_by's groups are kept; a block's
     run_once reaches its steps, and hosts that ran nothing have no recap line."""
-    theirs = _copy(tmp_path, "ansible") / "facts_refresh"
-    ours_dir = _copy(tmp_path, "fleetfix") / "facts_refresh"
+    theirs = copy_fixtures(PARITY, tmp_path, "ansible") / "facts_refresh"
+    ours_dir = copy_fixtures(PARITY, tmp_path, "fleetfix") / "facts_refresh"
     ours = assert_same(theirs / "playbook.yml", ours_dir / "playbook.yml", "-i", "current.yml")
     assert ours.exit_code == 0, ours.output
     assert "node-a in row r1" not in ours.stdout

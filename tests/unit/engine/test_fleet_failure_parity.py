@@ -7,12 +7,11 @@ verdicts, printed values, recap and exit code."""
 
 from __future__ import annotations
 
-import shutil
 from pathlib import Path
 
 import pytest
 
-from tests.support.parity import Seen, ansible_playbook, assert_same, fleetfix
+from tests.support.parity import Seen, ansible_playbook, assert_same, copy_fixtures, fleetfix
 
 FIXTURES = Path(__file__).parents[2] / "fixtures" / "playbooks" / "parity_fleet"
 HOSTS = ("gpu001", "gpu002", "gpu003")
@@ -20,23 +19,23 @@ NOT_STRICT = {"handlers_chain.yml", "free_fatal.yml"}
 """Fixtures with an intended or display-only difference, each with its own test below."""
 
 
-def _copy(tmp_path: Path, name: str) -> Path:
-    target = tmp_path / name
-    shutil.copytree(FIXTURES, target)
-    return target
-
-
 @pytest.mark.parametrize(
     "playbook", sorted(p.name for p in FIXTURES.glob("*.yml") if p.name not in NOT_STRICT)
 )
 def test_fleet_playbook_agrees_with_ansible(tmp_path: Path, playbook: str) -> None:
-    theirs, ours = _copy(tmp_path, "ansible"), _copy(tmp_path, "fleetfix")
+    theirs, ours = (
+        copy_fixtures(FIXTURES, tmp_path, "ansible"),
+        copy_fixtures(FIXTURES, tmp_path, "fleetfix"),
+    )
     assert_same(theirs / playbook, ours / playbook, hosts=HOSTS)
 
 
 def test_force_handlers_on_the_command_line(tmp_path: Path) -> None:
     """--force-handlers reaches the second play, which does not say force_handlers."""
-    theirs, ours = _copy(tmp_path, "ansible"), _copy(tmp_path, "fleetfix")
+    theirs, ours = (
+        copy_fixtures(FIXTURES, tmp_path, "ansible"),
+        copy_fixtures(FIXTURES, tmp_path, "fleetfix"),
+    )
     seen = assert_same(
         theirs / "force_handlers.yml", ours / "force_handlers.yml", "--force-handlers", hosts=HOSTS
     )
@@ -46,7 +45,10 @@ def test_force_handlers_on_the_command_line(tmp_path: Path) -> None:
 def test_any_errors_fatal_stops_every_host(tmp_path: Path) -> None:
     """The safety promise behind the parity: with any_errors_fatal, no host runs a step
     after the block once one host failed in it, and each host ran the always."""
-    theirs, ours = _copy(tmp_path, "ansible"), _copy(tmp_path, "fleetfix")
+    theirs, ours = (
+        copy_fixtures(FIXTURES, tmp_path, "ansible"),
+        copy_fixtures(FIXTURES, tmp_path, "fleetfix"),
+    )
     seen = assert_same(
         theirs / "fatal_always_only.yml", ours / "fatal_always_only.yml", hosts=HOSTS
     )
@@ -65,8 +67,12 @@ def test_handler_chains_agree_with_ansible(tmp_path: Path) -> None:
     the same handlers run on the same hosts in the same order, with the same values and
     recap. One display difference is left out: when several hosts reach a flush_handlers
     meta step together, ansible-playbook prints its `TASK [meta]` banner once per host."""
-    theirs = ansible_playbook(_copy(tmp_path, "ansible") / "handlers_chain.yml", hosts=HOSTS)
-    ours = fleetfix(_copy(tmp_path, "fleetfix") / "handlers_chain.yml", hosts=HOSTS)
+    theirs = ansible_playbook(
+        copy_fixtures(FIXTURES, tmp_path, "ansible") / "handlers_chain.yml", hosts=HOSTS
+    )
+    ours = fleetfix(
+        copy_fixtures(FIXTURES, tmp_path, "fleetfix") / "handlers_chain.yml", hosts=HOSTS
+    )
     where = f"\n--- ansible-playbook:\n{theirs.output}\n--- fleetfix:\n{ours.output}"
     assert _collapsed(ours.banners) == _collapsed(theirs.banners), where
     assert _same_run(ours, theirs), where
@@ -89,8 +95,10 @@ def test_free_strategy_any_errors_fatal_stops_the_fleet(tmp_path: Path) -> None:
     strategy does not support any_errors_fatal and lets the other hosts go on; fleetfix
     stops every other host before its next step, because a runbook that says "stop the
     fleet at the first failure" must stop it whatever its strategy."""
-    theirs = ansible_playbook(_copy(tmp_path, "ansible") / "free_fatal.yml", hosts=HOSTS)
-    ours = fleetfix(_copy(tmp_path, "fleetfix") / "free_fatal.yml", hosts=HOSTS)
+    theirs = ansible_playbook(
+        copy_fixtures(FIXTURES, tmp_path, "ansible") / "free_fatal.yml", hosts=HOSTS
+    )
+    ours = fleetfix(copy_fixtures(FIXTURES, tmp_path, "fleetfix") / "free_fatal.yml", hosts=HOSTS)
     where = f"\n--- ansible-playbook:\n{theirs.output}\n--- fleetfix:\n{ours.output}"
     assert "not supported" in theirs.output and "SHOULD NOT HAPPEN" in theirs.stdout, where
     assert "SHOULD NOT HAPPEN" not in ours.stdout, where

@@ -4,29 +4,25 @@ end_batch across serial batches; and fleetfix's refusals around them (issue 12).
 from __future__ import annotations
 
 import os
-import shutil
 import subprocess
 from pathlib import Path
 
 from fleetfix.cli.loading import builtin_catalog
 from fleetfix.errors import PlaybookError
 from fleetfix.playbook.loader import validate_playbook
-from tests.support.parity import VENV_BIN, ansible_playbook, assert_same, fleetfix
+from tests.support.parity import VENV_BIN, ansible_playbook, assert_same, copy_fixtures, fleetfix
 
 FIXTURES = Path(__file__).parents[2] / "fixtures" / "playbooks" / "parity_hosts"
 NODES = ("node-a", "node-b")
 
 
-def _copy(tmp_path: Path, name: str) -> Path:
-    target = tmp_path / name
-    shutil.copytree(FIXTURES, target)
-    return target
-
-
 def test_implicit_localhost_agrees_with_ansible(tmp_path: Path) -> None:
     """An inventory without localhost: `hosts: localhost` runs on the implicit localhost
     (local connection, in no group); `all` and a wildcard leave it out."""
-    theirs, ours = _copy(tmp_path, "ansible"), _copy(tmp_path, "fleetfix")
+    theirs, ours = (
+        copy_fixtures(FIXTURES, tmp_path, "ansible"),
+        copy_fixtures(FIXTURES, tmp_path, "fleetfix"),
+    )
     seen = assert_same(
         theirs / "implicit_localhost.yml", ours / "implicit_localhost.yml", hosts=NODES
     )
@@ -40,8 +36,10 @@ def test_end_batch_runs_the_same_steps_as_ansible(tmp_path: Path) -> None:
     Two display differences are left out of the comparison: ansible-playbook repeats the
     PLAY banner for each batch (fleetfix prints `batch 2/2`) and prints `skipping` for a
     host a batch-wide meta step's when does not hold for."""
-    theirs = ansible_playbook(_copy(tmp_path, "ansible") / "end_batch.yml", hosts=NODES)
-    ours = fleetfix(_copy(tmp_path, "fleetfix") / "end_batch.yml", hosts=NODES)
+    theirs = ansible_playbook(
+        copy_fixtures(FIXTURES, tmp_path, "ansible") / "end_batch.yml", hosts=NODES
+    )
+    ours = fleetfix(copy_fixtures(FIXTURES, tmp_path, "fleetfix") / "end_batch.yml", hosts=NODES)
     where = f"\n--- ansible-playbook:\n{theirs.output}\n--- fleetfix:\n{ours.output}"
     assert ours.other_recaps == theirs.other_recaps, where
     assert [v for v in ours.verdicts if "skipping" not in v] == [

@@ -6,36 +6,32 @@ load with its place."""
 
 from __future__ import annotations
 
-import shutil
 from pathlib import Path
 
 from fleetfix.cli.loading import builtin_catalog
 from fleetfix.playbook.loader import load_playbook, validate_playbook
-from tests.support.parity import assert_same
+from tests.support.parity import assert_same, copy_fixtures, load_errors
 
 PARITY = Path(__file__).parents[2] / "fixtures" / "playbooks" / "parity"
 HOSTS = ("localhost", "node1", "node2")
-
-
-def _copy(tmp_path: Path, name: str) -> Path:
-    """The fixture's directory copied, so each tool writes its own files in a fresh place."""
-    target = tmp_path / name
-    shutil.copytree(PARITY, target)
-    return target
 
 
 def test_include_keywords_agree_with_ansible(tmp_path: Path) -> None:
     """On one host: a handler include on several hosts runs each host's include and its
     steps one host after another in fleetfix (ansible-core: the include on every host, then
     each included handler on every host), so the banners' order differs there."""
-    theirs = _copy(tmp_path, "ansible") / "includes_keywords.yml"
-    ours = assert_same(theirs, _copy(tmp_path, "fleetfix") / "includes_keywords.yml")
+    theirs = copy_fixtures(PARITY, tmp_path, "ansible") / "includes_keywords.yml"
+    ours = assert_same(
+        theirs, copy_fixtures(PARITY, tmp_path, "fleetfix") / "includes_keywords.yml"
+    )
     assert ours.exit_code == 0, ours.output
 
 
 def test_run_once_includes_agree_with_ansible_on_several_hosts(tmp_path: Path) -> None:
-    theirs = _copy(tmp_path, "ansible") / "includes_run_once.yml"
-    ours = assert_same(theirs, _copy(tmp_path, "fleetfix") / "includes_run_once.yml", hosts=HOSTS)
+    theirs = copy_fixtures(PARITY, tmp_path, "ansible") / "includes_run_once.yml"
+    ours = assert_same(
+        theirs, copy_fixtures(PARITY, tmp_path, "fleetfix") / "includes_run_once.yml", hosts=HOSTS
+    )
     assert ours.exit_code == 0, ours.output
 
 
@@ -43,11 +39,7 @@ def _errors(tmp_path: Path, tasks: str) -> list[str]:
     (tmp_path / "checks.yml").write_text("- debug:\n    msg: checked\n")
     book = tmp_path / "site.yml"
     book.write_text(f"- hosts: localhost\n  gather_facts: false\n  tasks:\n{tasks}")
-    return [
-        f"{e.position.line}:{e.position.column} {e.message}"
-        for e in validate_playbook(book, builtin_catalog())
-        if e.position is not None
-    ]
+    return load_errors(book)
 
 
 def test_apply_on_import_tasks_is_refused_where_it_is_written(tmp_path: Path) -> None:
@@ -78,15 +70,15 @@ def test_a_missing_file_without_when_is_refused_at_load(tmp_path: Path) -> None:
 def test_a_group_by_group_of_the_implicit_localhost_agrees_with_ansible(tmp_path: Path) -> None:
     """The inventory lists node1 only: localhost is the implicit one, in the group group_by
     made (`all` would still leave it out)."""
-    theirs = _copy(tmp_path, "ansible") / "includes_grouped_localhost.yml"
-    ours = _copy(tmp_path, "fleetfix") / "includes_grouped_localhost.yml"
+    theirs = copy_fixtures(PARITY, tmp_path, "ansible") / "includes_grouped_localhost.yml"
+    ours = copy_fixtures(PARITY, tmp_path, "fleetfix") / "includes_grouped_localhost.yml"
     seen = assert_same(theirs, ours, hosts=("node1",))
     assert seen.recap.startswith("ok=2 "), seen.output
 
 
 def test_unreadable_includes_agree_with_ansible(tmp_path: Path) -> None:
-    theirs = _copy(tmp_path, "ansible") / "includes_unreadable.yml"
-    ours = _copy(tmp_path, "fleetfix") / "includes_unreadable.yml"
+    theirs = copy_fixtures(PARITY, tmp_path, "ansible") / "includes_unreadable.yml"
+    ours = copy_fixtures(PARITY, tmp_path, "fleetfix") / "includes_unreadable.yml"
     seen = assert_same(theirs, ours, hosts=HOSTS)
     assert "failed=2 " in seen.recap and "rescued=0 " in seen.recap, seen.output
     assert seen.exit_code == 0, seen.output

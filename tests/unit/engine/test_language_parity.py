@@ -4,27 +4,19 @@ recap and exit code; the tags fixture also under --tags/--skip-tags."""
 
 from __future__ import annotations
 
-import shutil
 from pathlib import Path
 
 import pytest
 
-from tests.support.parity import assert_same
+from tests.support.parity import assert_same, copy_fixtures
 
 PARITY = Path(__file__).parents[2] / "fixtures" / "playbooks" / "parity"
 
 
-def _copy(tmp_path: Path, name: str) -> Path:
-    """The fixture's directory copied, so each tool writes its counters in a fresh place."""
-    target = tmp_path / name
-    shutil.copytree(PARITY, target)
-    return target
-
-
 @pytest.mark.parametrize("playbook", sorted(p.name for p in PARITY.glob("*.yml")))
 def test_playbook_agrees_with_ansible(tmp_path: Path, playbook: str) -> None:
-    theirs_dir = _copy(tmp_path, "ansible")
-    ours_dir = _copy(tmp_path, "fleetfix")
+    theirs_dir = copy_fixtures(PARITY, tmp_path, "ansible")
+    ours_dir = copy_fixtures(PARITY, tmp_path, "fleetfix")
     assert_same(theirs_dir / playbook, ours_dir / playbook)
 
 
@@ -43,7 +35,7 @@ def test_playbook_agrees_with_ansible(tmp_path: Path, playbook: str) -> None:
 def test_tag_selection_agrees_with_ansible(tmp_path: Path, options: tuple[str, ...]) -> None:
     """Which steps run under --tags/--skip-tags: templated tags, block tags at any depth (a
     block runs for a tagged step in its always), never/always and an import's tags."""
-    theirs_dir = _copy(tmp_path, "ansible")
-    ours_dir = _copy(tmp_path, "fleetfix")
+    theirs_dir = copy_fixtures(PARITY, tmp_path, "ansible")
+    ours_dir = copy_fixtures(PARITY, tmp_path, "fleetfix")
     ours = assert_same(theirs_dir / "tags.yml", ours_dir / "tags.yml", *options)
     assert len(ours.banners) > 2  # a selection that ran something, not two empty plays

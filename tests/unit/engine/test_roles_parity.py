@@ -6,15 +6,14 @@ it (in a handler, outside of a role), refused at load with its place."""
 
 from __future__ import annotations
 
-import shutil
 from pathlib import Path
 
 import pytest
 
 from fleetfix.cli.loading import builtin_catalog
-from fleetfix.playbook.loader import load_playbook, validate_playbook
+from fleetfix.playbook.loader import load_playbook
 from fleetfix.results import JournaledStep, ResumeState, Status
-from tests.support.parity import ansible_playbook, assert_same, fleetfix
+from tests.support.parity import ansible_playbook, assert_same, copy_fixtures, fleetfix, load_errors
 
 from .conftest import Runner
 
@@ -22,26 +21,21 @@ PARITY = Path(__file__).parents[2] / "fixtures" / "playbooks" / "parity"
 HOSTS = ("localhost", "node1", "node2")
 
 
-def _copy(tmp_path: Path, name: str) -> Path:
-    """The fixture's directory copied, so each tool writes its own files in a fresh place."""
-    target = tmp_path / name
-    shutil.copytree(PARITY, target)
-    return target
-
-
 @pytest.mark.parametrize(
     "playbook",
     ["roles_end_role.yml", "roles_dedupe.yml", "roles_vars_layers.yml", "roles_privacy.yml"],
 )
 def test_roles_agree_with_ansible(tmp_path: Path, playbook: str) -> None:
-    theirs = _copy(tmp_path, "ansible") / playbook
-    ours = assert_same(theirs, _copy(tmp_path, "fleetfix") / playbook)
+    theirs = copy_fixtures(PARITY, tmp_path, "ansible") / playbook
+    ours = assert_same(theirs, copy_fixtures(PARITY, tmp_path, "fleetfix") / playbook)
     assert ours.exit_code == 0, ours.output
 
 
 def test_role_uses_agree_with_ansible_on_several_hosts(tmp_path: Path) -> None:
-    theirs = _copy(tmp_path, "ansible") / "roles_dedupe.yml"
-    ours = assert_same(theirs, _copy(tmp_path, "fleetfix") / "roles_dedupe.yml", hosts=HOSTS)
+    theirs = copy_fixtures(PARITY, tmp_path, "ansible") / "roles_dedupe.yml"
+    ours = assert_same(
+        theirs, copy_fixtures(PARITY, tmp_path, "fleetfix") / "roles_dedupe.yml", hosts=HOSTS
+    )
     assert ours.exit_code == 0, ours.output
 
 
@@ -49,8 +43,8 @@ def test_an_end_on_some_hosts_agrees_with_ansible(tmp_path: Path) -> None:
     """node1 runs the role to its end where the others end it. ansible-playbook prints an
     end_role's banner once per host that reaches it (its linear strategy runs the meta host
     by host), fleetfix once, as for flush_handlers: everything else must agree."""
-    theirs_copy = _copy(tmp_path, "ansible") / "roles_end_role.yml"
-    ours_copy = _copy(tmp_path, "fleetfix") / "roles_end_role.yml"
+    theirs_copy = copy_fixtures(PARITY, tmp_path, "ansible") / "roles_end_role.yml"
+    ours_copy = copy_fixtures(PARITY, tmp_path, "fleetfix") / "roles_end_role.yml"
     theirs = ansible_playbook(theirs_copy, hosts=HOSTS)
     ours = fleetfix(ours_copy, hosts=HOSTS)
     where = f"\n--- ansible-playbook:\n{theirs.output}\n--- fleetfix:\n{ours.output}"
@@ -64,8 +58,10 @@ def test_an_end_on_some_hosts_agrees_with_ansible(tmp_path: Path) -> None:
 def test_a_templated_extra_var_agrees_with_ansible(tmp_path: Path) -> None:
     """-e with a template: rendered where it is used, with the play's variables."""
     options = ("-e", '{"from_cli": "{{ private_setting | string }} via -e"}')
-    theirs = _copy(tmp_path, "ansible") / "roles_privacy.yml"
-    ours = assert_same(theirs, _copy(tmp_path, "fleetfix") / "roles_privacy.yml", *options)
+    theirs = copy_fixtures(PARITY, tmp_path, "ansible") / "roles_privacy.yml"
+    ours = assert_same(
+        theirs, copy_fixtures(PARITY, tmp_path, "fleetfix") / "roles_privacy.yml", *options
+    )
     assert "private False, False via -e" in ours.output
 
 
@@ -79,11 +75,7 @@ def _errors(tmp_path: Path, play: str) -> list[str]:
     (tmp_path / "roles" / "r" / "tasks" / "main.yml").write_text("- meta: end_role\n")
     book = tmp_path / "site.yml"
     book.write_text(f"- hosts: localhost\n  gather_facts: false\n{play}")
-    return [
-        f"{e.position.line}:{e.position.column} {e.message}"
-        for e in validate_playbook(book, builtin_catalog())
-        if e.position is not None
-    ]
+    return load_errors(book)
 
 
 def test_end_role_in_a_role_loads(tmp_path: Path) -> None:

@@ -6,23 +6,13 @@ module name)."""
 
 from __future__ import annotations
 
-import shutil
 from pathlib import Path
 
 import pytest
 
-from fleetfix.cli.loading import builtin_catalog
-from fleetfix.playbook.loader import validate_playbook
-from tests.support.parity import assert_same, fleetfix
+from tests.support.parity import assert_same, copy_fixtures, fleetfix, load_errors
 
 PARITY = Path(__file__).parents[2] / "fixtures" / "playbooks" / "parity"
-
-
-def _copy(tmp_path: Path, name: str) -> Path:
-    """The fixture's directory copied, so each tool writes its own files in a fresh place."""
-    target = tmp_path / name
-    shutil.copytree(PARITY, target)
-    return target
 
 
 @pytest.mark.parametrize(
@@ -36,19 +26,15 @@ def _copy(tmp_path: Path, name: str) -> Path:
     ],
 )
 def test_handlers_and_values_agree_with_ansible(tmp_path: Path, playbook: str) -> None:
-    theirs = _copy(tmp_path, "ansible") / playbook
-    ours = assert_same(theirs, _copy(tmp_path, "fleetfix") / playbook)
+    theirs = copy_fixtures(PARITY, tmp_path, "ansible") / playbook
+    ours = assert_same(theirs, copy_fixtures(PARITY, tmp_path, "fleetfix") / playbook)
     assert ours.exit_code == 0, ours.output
 
 
 def _errors(tmp_path: Path, play: str) -> list[str]:
     book = tmp_path / "site.yml"
     book.write_text(f"- hosts: localhost\n  gather_facts: false\n{play}")
-    return [
-        f"{e.position.line}:{e.position.column} {e.message}"
-        for e in validate_playbook(book, builtin_catalog())
-        if e.position is not None
-    ]
+    return load_errors(book)
 
 
 def test_a_block_inside_a_block_of_handlers_is_refused_where_it_is_written(
