@@ -9,10 +9,12 @@ from collections.abc import Iterator
 import pytest
 
 from fleetfix.errors import LabError
+from fleetfix.lab import ib_counters, sandbox
 from fleetfix.lab.cli import fault_text
 from fleetfix.lab.control import LabHandle
+from fleetfix.lab.sandbox import SandboxMode
 from fleetfix.lab.scenario_file import load_scenario
-from fleetfix.lab.state import FleetState
+from fleetfix.lab.state import FleetState, NodePaths
 from fleetfix.probes.base import verdict
 from fleetfix.probes.ib_counters import PROBE, IbCountersFacts, deltas
 from tests.lab.support import call, faults, offline_fleet, run, running_lab
@@ -103,3 +105,28 @@ def test_perfquery_refuses_a_port_the_node_lacks(tmp_path_factory: pytest.TempPa
     fleet: FleetState = offline_fleet("xid79", tmp_path_factory.mktemp("offline"))
     reply = call(fleet, "gpu001", "perfquery", "-x", "-C", "mlx5_9", "-P", "1")
     assert reply.rc == 255 and "Failed to open 'mlx5_9' port '1'" in reply.stderr
+
+
+@pytest.mark.parametrize("machine_has_ib", [True, False])
+def test_the_node_tree_replaces_the_machines(
+    tmp_path_factory: pytest.TempPathFactory,
+    monkeypatch: pytest.MonkeyPatch,
+    machine_has_ib: bool,
+) -> None:
+    """Namespace mode mounts the node's tree over a real /sys/class/infiniband, or rewrites the
+    path where the machine has none; fallback mode always rewrites; other commands untouched."""
+    monkeypatch.setattr(sandbox, "_machine_has_infiniband", lambda: machine_has_ib)
+    paths = NodePaths(tmp_path_factory.mktemp("node"))
+    tree = str(ib_counters.directory(paths))
+    command = "cd /sys/class/infiniband && ls"
+    started = sandbox.launch(SandboxMode.NAMESPACE, paths, "ib01", command)
+    if machine_has_ib:
+        assert (tree, "/sys/class/infiniband") in started.mounts
+        assert started.argv[2] == command
+    else:
+        assert all(target != "/sys/class/infiniband" for _, target in started.mounts)
+        assert started.argv[2] == f"cd {tree} && ls"
+    fallback = sandbox.launch(SandboxMode.FALLBACK, paths, "ib01", command)
+    assert fallback.argv[2] == f"cd {tree} && ls"
+    plain = sandbox.launch(SandboxMode.NAMESPACE, paths, "ib01", "ibstat")
+    assert all(target != "/sys/class/infiniband" for _, target in plain.mounts)
