@@ -3,7 +3,8 @@ left-over processes end and their GPU memory is free; a running job's processes 
 and still hold theirs; nothing is ended on a node someone else owns, nor by `--check`.
 
 tests/e2e/scenarios/orphans.yml: gpu01 runs alice's job 48213 (GPUs 0, 1) beside bob's 40 GB
-left-over of job 48100 (GPU 2); gpu02 is idle but for carol's left-over of job 47001; gpu03,
+left-over of job 48100 (GPU 2); gpu02 is idle but for carol's left-overs of job 47001 (one
+ignores SIGTERM); gpu03,
 drained by dave, has the same kind of left-over.
 """
 
@@ -51,7 +52,7 @@ def test_the_orphans_end_and_the_running_jobs_processes_keep_their_memory(
     running = [p["pid"] for p in before["gpu01"]["gpu_processes"] if p["job_id"] == 48213]
     assert _held(before, "gpu01") == [(0, 48213, 61234), (1, 48213, 61234), (2, 48100, 40960)]
 
-    run = fleetfix_run("orphans.yml", inventory, tmp_path)
+    run = fleetfix_run("orphans.yml", inventory, tmp_path, "-e", "orphan_wait=1s")
 
     after = nodes(lab.truth())
     assert _held(after, "gpu01") == [(0, 48213, 61234), (1, 48213, 61234)], run.output
@@ -61,10 +62,13 @@ def test_the_orphans_end_and_the_running_jobs_processes_keep_their_memory(
     assert _held(after, "gpu03") == [(0, 47002, 40960)], run.output
     assert run.hosts_with("changed") == {"gpu01", "gpu02"}, run.output
     assert "owned by" in run.left.get("gpu03", ""), run.output
-    # the lab saw one SIGTERM per orphan, each from the shim's kill, and nothing else signalled
+    # the lab's audit has each orphan's death and the signal that ended it: SIGTERM, and for
+    # gpu02's rank that ignores it, SIGKILL after the wait; no other process was signalled
     kills = {node: [e for e in lab.audit()[node] if e["tool"] == "kill"] for node in after}
-    assert [k["argv"][0] for k in kills["gpu01"]] == ["-TERM"]
-    assert [k["argv"][0] for k in kills["gpu02"]] == ["-TERM"]
+    assert [k["argv"][0] for k in kills["gpu01"]] == ["-TERM"], kills
+    stubborn = next(p["pid"] for p in before["gpu02"]["gpu_processes"] if p["gpu"] == 1)
+    assert sorted(k["argv"] for k in kills["gpu02"])[0] == ["-KILL", str(stubborn)], kills
+    assert sorted(k["argv"][0] for k in kills["gpu02"]) == ["-KILL", "-TERM"], kills
     assert kills["gpu03"] == []
     # the evidence is journaled with the action: user, job, memory, command line
     evidence = _evidence(tmp_path / "j.sqlite")

@@ -82,7 +82,15 @@ def build_node(scenario: Scenario, spec: NodeSpec, paths: NodePaths, now: float)
         )
     fabric.scenario_start(node, injected.fabric_manager)
     node.processes = [
-        GpuProcess(p.name, p.gpu, p.used_mib, job_id=p.job_id, user=p.user, args=p.args)
+        GpuProcess(
+            p.name,
+            p.gpu,
+            p.used_mib,
+            job_id=p.job_id,
+            user=p.user,
+            args=p.args,
+            ignores_term=p.ignores_term,
+        )
         for p in injected.gpu_processes
     ]
     node.events = [EventState(event) for event in injected.events]

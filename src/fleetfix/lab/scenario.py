@@ -171,6 +171,8 @@ class GpuProcessSpec:
     """Its owner (default: its job's user, else root)."""
     args: str = ""
     """Its command line after the name (`train.py --resume`), as ps shows it."""
+    ignores_term: bool = False
+    """It ignores SIGTERM (a hung rank stuck in a collective): only SIGKILL ends it."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -495,7 +495,7 @@ class _FaultParser:
         raw = self.b.mapping(
             value,
             f"{where}.gpu_processes",
-            ("name", "gpu", "used_mib", "pid", "job_id", "user", "args"),
+            ("name", "gpu", "used_mib", "pid", "job_id", "user", "args", "ignores_term"),
         )
         job = raw.get("job_id")
         return GpuProcessSpec(
@@ -507,6 +507,9 @@ class _FaultParser:
             else self.b.integer(job, f"{where}.gpu_processes.job_id", minimum=1),
             user=None if raw.get("user") is None else str(raw["user"]),
             args=str(raw.get("args") or ""),
+            ignores_term=self.b.flag(
+                raw.get("ignores_term", False), f"{where}.gpu_processes.ignores_term"
+            ),
         )
 
     def slurm(self, value: object, where: str) -> SlurmSpec:

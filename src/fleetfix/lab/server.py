@@ -429,7 +429,8 @@ class LabRuntime:
             holder = await asyncio.create_subprocess_exec(
                 "/bin/bash",
                 "-c",
-                'exec -a "$0" sleep infinity',
+                # An ignored signal stays ignored across exec: only SIGKILL ends this one.
+                ("trap '' TERM; " if process.ignores_term else "") + 'exec -a "$0" sleep infinity',
                 process.name,
                 stdin=asyncio.subprocess.DEVNULL,
                 stdout=asyncio.subprocess.DEVNULL,

@@ -163,6 +163,7 @@ class GpuProcess:
     user: str | None = None
     """Its owner as ps shows it (None: its job's user, else root)."""
     args: str = ""
+    ignores_term: bool = False
     started: float = 0.0
     """When its placeholder started (ps lstart)."""
 
