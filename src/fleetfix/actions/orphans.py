@@ -21,7 +21,14 @@ import math
 import shlex
 from collections.abc import Sequence
 
-from fleetfix.actions.base import Action, ActionContext, ActionPlan, PlannedCommand, planned_before
+from fleetfix.actions.base import (
+    Action,
+    ActionContext,
+    ActionPlan,
+    PlannedCommand,
+    planned_before,
+    remembered,
+)
 from fleetfix.actions.gates import duration, params_checker, seconds
 from fleetfix.probes.gpu_processes import GpuProcessesFacts, HeldProcess
 from fleetfix.probes.slurm_node import SlurmNodeFacts
@@ -155,7 +162,9 @@ def _check(ctx: ActionContext) -> str | None:
     facts: GpuProcessesFacts | None = ctx.facts.get("gpu_processes")
     if facts is None:
         return "gpu_processes gave no facts"
-    planned = dict(_target(item) for item in planned_before(ctx, PIDS_KEY))
+    # this attempt's plan, or, settling an interrupted one, what that attempt journaled
+    items = planned_before(ctx, PIDS_KEY) or remembered(ctx, PIDS_KEY)
+    planned = dict(_target(item) for item in items)
     still = sorted(
         {
             process.pid

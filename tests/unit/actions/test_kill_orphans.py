@@ -110,6 +110,13 @@ def test_check_fails_while_the_same_process_still_holds_its_memory() -> None:
     reused = OWNERS.replace("Mon Dec  7 09:01:12", "Mon Dec  7 16:00:00")
     ctx = ActionContext("gpu01", {}, {"gpu_processes": parse(QUERY + reused)}, {}, plan=plan)
     assert ACTION.check(ctx) is None
+    # settling an interrupted attempt: no plan of its own, what that attempt journaled
+    interrupted = ActionContext(
+        "gpu01", {}, {"gpu_processes": after}, {}, interrupted=dict(plan.before)
+    )
+    assert ACTION.check(interrupted) == (
+        "orphan process(es) still on the GPUs: [5120] (40960 MiB held)"
+    )
 
 
 def test_a_bad_wait_is_refused_before_anything_runs() -> None:
