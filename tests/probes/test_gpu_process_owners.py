@@ -21,7 +21,6 @@ from pathlib import Path
 
 import pytest
 
-from fleetfix.errors import ProbeParseError
 from fleetfix.probes import gpu_processes
 from fleetfix.probes.gpu_processes import parse
 from fleetfix.probes.process_owners import job_of
@@ -149,18 +148,30 @@ def test_output_without_the_new_sections_reads_as_before() -> None:
 
 
 @pytest.mark.parametrize(
-    ("section", "reason"),
+    ("section", "reason", "unread"),
     [
         (
-            "### fleetfix owners\npid 5120 bob yesterday python3\n### fleetfix end rc=0\n",
-            "not a 'pid' or 'cgroup' line",
+            "### fleetfix owners\npid 5120 bob yesterday python3\n### fleetfix end rc=0\n"
+            + _jobs(),
+            "not a 'pid' or 'cgroup' line of the owners section (line 6)",
+            "owners_ok",
         ),
-        (_jobs(said="JOBID\n"), "not a job id"),
+        (
+            OWNERS + _jobs(said="JOBID\n"),
+            "not a job id in the slurm-jobs section (line 12)",
+            "slurm_jobs_ok",
+        ),
     ],
 )
-def test_a_foreign_line_is_a_parse_error_naming_it(section: str, reason: str) -> None:
-    with pytest.raises(ProbeParseError, match=reason):
-        parse(QUERY + section)
+def test_a_foreign_line_leaves_its_section_unread_naming_it(
+    section: str, reason: str, unread: str
+) -> None:
+    """Only the section fails: the compute apps and fuser (what a reset's gate reads) stand."""
+    facts = parse(QUERY + section)
+    assert getattr(facts, unread) is False
+    assert reason in facts.errors
+    assert facts.orphan_pids == ()
+    assert facts.compute_pids == (5120, 6230) and facts.query_ok is True
 
 
 def test_the_owners_section_reads_real_procps_output_of_a_process_this_test_started(

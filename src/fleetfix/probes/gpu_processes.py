@@ -530,14 +530,27 @@ class _Owned:
             failed = failed or status.rc != 0
         if failed:
             self.errors.extend(_unanswered(tool, lines, status).errors)
-        elif name == "owners":
-            self.owners = read_owners(numbered, text)
         else:
-            self.jobs = read_jobs(numbered, text)
+            failed = not self._parsed(name, numbered, text)
         if name == "owners":
             self.owners_ok = not failed
         else:
             self.jobs_ok = not failed
+
+    def _parsed(self, name: str, numbered: list[tuple[int, str]], text: str) -> bool:
+        """Read one section; a line it cannot read makes that section unanswered (no process
+        is then known to be an orphan), not the whole probe: a GPU reset's busy gate needs
+        the compute apps and fuser, not who owns them."""
+        try:
+            if name == "owners":
+                self.owners = read_owners(numbered, text)
+            else:
+                self.jobs = read_jobs(numbered, text)
+        except ProbeParseError as exc:
+            where = f" (line {exc.line})" if exc.line is not None else ""
+            self.errors.append(f"{exc.reason}{where}")
+            return False
+        return True
 
 
 def _owned(processes: tuple[HeldProcess, ...], owned: _Owned) -> tuple[HeldProcess, ...]:
