@@ -6,11 +6,12 @@ and is readable; the others are not merged in. An environment variable beats the
 command line beats both (the CLI applies that, fleetfix.cli.ansible_options). Settings read:
 
     [defaults] forks, inventory, remote_user, private_key_file, timeout, host_key_checking,
-               roles_path, gathering, force_handlers, private_role_vars,
+               roles_path, collections_path, gathering, force_handlers, private_role_vars,
                error_on_missing_handler
     ANSIBLE_FORKS, ANSIBLE_INVENTORY, ANSIBLE_REMOTE_USER, ANSIBLE_PRIVATE_KEY_FILE,
-    ANSIBLE_TIMEOUT, ANSIBLE_HOST_KEY_CHECKING, ANSIBLE_ROLES_PATH, ANSIBLE_GATHERING,
-    ANSIBLE_FORCE_HANDLERS, ANSIBLE_PRIVATE_ROLE_VARS, ANSIBLE_ERROR_ON_MISSING_HANDLER
+    ANSIBLE_TIMEOUT, ANSIBLE_HOST_KEY_CHECKING, ANSIBLE_ROLES_PATH, ANSIBLE_COLLECTIONS_PATH,
+    ANSIBLE_GATHERING, ANSIBLE_FORCE_HANDLERS, ANSIBLE_PRIVATE_ROLE_VARS,
+    ANSIBLE_ERROR_ON_MISSING_HANDLER
 
 Other keys are ignored, as Ansible ignores keys it does not know; `[ssh_connection]` keys are
 noted, never applied (fleetfix's SSH client is not OpenSSH). A bad value of a known key is an
@@ -110,7 +111,7 @@ def _path_list(text: str, base: Path) -> tuple[str, ...]:
 
 
 def _path_spec(text: str, base: Path) -> tuple[str, ...]:
-    """Ansible's pathspec: paths separated by colons (roles_path)."""
+    """Ansible's pathspec: paths separated by colons (roles_path, collections_path)."""
     return tuple(_path(part.strip(), base) for part in text.split(os.pathsep) if part.strip())
 
 
@@ -138,6 +139,7 @@ SPECS: tuple[_Spec, ...] = (
     _Spec("timeout", "ANSIBLE_TIMEOUT", _integer),
     _Spec("host_key_checking", "ANSIBLE_HOST_KEY_CHECKING", _boolean),
     _Spec("roles_path", "ANSIBLE_ROLES_PATH", _path_spec),
+    _Spec("collections_path", "ANSIBLE_COLLECTIONS_PATH", _path_spec),
     _Spec("gathering", "ANSIBLE_GATHERING", _gathering),
     _Spec("force_handlers", "ANSIBLE_FORCE_HANDLERS", _boolean),
     _Spec("error_on_missing_handler", "ANSIBLE_ERROR_ON_MISSING_HANDLER", _boolean),

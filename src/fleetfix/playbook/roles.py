@@ -3,9 +3,13 @@
 A role is a directory `NAME/` with `tasks/main.yml` (or `tasks_from:`), `handlers/main.yml`,
 `defaults/main.yml`, `vars/main.yml`, `meta/main.yml` (dependencies, run first), `files/` and
 `templates/`; each part is optional (a role of handlers or defaults alone is valid). It is
-found as Ansible's RoleDefinition finds it: in the playbook's `roles/` directory, `roles_path`
-(ansible.cfg or ANSIBLE_ROLES_PATH), for a dependency the depending role's parent directory,
-next to the playbook, then as a path from the working directory.
+found as Ansible's RoleDefinition finds it: a collection's role (`NS.COL.ROLE`) under
+`ansible_collections/NS/COL/roles/ROLE` of the playbook's `collections/` directory or of
+`collections_path` (ansible.cfg or ANSIBLE_COLLECTIONS_PATH, else Ansible's default); else in
+the playbook's `roles/` directory, `roles_path` (ansible.cfg or ANSIBLE_ROLES_PATH), for a
+dependency the depending role's parent directory, next to the playbook, then as a path from
+the working directory. A collection's role is named by its FQCN in banners, `role_name` is its
+short name, and its handlers are notified as `NS.COL.ROLE : X` or `ROLE : X`.
 
 Each of its steps is named `ROLE : STEP` (Ansible's banner), carries the role (`Step.role`, a
 RoleRun: its directory, defaults, which sit below every other variable, and vars, below the
@@ -27,6 +31,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import re
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -57,6 +62,11 @@ as they are: an import_role always runs its role (`allow_duplicates`)."""
 _IMPORT_KEYWORDS = frozenset({"name", "when", "tags", "vars"})
 
 StepsReader = Callable[[Node, bool, str], tuple[Step, ...]]
+
+_FQCR = re.compile(r"([A-Za-z_]\w*)\.([A-Za-z_]\w*)\.(\w+)")
+"""A collection's role by its full name, NS.COL.ROLE (ansible-core's is_valid_fqcr)."""
+_DEFAULT_COLLECTIONS = ("~/.ansible/collections", "/usr/share/ansible/collections")
+"""ansible-core's COLLECTIONS_PATHS where neither ansible.cfg nor the environment sets one."""
 """Reads a list of steps: (node, as handlers?, what) -> steps."""
 
 
@@ -119,6 +129,7 @@ class RoleReader:
         self._cycles: set[frozenset[str]] = set()  # each cycle said once, where first met
         self._handler_files: set[str] = set()
         self._roles_path: list[Path] | None = None
+        self._collections_path: list[Path] | None = None
         self._exposed: dict[str, tuple[dict[str, Any], dict[str, Any]]] = {}
         """A role's defaults and vars by directory: a role sees its dependencies' too."""
         self._private: bool | str | None = ""  # private_role_vars; "" until read
@@ -411,7 +422,8 @@ class RoleReader:
         layers = ({**parent[0], **defaults}, {**parent[1], **role_vars})
         self._chained[str(directory)] = layers
         info = self._run(use, name, directory, layers)
-        own = {**dict(use.variables), "role_name": name, "role_path": str(directory)}
+        short = short_role_name(info)
+        own = {**dict(use.variables), "role_name": short, "role_path": str(directory)}
         # A role without tasks/main.yml is valid (handlers, defaults or dependencies only);
         # a tasks_from: file that is missing is not.
         tasks = self._file(directory / "tasks", use.tasks_from)
@@ -460,6 +472,9 @@ class RoleReader:
         directory, the playbook's directory, then the name as a path from the working
         directory (the role is then named by its last part)."""
         name = os.path.expanduser(use.name)
+        collected = self._in_collection(use.name)
+        if collected is not None:
+            return use.name, collected
         if self._roles_path is None:  # ansible.cfg read once, at the first role
             self._roles_path = _configured_roles_path()
         bases = [self._base_dir / "roles", *self._roles_path]
@@ -477,9 +492,30 @@ class RoleReader:
         if quiet:
             return None
         looked = ", ".join(str(c.parent) for c in candidates)
+        if _FQCR.fullmatch(use.name) and self._collections_path is not None:
+            bases = [self._base_dir / "collections", *self._collections_path]
+            looked = f"{', '.join(str(b / 'ansible_collections') for b in bases)}, {looked}"
         self._values.report(
             use.where.error(f"role not found: {use.name}", hint=f"looked in {looked}")
         )
+        return None
+
+    def _in_collection(self, name: str) -> Path | None:
+        """The directory of a collection's role NS.COL.ROLE, as ansible-core's collection
+        loader finds it: the first of the playbook's collections/ and collections_path that
+        holds the collection NS.COL, its roles/ROLE; None when that is not there (the name is
+        then looked for as a plain role)."""
+        match = _FQCR.fullmatch(name)
+        if match is None:
+            return None
+        if self._collections_path is None:  # ansible.cfg read once, at the first such role
+            self._collections_path = _configured_collections_path()
+        namespace, collection, role = match.groups()
+        for base in (self._base_dir / "collections", *self._collections_path):
+            found = base / "ansible_collections" / namespace / collection
+            if found.is_dir():
+                directory = found / "roles" / role
+                return Path(os.path.normpath(directory)) if directory.is_dir() else None
         return None
 
     def _file(self, directory: Path, stem: str) -> Node | None:
@@ -553,6 +589,28 @@ def _configured_roles_path() -> list[Path]:
     return []
 
 
+def _configured_collections_path() -> list[Path]:
+    """collections_path from ANSIBLE_COLLECTIONS_PATH or ansible.cfg, else ansible-core's
+    default paths."""
+    with contextlib.suppress(FleetfixError):
+        setting = read_settings(os.environ, Path.cwd()).get("collections_path")
+        if setting is not None:
+            return [Path(p) for p in setting.value]
+    return [Path(os.path.expanduser(p)) for p in _DEFAULT_COLLECTIONS]
+
+
+def short_role_name(role: RoleInfo) -> str:
+    """A role's name without its collection (ansible-core's get_name(include_role_fqcn=False)):
+    ROLE for a collection's NS.COL.ROLE found under ansible_collections/NS/COL/roles/ROLE."""
+    match = _FQCR.fullmatch(role.name)
+    if match is None:
+        return role.name
+    namespace, collection, short = match.groups()
+    parts = Path(role.path).parts
+    inside = ("ansible_collections", namespace, collection, "roles", short)
+    return short if parts[-5:] == inside else role.name
+
+
 def _in_role(step: Step, info: RoleInfo, own: dict[str, Any], use: _Use, *, top: bool) -> Step:
     """A role's step as it runs: named `ROLE : NAME`, knowing its role; the top-level ones take
     the role's vars and the using entry's when/tags (children of a block inherit them)."""
@@ -604,7 +662,14 @@ def in_role(step: Step, info: RoleInfo) -> Step:
 
 
 def _handler(step: Step) -> Step:
-    """A role's handler is notified by its own name or by `ROLE : NAME`."""
+    """A role's handler is notified by its own name or by `ROLE : NAME`; a collection's role's
+    also by its short name, `SHORT : NAME` and `SHORT : TOPIC` (ansible-core's Handler adds
+    both forms of its listen topics): listened for here, as engine/handlers.py looks for
+    `ROLE : ` with the full name only."""
     role = step.role.name if step.role is not None else ""
     plain = step.name.removeprefix(f"{role} : ")
-    return replace(step, listen=(*step.listen, plain) if plain not in step.listen else step.listen)
+    listen = (*step.listen, plain) if plain not in step.listen else step.listen
+    short = short_role_name(step.role) if step.role is not None else role
+    if short != role:
+        listen = (*listen, *(f"{short} : {t}" for t in (*step.listen, plain)))
+    return replace(step, listen=listen)
