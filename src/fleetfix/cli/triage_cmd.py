@@ -57,8 +57,8 @@ def add_parser(sub: Any) -> None:
     parser.add_argument(
         "--counter-wait",
         type=float,
-        default=5.0,
-        help="seconds between the two reads of InfiniBand error counters (5)",
+        default=2.0,
+        help="seconds at least between the two reads of InfiniBand error counters (2)",
     )
     parser.add_argument(
         "-f", "--forks", type=int, help="hosts probed at once ($ANSIBLE_FORKS, ansible.cfg, 50)"
@@ -77,7 +77,8 @@ def triage_command(args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps(as_json(found, _inventory_name(args)), indent=2, default=str))
     else:
-        show(Console(highlight=False), found, _inventory_name(args))
+        # soft_wrap: each line whole, into a terminal, a file or a pager alike (no fold mid-word)
+        show(Console(highlight=False, soft_wrap=True), found, _inventory_name(args))
     return int(outcome(found))
 
 
@@ -94,13 +95,14 @@ def outcome(found: Triage) -> Outcome:
 
 def show(console: Console, found: Triage, inventory: str) -> None:
     job = found.job
+    running = job.get("state") == "RUNNING"
+    when = f"since {job.get('start')}" if running else f"{job.get('start')} .. {job.get('end')}"
+    ended = "" if running or not job.get("exit_code") else f", exit {_exit(job.get('exit_code'))}"
     console.print(
         Text.assemble(
-            ("job ", "bold"),
-            (str(job.get("job_id")), "bold"),
-            f" {job.get('name') or ''} ({job.get('user') or '?'}): {job.get('state')}",
-            f", exit {_exit(job.get('exit_code'))}" if job.get("exit_code") else "",
-            f", {job.get('start') or '?'} .. {job.get('end') or 'now'}",
+            (f"job {job.get('job_id')}", "bold"),
+            f" {job.get('name') or ''} ({job.get('user') or '?'}): {job.get('state')}{ended}, "
+            f"{when}",
         )
     )
     console.print(

@@ -226,6 +226,12 @@ def _initial_log(node: NodeState, uptime: float) -> list[LogLine]:
         if forms.recovery_action:
             action = xid.action or drivers.default_action(xid.code, xid.recovery)
             lines.extend(kmsg.action_change(forms, reported, gpu, action, when))
+    for aer in node.injected.pcie_aer:
+        gpu = node.gpus[aer.gpu]
+        device = node.board.gpu_device
+        lines.extend(
+            kmsg.aer_lines(gpu, max(uptime - aer.ago, 65.0), fatal=aer.fatal, device=device)
+        )
     for index, sxid in enumerate(node.injected.sxids):
         when = max(uptime - sxid.ago, 70.0 + index)
         bus = node.board.switch_buses[sxid.switch]
@@ -255,7 +261,11 @@ def _slurm_state(injected: NodeFaults, name: str, now: float, slurm: SlurmState)
         job_id = spec.job_id or slurm.next_job
         slurm.next_job = max(slurm.next_job, job_id) + 1
         user = spec.user or "alice"
-        slurm.jobs[job_id] = SlurmJob(job_id, user, name, "train.sbatch", now - 5400.0)
+        running = slurm.jobs.get(job_id)
+        if running is not None:  # several nodes name one job: a job across them
+            running.more_nodes = (*running.more_nodes, name)
+        else:
+            slurm.jobs[job_id] = SlurmJob(job_id, user, name, "train.sbatch", now - 5400.0)
         return SlurmNode(base="ALLOCATED", job_id=job_id)
     if spec.state == "drained":
         reason = spec.reason or "maintenance"

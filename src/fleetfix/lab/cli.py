@@ -61,6 +61,13 @@ def _add_commands(parser: argparse.ArgumentParser) -> None:
     inventory.add_argument("scenario", nargs="?", default=DEFAULT_SCENARIO)
     inventory.add_argument("--nodes", type=int, default=None)
     commands.add_parser("scenarios", help="list the shipped scenarios")
+    logs = commands.add_parser(
+        "job-logs", help="write the logs a scenario's Slurm job wrote (NCCL_DEBUG, watchdog)"
+    )
+    logs.add_argument("job", type=int, help="the job id the scenario's nodes run")
+    logs.add_argument("--scenario", default=DEFAULT_SCENARIO, help="shipped name or YAML file")
+    logs.add_argument("--nodes", type=int, default=None, help="override the fleet's node count")
+    logs.add_argument("--out", type=Path, default=Path(), help="directory to write them to (.)")
 
 
 def _add_target(parser: argparse.ArgumentParser) -> None:
@@ -224,6 +231,22 @@ def _scenarios(args: argparse.Namespace, out: TextIO) -> int:
     return 0
 
 
+def _job_logs(args: argparse.Namespace, out: TextIO) -> int:
+    from fleetfix.lab.joblogs import scenario_job_logs  # noqa: PLC0415
+    from fleetfix.lab.scenario_file import load_scenario  # noqa: PLC0415
+
+    scenario = load_scenario(args.scenario, nodes=args.nodes)
+    texts = scenario_job_logs(scenario, args.job, time.time())
+    try:
+        args.out.mkdir(parents=True, exist_ok=True)
+        for name, text in texts.items():
+            (args.out / name).write_text(text, encoding="utf-8")
+            print(args.out / name, file=out)
+    except OSError as exc:
+        raise LabError(f"cannot write the job's logs to {args.out}: {exc.strerror}") from exc
+    return 0
+
+
 _COMMANDS = MappingProxyType(
     {
         "up": _up,
@@ -232,6 +255,7 @@ _COMMANDS = MappingProxyType(
         "truth": _truth,
         "inventory": _inventory,
         "scenarios": _scenarios,
+        "job-logs": _job_logs,
     }
 )
 

@@ -40,7 +40,7 @@ TOOL_GROUPS = MappingProxyType(
         "kmod": ("lsmod", "modprobe", "rmmod", "insmod"),
         "systemd": ("systemctl", "journalctl"),
         "journal": ("journalctl",),
-        "slurm": ("scontrol", "sinfo", "squeue", "scancel"),
+        "slurm": ("scontrol", "sinfo", "squeue", "scancel", "sacct"),
         "ib": ("ibstat", "ibstatus", "perfquery"),
         "dcgm": ("dcgmi",),
         "lspci": ("lspci",),

@@ -17,6 +17,11 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from datetime import UTC, datetime
+
+from fleetfix.errors import LabError
+from fleetfix.lab.boards import HGX_BUS_NUMBERS
+from fleetfix.lab.scenario import Scenario, node_names
 
 TIMEOUT_MS = 600_000
 """PyTorch's default NCCL timeout (10 minutes)."""
@@ -83,3 +88,29 @@ def _nccl_bus(bus: str) -> str:
     """NCCL's busId: the bus and device of `00000000:1B:00.0` as `1b000`."""
     _, bus_part, rest = bus.lower().rsplit(":", 2)
     return f"{bus_part}{rest.replace('.', '')}".lstrip("0") or "0"
+
+
+def scenario_job_logs(scenario: Scenario, job_id: int, now: float) -> dict[str, str]:
+    """The logs of job `job_id` as the scenario sets it up: the nodes whose `slurm:` names it
+    (in node order), a rank per GPU, and the hang of the node with `nccl_hang`, if any
+    (reported by the other ranks' watchdogs at `now`)."""
+    nodes = [
+        name
+        for name in node_names(scenario.fleet)
+        if scenario.faults_of(name).slurm.state == "alloc"
+        and scenario.faults_of(name).slurm.job_id == job_id
+    ]
+    if not nodes:
+        raise LabError(f"scenario {scenario.name!r} runs no job {job_id}")
+    gpus = min(scenario.hardware_of(name).gpus for name in nodes)
+    bus_ids = [f"00000000:{bus:02X}:00.0" for bus in HGX_BUS_NUMBERS[:gpus]]
+    hang = next(
+        (
+            Hang(spec.seq, spec.op, name, spec.gpu)
+            for name in nodes
+            if (spec := scenario.faults_of(name).nccl_hang) is not None
+        ),
+        None,
+    )
+    stamp = datetime.fromtimestamp(now, tz=UTC).strftime("%m%d %H:%M:%S")
+    return job_logs(job_id, nodes, bus_ids, hang, stamp)

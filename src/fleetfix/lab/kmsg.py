@@ -296,6 +296,36 @@ def init_failed_lines(gpu: GpuState, uptime: float) -> list[LogLine]:
     ]
 
 
+def aer_lines(
+    gpu: GpuState, uptime: float, *, fatal: bool, device: str = "10de:2330"
+) -> list[LogLine]:
+    """An uncorrected PCIe error the AER driver read from `gpu`'s registers, reported by its
+    root port, in the wording of kernels since 6.x (Uncorrectable, `AER: ` on every line;
+    tests/fixtures/kernel-aer: the MS-02 journal and pop-os#751), and the nvidia driver's
+    `can't recover`: it takes no part in AER recovery."""
+    bus = f"{gpu.pci_short}.0"
+    port = f"0000:{gpu.bus - 1:02x}:01.0"  # the GPU's upstream port (a PCIe switch's)
+    severity = "Uncorrectable (Fatal)" if fatal else "Uncorrectable (Non-Fatal)"
+    return [
+        LogLine(
+            uptime, LOG_ERR, f"pcieport {port}: AER: {severity} error message received from {bus}"
+        ),
+        LogLine(
+            uptime,
+            LOG_ERR,
+            f"nvidia {bus}: AER: PCIe Bus Error: severity={severity}, type=Transaction Layer, "
+            "(Requester ID)",
+        ),
+        LogLine(
+            uptime,
+            LOG_ERR,
+            f"nvidia {bus}: AER:   device [{device}] error status/mask=00004000/00400000",
+        ),
+        LogLine(uptime, LOG_ERR, f"nvidia {bus}: AER:    [14] CmpltTO                (First)"),
+        LogLine(uptime, LOG_ERR, f"nvidia {bus}: AER: can't recover (no error_detected callback)"),
+    ]
+
+
 def driver_version_file(driver: str, *, open_module: bool = False) -> str:
     """/proc/driver/nvidia/version while the nvidia module is loaded."""
     return f"NVRM version: {driver_stamp(driver, open_module)}\nGCC version:  {GCC_VERSION} \n"

@@ -249,6 +249,27 @@ class IbSymbolErrors:
 
 
 @dataclass(frozen=True, slots=True)
+class PcieAer:
+    """An uncorrected PCIe error on a GPU, in the kernel log since boot (AER: its root port's
+    report, the GPU's, and the nvidia driver's `can't recover`); the GPU keeps working in the
+    lab, as many do until the next error."""
+
+    gpu: int
+    fatal: bool = False
+    ago: float = 1200.0
+
+
+@dataclass(frozen=True, slots=True)
+class NcclHang:
+    """This node's rank on `gpu` never entered collective `seq` of its Slurm job: the others
+    time out waiting for it (the job's logs, lab/joblogs.py)."""
+
+    gpu: int
+    seq: int = 9001
+    op: str = "ALLREDUCE"
+
+
+@dataclass(frozen=True, slots=True)
 class InitFailed:
     """A GPU on the PCI bus that the driver fails to initialise in every boot until `recovery`
     (`RmInitAdapter failed!` in each such boot's log, no Xid): nvidia-smi lists one fewer."""
@@ -300,6 +321,8 @@ class NodeFaults:
     nvlink_down: tuple[NvlinkDown, ...] = ()
     ib_ports_down: tuple[int, ...] = ()
     ib_symbol_errors: tuple[IbSymbolErrors, ...] = ()
+    pcie_aer: tuple[PcieAer, ...] = ()
+    nccl_hang: NcclHang | None = None
     slow_nccl: float | None = None
     slow_nccl_recovery: str = "never"
     unreachable: bool = False

@@ -20,9 +20,11 @@ from fleetfix.lab.scenario import (
     FleetShape,
     GpuProcessSpec,
     IbSymbolErrors,
+    NcclHang,
     NodeChange,
     NodeFaults,
     NvlinkDown,
+    PcieAer,
     RowRemapFault,
     Scenario,
     SlurmSpec,
@@ -244,6 +246,8 @@ _FAULT_KEYS = (
     "nvlink_down",
     "ib_port_down",
     "ib_symbol_errors",
+    "pcie_aer",
+    "nccl_hang",
     "slow_nccl",
     "unreachable",
     "flaky_ssh",
@@ -275,6 +279,7 @@ _LIST_KEYS = frozenset(
         "gpu_processes",
         "nvlink_down",
         "ib_symbol_errors",
+        "pcie_aer",
         "missing_gpu",
         "gpu_missing_after_reboot",
         "events",
@@ -359,6 +364,8 @@ class _FaultParser:
             ib_symbol_errors=tuple(
                 self.ib_symbol_errors(v, where) for v in _items(raw.get("ib_symbol_errors"))
             ),
+            pcie_aer=tuple(self.pcie_aer(v, where) for v in _items(raw.get("pcie_aer"))),
+            nccl_hang=self.nccl_hang(raw.get("nccl_hang"), where),
             slow_nccl=slow_nccl,
             slow_nccl_recovery=slow_nccl_recovery,
             unreachable=self.b.flag(raw.get("unreachable", False), f"{where}.unreachable"),
@@ -558,6 +565,34 @@ class _FaultParser:
         return IbSymbolErrors(
             port=self.ib_port(raw.get("port", 0), where, "ib_symbol_errors"),
             per_read=self.b.integer(per_read, f"{where}.ib_symbol_errors.per_read", minimum=1),
+        )
+
+    def pcie_aer(self, value: object, where: str) -> PcieAer:
+        """`3` or `{gpu: 3, fatal: true, ago: 20m}`."""
+        if not isinstance(value, dict):
+            return PcieAer(gpu=self.gpu(value, f"{where}.pcie_aer"))
+        raw = self.b.mapping(value, f"{where}.pcie_aer", ("gpu", "fatal", "ago"))
+        ago = _opt_duration(raw.get("ago"), f"{where}.pcie_aer.ago")
+        return PcieAer(
+            gpu=self.gpu(raw.get("gpu", 0), f"{where}.pcie_aer.gpu"),
+            fatal=self.b.flag(raw.get("fatal", False), f"{where}.pcie_aer.fatal"),
+            ago=1200.0 if ago is None else ago,
+        )
+
+    def nccl_hang(self, value: object, where: str) -> NcclHang | None:
+        """`3` or `{gpu: 3, seq: 9001, op: ALLREDUCE}`."""
+        if value is None:
+            return None
+        if not isinstance(value, dict):
+            return NcclHang(gpu=self.gpu(value, f"{where}.nccl_hang"))
+        raw = self.b.mapping(value, f"{where}.nccl_hang", ("gpu", "seq", "op"))
+        op = str(raw.get("op", "ALLREDUCE")).upper()
+        if not op.isalpha():
+            raise self.b.error(f"{where}.nccl_hang.op: not an NCCL op type: {op!r}", "op")
+        return NcclHang(
+            gpu=self.gpu(raw.get("gpu", 0), f"{where}.nccl_hang.gpu"),
+            seq=self.b.integer(raw.get("seq", 9001), f"{where}.nccl_hang.seq", minimum=2),
+            op=op,
         )
 
     def slow_nccl(self, value: object, where: str) -> tuple[float | None, str]:

@@ -99,9 +99,10 @@ class SlurmState:
         for job in list(self.jobs.values()):
             if job.epilog_until is not None and job.epilog_until <= now:
                 del self.jobs[job.job_id]
-                record = self.nodes[job.node]
-                if record.job_id == job.job_id:
-                    record.job_id = None
+                for node in job.nodes:
+                    record = self.nodes[node]
+                    if record.job_id == job.job_id:
+                        record.job_id = None
         for name in [n for n, r in self.reservations.items() if r.end <= now]:
             del self.reservations[name]
 

@@ -4,15 +4,16 @@ suspects ranked (suspects.py). Nothing disruptive is sent: every step is a probe
 1. `slurm_job` on one host (`--slurm-host`, else the inventory's first host of the
    `slurm_controller` group, else its first host): scontrol, or sacct for a job slurmctld has
    forgotten. The job's nodes are matched to inventory hosts by name (or short name).
-2. Every node of the job, at once: nvidia_smi, xid for the job's window (its start to its end,
-   every boot the journal keeps), gpu_processes, ib, then ib_counters twice `counter_wait`
-   seconds apart (errors that rise while we look).
+2. Every node of the job, at once: ib_counters, nvidia_smi, xid for the job's window (its start
+   to its end, every boot the journal keeps), gpu_processes, ib; then ib_counters again once
+   `--counter-wait` seconds have passed since the first read (errors that rise while we look).
 3. The job's log files (`--log`), read on this machine.
 """
 
 from __future__ import annotations
 
 import argparse
+import asyncio
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -34,6 +35,7 @@ from fleetfix.runtime import Runtime, open_runtime
 from fleetfix.topology import Topology
 from fleetfix.topology.findings import correlated_failures
 from fleetfix.triage.suspects import (
+    IB_BEFORE,
     LogSuspect,
     NodeReading,
     Suspect,
@@ -154,23 +156,17 @@ def _facts_of(result: RunResult, host: str, step: str) -> tuple[Any, str | None,
     return None, "not run", None
 
 
-def node_steps(
-    job: Mapping[str, Any], counters: bool, wait: float
-) -> list[tuple[str, dict[str, Any]]]:
+def node_steps(job: Mapping[str, Any], counters: bool) -> list[tuple[str, dict[str, Any]]]:
+    """The probes of each node of the job, in order: the InfiniBand counters first (their
+    second read comes after the others and the wait), the kernel log for the job's window
+    (its start to its end, or to now for a running job)."""
     window: dict[str, Any] = {}
     if job.get("start"):
         window["since"] = str(job["start"]).replace(" ", "T")[:19]
         if job.get("end") and str(job.get("state")) != "RUNNING":
             window["until"] = str(job["end"]).replace(" ", "T")[:19]
-    steps: list[tuple[str, dict[str, Any]]] = [
-        ("nvidia_smi", {}),
-        ("xid", window),
-        ("gpu_processes", {}),
-        ("ib", {}),
-    ]
-    if counters:
-        steps.append(("ib_counters", {"wait": wait}))
-    return steps
+    first: list[tuple[str, dict[str, Any]]] = [("ib_counters", {})] if counters else []
+    return [*first, ("nvidia_smi", {}), ("xid", window), ("gpu_processes", {}), ("ib", {})]
 
 
 async def triage(
@@ -197,9 +193,16 @@ async def triage(
             raise InputError(f"job {job_id}: {failure}")
         hosts, missing = match_nodes(job.get("nodes") or (), everyone)
         counters = "ib_counters" in PROBES.names()
-        steps = node_steps(job, counters, args.counter_wait)
-        result = await session.probe(hosts, steps, "job nodes") if hosts else None
-    readings = {host: _reading(result, host, steps) for host in hosts} if result else {}
+        steps = node_steps(job, counters)
+        readings: dict[str, NodeReading] = {}
+        if hosts:
+            began = time.monotonic()
+            result = await session.probe(hosts, steps, "job nodes")
+            readings = {host: _reading(result, host, steps) for host in hosts}
+            if counters:
+                await asyncio.sleep(max(0.0, args.counter_wait - (time.monotonic() - began)))
+                again = await session.probe(hosts, [("ib_counters", {})], "counters again")
+                readings = {host: _second_read(readings[host], again, host) for host in hosts}
     suspects = rank(readings, logs)
     topology = Topology.from_hosts({h: inventory.host_vars(h) for h in hosts})
     domains = [
@@ -229,10 +232,24 @@ def _reading(result: RunResult, host: str, steps: Sequence[tuple[str, Any]]) -> 
     for i, (probe, _) in enumerate(steps):
         facts, failed, down = _facts_of(result, host, f"{probe}#{i}")
         unreachable = unreachable or down
-        probes[probe] = facts
+        name = IB_BEFORE if probe == "ib_counters" else probe
+        probes[name] = facts
         if failed is not None:
-            failures[probe] = failed
+            failures[name] = failed
     return NodeReading(probes, failures, unreachable)
+
+
+def _second_read(reading: NodeReading, again: RunResult, host: str) -> NodeReading:
+    """The reading with the counters' second read (`ib_counters`) beside the first."""
+    if reading.unreachable is not None:
+        return reading
+    facts, failed, down = _facts_of(again, host, "ib_counters#0")
+    failures = dict(reading.failures)
+    if failed is not None:
+        failures["ib_counters"] = failed
+    return NodeReading(
+        {**reading.probes, "ib_counters": facts}, failures, reading.unreachable or down
+    )
 
 
 def read_logs(paths: Sequence[str]) -> dict[str, str]:

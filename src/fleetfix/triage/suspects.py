@@ -29,6 +29,15 @@ from dataclasses import dataclass
 from typing import Any
 
 from fleetfix.knowledge.health import Level, summarize
+from fleetfix.knowledge.ib_counters import explain, thresholds
+from fleetfix.probes.ib_counters import (
+    SPECS,
+    CounterChange,
+    IbCountersFacts,
+    PortCounters,
+    Source,
+    deltas,
+)
 
 Data = Mapping[str, Any]
 
@@ -104,6 +113,8 @@ class LogSuspect:
     kind: Kind = Kind.NODE
 
 
+IB_BEFORE = "ib_counters@start"
+"""The first of the triage's two reads of the InfiniBand counters (the second is `ib_counters`)."""
 RECOVER = "playbooks/recover.yml"
 ORPHANS = "playbooks/orphans.yml"
 _HEALTH_PROBES = ("nvidia_smi", "xid", "ib", "nvlink")
@@ -166,7 +177,7 @@ def _from_probes(
             evidence = Evidence(Weight.PROBE_FAULT, f"probe {name}", verdict.text, fabric=True)
             yield kind, target, evidence, RECOVER
     yield from _orphans(host, reading.probes.get("gpu_processes"))
-    yield from _links(host, reading.probes.get("ib_counters"))
+    yield from _links(host, reading)
 
 
 def _gpu_target(host: str, probe: str, data: Data) -> tuple[Kind, str]:
@@ -210,14 +221,52 @@ def _orphans(host: str, data: Data | None) -> Iterable[tuple[Kind, str, Evidence
         yield Kind.PROCESS, f"{host} pid {pid}", evidence, ORPHANS
 
 
-def _links(host: str, data: Data | None) -> Iterable[tuple[Kind, str, Evidence, str | None]]:
-    if not data:
+def _links(host: str, reading: NodeReading) -> Iterable[tuple[Kind, str, Evidence, str | None]]:
+    """A port whose error counters rose between the triage's two reads past the catalog's
+    per-read threshold (knowledge/ib_counters.yml): the link, for a human (a cable, a
+    transceiver, a switch port)."""
+    before, after = reading.probes.get(IB_BEFORE), reading.probes.get("ib_counters")
+    if not before or not after:
         return
-    for link in data.get("rising") or ():
-        name = f"{host} {link.get('ca')}/{link.get('port')}"
-        rose = ", ".join(f"{k} +{v}" for k, v in sorted((link.get("deltas") or {}).items()))
-        evidence = Evidence(Weight.LINK_ERRORS, "probe ib_counters", rose, fabric=True)
-        yield Kind.LINK, name, evidence, None
+    for port in deltas(counters_from_data(before), counters_from_data(after)).ports:
+        crossed = [
+            change
+            for change in port.risen()
+            if SPECS[change.counter].error
+            and (limit := thresholds().get(change.counter)) is not None
+            and limit.exceeded(change.rise)
+        ]
+        if not crossed:
+            continue
+        text = "; ".join(_rose(change) for change in crossed)
+        evidence = Evidence(Weight.LINK_ERRORS, "probe ib_counters", text, fabric=True)
+        where = port.ca if port.ca is not None else f"lid {port.lid}"  # perfquery: no CA name
+        yield Kind.LINK, f"{host} {where}/{port.port}", evidence, None
+
+
+def _rose(change: CounterChange) -> str:
+    info = explain(change.counter)
+    said = f": {info.title.lower()}, {info.action.split('.')[0].lower()}" if info else ""
+    return f"{change.counter} +{change.rise} ({change.before} -> {change.after}){said}"
+
+
+def counters_from_data(data: Data) -> IbCountersFacts:
+    """ib_counters facts back from their data (`to_data`), to compare two reads."""
+    return IbCountersFacts(
+        source=Source(data["source"]),
+        ports=tuple(
+            PortCounters(
+                ca=port.get("ca"),
+                port=int(port["port"]),
+                lid=port.get("lid"),
+                counters=dict(port.get("counters") or {}),
+                saturated=tuple(port.get("saturated") or ()),
+            )
+            for port in data.get("ports") or ()
+        ),
+        errors=tuple(data.get("errors") or ()),
+        complete=bool(data.get("complete", True)),
+    )
 
 
 def fabric_suspects(suspects: Sequence[Suspect]) -> set[str]:

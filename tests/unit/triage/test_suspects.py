@@ -12,6 +12,7 @@ from typing import Any
 from fleetfix.plain import to_data
 from fleetfix.probes import probe_registry
 from fleetfix.triage.suspects import (
+    IB_BEFORE,
     ORPHANS,
     RECOVER,
     Kind,
@@ -131,3 +132,29 @@ def test_a_switch_suspect_holds_its_nodes_runbooks() -> None:
     assert remediation(found, "lab.ini") == [
         "fleetfix run playbooks/recover.yml -i lab.ini --limit gpu001"
     ]
+
+
+def _counters(name: str) -> Any:
+    return _read("ib_counters", FIXTURES / "ib-counters" / name)
+
+
+def test_error_counters_that_rise_between_the_two_reads_accuse_the_link() -> None:
+    """A real HCA's counters (perfquery -x, tests/fixtures/ib-counters), read again with more
+    symbol errors: past the catalog's per-read threshold (10) it is a link suspect; traffic
+    growing is not."""
+    first = _counters("perfquery-x-hca-two-ports.txt")
+    port = first["ports"][0]
+    first = {**first, "ports": [port]}
+    later = {**port["counters"], "symbol_error": port["counters"]["symbol_error"] + 12}
+    later["port_xmit_data"] = port["counters"]["port_xmit_data"] + 10**9
+    second = {**first, "ports": [{**port, "counters": later}]}
+    readings = {"gpu004": NodeReading({IB_BEFORE: first, "ib_counters": second}, {})}
+    (suspect,) = rank(readings)
+    assert (suspect.kind, suspect.target, suspect.playbook) == (
+        Kind.LINK,
+        "gpu004 lid 1719/1",
+        None,
+    )
+    assert suspect.evidence[0].text.startswith("symbol_error +12 (")
+    calm = {**first, "ports": [{**port, "counters": {**port["counters"], "symbol_error": 9}}]}
+    assert rank({"gpu004": NodeReading({IB_BEFORE: first, "ib_counters": calm}, {})}) == []

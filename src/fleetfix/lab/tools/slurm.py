@@ -1,4 +1,5 @@
-"""Emulated Slurm client tools: `scontrol show/update node`, `sinfo`, `squeue`, `scancel`.
+"""Emulated Slurm client tools: `scontrol show/update node`, `sinfo`, `squeue`, `scancel`
+(`scontrol show job` and `sacct`: tools/slurm_jobs.py).
 
 All nodes share one controller (FleetState.slurm), so a drain issued on any node is seen from
 every node. `scontrol show node` follows the Slurm 24.05 layout in shared/samples/slurm/;
@@ -29,6 +30,7 @@ from fleetfix.lab.tools.slurm_base import (
     expand_hostlist,
     stamp,
 )
+from fleetfix.lab.tools.slurm_jobs import show_job
 from fleetfix.lab.tools.slurm_reboot import issue_due_reboots, reboot_command
 from fleetfix.lab.tools.slurm_resv import reservation_command
 
@@ -141,6 +143,9 @@ def scontrol(ctx: ToolContext, argv: Sequence[str]) -> ToolReply:
     issue_due_reboots(ctx)
     if len(args) >= 2 and args[0] == "show" and args[1] in ("node", "nodes", "NodeName"):
         return _show_nodes(ctx, args[2:], oneliner)
+    if len(args) >= 2 and args[0] == "show" and args[1].split("=")[0] in ("job", "jobs", "jobid"):
+        target = [args[1].split("=", 1)[1]] if "=" in args[1] else args[2:]
+        return show_job(ctx, target, oneliner)
     reservations = reservation_command(ctx, args, oneliner)
     if reservations is not None:
         return reservations
@@ -361,7 +366,7 @@ def squeue(ctx: ToolContext, argv: Sequence[str]) -> ToolReply:
     nodes = _option(args, ("-w", "--nodelist"))
     fmt = _option(args, ("-o", "--format")) or "%.18i %.9P %.8j %.8u %.2t %.10M %.6D %R"
     wanted = set(expand_hostlist(nodes)) if nodes else None
-    jobs = [j for j in ctx.fleet.slurm.jobs.values() if wanted is None or j.node in wanted]
+    jobs = [j for j in ctx.fleet.slurm.jobs.values() if wanted is None or wanted & set(j.nodes)]
     rows = [_job_row(fmt, None, ctx.now)] if header else []
     rows += [_job_row(fmt, job, ctx.now) for job in jobs]
     return ToolReply(stdout=lines(*rows))
@@ -403,9 +408,9 @@ def _job_row(fmt: str, job: SlurmJob | None, now: float) -> str:
                 "t": "R" if job.epilog_until is None else "CG",
                 "T": "RUNNING" if job.epilog_until is None else "COMPLETING",
                 "M": f"{elapsed // 3600}:{elapsed % 3600 // 60:02d}:{elapsed % 60:02d}",
-                "D": "1",
-                "R": job.node,
-                "N": job.node,
+                "D": str(len(job.nodes)),
+                "R": compress_hostlist(list(job.nodes)),
+                "N": compress_hostlist(list(job.nodes)),
             }
             text = values.get(spec, "")
         else:
@@ -449,15 +454,17 @@ def end_job(ctx: ToolContext, job_id: int) -> None:
     job = slurm.jobs[job_id]
     if job.epilog_until is not None:
         return  # already ending (scancel, then its processes died)
-    node = ctx.fleet.nodes[job.node]
-    for process in [p for p in node.processes if p.job_id == job_id]:
-        ctx.hooks.kill_process(node, process.pid, signal.SIGKILL)
-    record = slurm.nodes[job.node]
-    if record.base == "ALLOCATED":
-        record.base = "IDLE"
+    for name in job.nodes:  # a job across nodes ends on all of them, as Slurm ends it
+        node = ctx.fleet.nodes[name]
+        for process in [p for p in node.processes if p.job_id == job_id]:
+            ctx.hooks.kill_process(node, process.pid, signal.SIGKILL)
+        record = slurm.nodes[name]
+        if record.base == "ALLOCATED":
+            record.base = "IDLE"
     if slurm.epilog > 0 and job.epilog_until is None:
         job.epilog_until = ctx.now + slurm.epilog
         return
     del slurm.jobs[job_id]
-    if record.job_id == job_id:
-        record.job_id = None
+    for name in job.nodes:
+        if slurm.nodes[name].job_id == job_id:
+            slurm.nodes[name].job_id = None

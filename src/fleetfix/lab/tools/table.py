@@ -13,6 +13,7 @@ from fleetfix.lab.tools import (
     packages,
     ps,
     slurm,
+    slurm_jobs,
     systemd,
 )
 from fleetfix.lab.tools.base import Handler
@@ -39,6 +40,7 @@ def tool_table() -> dict[str, Handler]:
         "sinfo": slurm.sinfo,
         "squeue": slurm.squeue,
         "scancel": slurm.scancel,
+        "sacct": slurm_jobs.sacct,
         "reboot": node.reboot,
         "shutdown": node.shutdown,
         "fuser": node.fuser,
