@@ -20,6 +20,7 @@ from fleetfix.modules.remote_files import (
     stat_path,
     write_file,
 )
+from fleetfix.results import WARNINGS_KEY
 
 _ATTRS_CHANGED = "ownership, perms or SE linux context changed"
 
@@ -59,10 +60,28 @@ async def lineinfile(call: ModuleCall) -> Outcome:
     elif (wanted.line, wanted.regexp, wanted.search_string) == (None, None, None):
         raise ModuleFailed("one of line, search_string, or regexp is required with state=absent")
     elif found is None:
-        return call.outcome(msg="file not present")
+        return call.outcome(msg="file not present", **_warned(wanted))
     lines = read_lines(await read_bytes(call, found.path)) if found is not None else []
     edit = present(lines, wanted) if params["state"] == "present" else absent(lines, wanted)
     return await _apply(call, path, found, edit, _text(lines))
+
+
+def _warned(wanted: Wanted) -> dict[str, Any]:
+    """Ansible's warning for an empty regexp or search_string (it matches every line): in
+    the result's `warnings`, and printed."""
+    if "" not in (wanted.regexp, wanted.search_string):
+        return {}
+    name = "regular expression" if wanted.regexp == "" else "search string"
+    text = (
+        f"The {name} is an empty string, which will match every line in the file. This may"
+        " have unintended consequences, such as replacing the last line in the file rather"
+        " than appending."
+    )
+    if wanted.regexp == "":
+        text += (
+            " If this is desired, use '^' to match every line in the file and avoid this warning."
+        )
+    return {"warnings": [text], WARNINGS_KEY: [text]}
 
 
 async def _apply(
@@ -70,6 +89,7 @@ async def _apply(
 ) -> Outcome:
     params = call.params
     extra: dict[str, Any] = {"found": edit.found} if params["state"] == "absent" else {}
+    extra.update(_warned(wanted_of(params)))
     # Ansible's diff: the texts only with --diff, the headers always.
     content: dict[str, Any] = {
         "before": before if call.diffing else "",
