@@ -489,8 +489,15 @@ async def _host_step(
         return
     try:
         found = await _in_turn(run, state, step, env, turn, banner=banner)
-    finally:
+    except BaseException:
         await turn.arrive(state.name)
+        raise
+    if state.notified and not _IN_HANDLER.get():
+        # ansible-core resolves a notify when the step reports it: one naming no handler
+        # stops the run here (PlaybookError) while the other hosts wait at this step's end,
+        # so none runs a later step (_all_hosts cancels them); a flush takes the rest
+        run.handlers.take(state)
+    await turn.arrive(state.name)
     for number, inclusion in enumerate(found):
         if not state.active or run.stop_play:
             return

@@ -320,7 +320,7 @@ class _PlaybookLoader:
         for name in _STEP_LISTS if given else ():
             if name in fields:
                 fields[name] = tuple(given_to(step, given) for step in fields[name])
-        self._check_notified(steps.notified, handlers)
+        self._check_notified(steps.notified, handlers, steps.brought_names)
         if "hosts" not in fields:  # reported above; the rest of the play was still checked
             return None
         fields.setdefault("name", fields["hosts"])
@@ -494,18 +494,22 @@ class _PlaybookLoader:
 
     # ------------------------------------------------------------------ handlers and notify
 
-    def _check_notified(self, notified: list[tuple[str, Node]], handlers: tuple[Step, ...]) -> None:
+    def _check_notified(
+        self, notified: list[tuple[str, Node]], handlers: tuple[Step, ...], brought: set[str]
+    ) -> None:
         """Each literal notify: topic must name a handler (or a listen: topic) of the play. A
         templated topic, or any topic when a handler's name is templated, is left to run time
-        (Ansible renders both per host). With error_on_missing_handler false nothing is
-        refused: the run warns instead."""
+        (Ansible renders both per host), as is one naming a step a handler import or include
+        brings in, or the import itself (`brought`): ansible-core fails those when the step
+        notifies, after the steps before it ran, and so does fleetfix (engine/play.py). With
+        error_on_missing_handler false nothing is refused: the run warns instead."""
         handler_topics = {t for h in handlers for t in _topics(h)}
         if not self.missing_handler_errors or any(is_template(t) for t in handler_topics):
             return
         for written, node in notified:
             # `notify: 2024` names the topic "2024", as to_names reads it (not the number).
             topic = written if isinstance(written, str) else str(written)
-            if topic in handler_topics or is_template(topic):
+            if topic in handler_topics or topic in brought or is_template(topic):
                 continue
             hint = suggest(topic, handler_topics) or (
                 "add a handler with this name (or listen:) under handlers:"

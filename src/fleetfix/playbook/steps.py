@@ -211,6 +211,10 @@ class StepReader:
         self._brought_handlers = 0  # depth of handler files an import or include reads
         self._handler_blocks = 0  # depth of blocks in such a file
         self.notified: list[tuple[str, Node]] = []  # (topic, where it was written)
+        self.brought_names: set[str] = set()
+        """Names a notify may take for a handler's that are not: those of the steps a handler
+        import or include brings in, and of the import or include itself (loader.py leaves a
+        notify of one to run time, where ansible-core fails it)."""
         self.module_defaults: list[Defaults] = []
         """The module_defaults of the play and the blocks around the step being read."""
         self._step_converters = self._step_table()
@@ -230,6 +234,7 @@ class StepReader:
         for item in node.items:
             entry = import_entry(item) or role_entry(item)
             if role is Role.HANDLER and entry is not None and entry is import_entry(item):
+                self._bring(item.get("name"))
                 steps.extend(self._imports.read(item, entry, self._handler_list))
             elif role is Role.HANDLER and self._top_of_handlers() and _is_block(item):
                 steps.extend(self._handler_block(item))
@@ -243,7 +248,14 @@ class StepReader:
                 steps.extend(self._imports.read(item, entry, self._imported_list))
             elif (step := self._step(item, role)) is not None:
                 steps.append(step)
+                if role is Role.HANDLER and self._brought_handlers:
+                    self.brought_names.add(step.name)
         return tuple(steps)
+
+    def _bring(self, named: Node | None) -> None:
+        """A handler import's or include's own name, kept in `brought_names`."""
+        if named is not None and isinstance(named.value, str):
+            self.brought_names.add(named.value)
 
     def import_keywords(self, node: Node, skip: Entry | None) -> dict[str, Any]:
         """The step keywords of an import_tasks (leaving out its own entry) or of an include's
