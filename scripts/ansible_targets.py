@@ -277,6 +277,9 @@ _VOLATILE = (
     (re.compile(r"\b\d+:\d{2}:\d{2}\.\d+\b"), "<delta>"),
     (re.compile(r'("(?:atime|mtime|ctime|inode|dev|version|tdiff|epoch)": )"?[\d.]+"?'), r"\1<n>"),
     (re.compile(r"/tmp/[\w.-]+"), "/tmp/<tmp>"),
+    # loops/ prints now(fmt='%s.%f') stamps of a paused loop and their difference
+    (re.compile(r"\b\d{10}\.\d{6}\b"), "<epoch>"),
+    (re.compile(r"\btdiff=[\d.]+"), "tdiff=<n>"),
 )
 
 
