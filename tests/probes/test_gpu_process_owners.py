@@ -204,3 +204,25 @@ def test_the_owners_section_reads_real_procps_output_of_a_process_this_test_star
 def test_squeue_asks_for_the_named_slurm_node_else_the_short_hostname() -> None:
     assert "squeue -h -w gpu-001.a -o %A" in gpu_processes.command({"node": "gpu-001.a"})
     assert 'squeue -h -w "$(hostname -s)" -o %A' in gpu_processes.command({})
+
+
+def test_squeue_is_asked_only_when_a_process_holds_a_gpu(tmp_path: Path) -> None:
+    """The probe's own shell code with an squeue that records its calls: an idle node sends
+    slurmctld nothing (no RPC per node of an idle fleet), a busy one asks once."""
+    calls = tmp_path / "calls"
+    fake = tmp_path / "bin" / "squeue"
+    fake.parent.mkdir()
+    fake.write_text(f"#!/bin/sh\necho called >> {shlex.quote(str(calls))}\necho 48213\n")
+    fake.chmod(0o755)
+    env = {**os.environ, "PATH": f"{fake.parent}:{os.environ['PATH']}"}
+    section = gpu_processes._SLURM_JOBS.format(limit="5", node="gpu001")
+
+    def run(pids: str) -> str:
+        script = f"p={shlex.quote(pids)}; {section}"
+        return subprocess.run(
+            ["bash", "-c", script], capture_output=True, text=True, check=True, env=env
+        ).stdout
+
+    assert run("") == "" and not calls.exists()
+    assert run("4242") == "### fleetfix slurm-jobs timeout=5\n48213\n### fleetfix end rc=0\n"
+    assert calls.read_text() == "called\n"

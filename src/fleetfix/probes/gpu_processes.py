@@ -215,13 +215,17 @@ _OWNERS = " ".join(
 """The owners section: user, start time and command line, then the cgroup, of each PID."""
 _SLURM_JOBS = " ".join(
     (
+        'if [ -n "$p" ]; then',
         f"echo '{MARKER_PREFIX}slurm-jobs timeout={{limit}}';",
         "j=$(timeout -k 2 {limit} squeue -h -w {node} -o %A 2>&1); r=$?;",
         "printf '%s\\n' \"$j\";",
         f'echo "{MARKER_PREFIX}end rc=$r";',
+        "fi;",
     )
 )
-"""The jobs Slurm has on this node (squeue's `%A`: the job id cgroups are named after)."""
+"""The jobs Slurm has on this node (squeue's `%A`: the job id cgroups are named after), asked
+only when a process holds a GPU: an idle fleet's probe sends slurmctld no RPC per node, and a
+node whose controller does not answer waits for squeue only when an answer could matter."""
 
 
 def _slurm_node(params: Mapping[str, Any]) -> str:
