@@ -114,3 +114,11 @@ def with_lab_port(args: argparse.Namespace, inventory: Inventory) -> Inventory:
     """The inventory with --lab-port as its fleetfix_lab_port (what the embedded lab reads)."""
     port = getattr(args, "lab_port", None)
     return inventory if port is None else with_host_var(inventory, "fleetfix_lab_port", port)
+
+
+def add_probing_options(parser: argparse.ArgumentParser) -> None:
+    """`-f/--forks` and `--timeout` of the commands that only probe (probe, triage)."""
+    parser.add_argument(
+        "-f", "--forks", type=int, help="hosts probed at once ($ANSIBLE_FORKS, ansible.cfg, 50)"
+    )
+    parser.add_argument("--timeout", type=float, default=120.0, help="per-probe timeout (120)")

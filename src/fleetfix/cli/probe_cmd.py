@@ -16,7 +16,11 @@ from rich.text import Text
 
 from fleetfix.actions import action_registry
 from fleetfix.cli.ansible_options import resolve_ansible_options
-from fleetfix.cli.options import add_connection_options, add_inventory_option
+from fleetfix.cli.options import (
+    add_connection_options,
+    add_inventory_option,
+    add_probing_options,
+)
 from fleetfix.engine import Engine, RunOptions
 from fleetfix.engine.hoststep import ABSENT_KEY
 from fleetfix.errors import InputError
@@ -45,10 +49,7 @@ def add_parser(sub: Any) -> None:
     add_inventory_option(parser)
     add_connection_options(parser)
     parser.add_argument("-l", "--limit", default="all", help="host pattern (default: all)")
-    parser.add_argument(
-        "-f", "--forks", type=int, help="hosts probed at once ($ANSIBLE_FORKS, ansible.cfg, 50)"
-    )
-    parser.add_argument("--timeout", type=float, default=120.0, help="per-probe timeout (120)")
+    add_probing_options(parser)
     parser.add_argument("--json", action="store_true", help="facts as JSON instead of a table")
     parser.set_defaults(handler=probe_command, yes=True)
 

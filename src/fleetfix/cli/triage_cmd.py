@@ -18,7 +18,11 @@ from rich.console import Console
 from rich.text import Text
 
 from fleetfix.cli.ansible_options import resolve_ansible_options
-from fleetfix.cli.options import add_connection_options, add_inventory_option
+from fleetfix.cli.options import (
+    add_connection_options,
+    add_inventory_option,
+    add_probing_options,
+)
 from fleetfix.inventory import load_inventory
 from fleetfix.probes.slurm_job import valid_job_id
 from fleetfix.results import Outcome
@@ -60,10 +64,7 @@ def add_parser(sub: Any) -> None:
         default=2.0,
         help="seconds at least between the two reads of InfiniBand error counters (2)",
     )
-    parser.add_argument(
-        "-f", "--forks", type=int, help="hosts probed at once ($ANSIBLE_FORKS, ansible.cfg, 50)"
-    )
-    parser.add_argument("--timeout", type=float, default=120.0, help="per-probe timeout (120)")
+    add_probing_options(parser)
     parser.add_argument("--json", action="store_true", help="the triage as JSON")
     parser.set_defaults(handler=triage_command, yes=True)
 
