@@ -71,6 +71,10 @@ COMMANDS: tuple[Commands, ...] = (
                 "explain an Xid (or, with --sxid, an NVSwitch SXid) and what fleetfix does"
                 " about it",
             ),
+            (
+                "ib-counter",
+                "explain an InfiniBand port counter (sysfs or perfquery name) and its threshold",
+            ),
             ("probes", "list the built-in probes"),
         ),
     ),

@@ -8,12 +8,15 @@ import sys
 import textwrap
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from fleetfix.errors import FleetfixError, UsageError
 from fleetfix.knowledge import remedy
 from fleetfix.knowledge.recovery import RecoveryAction, parse_recovery_action
 from fleetfix.knowledge.sxid import SxidCatalog, SxidInfo, sxid_catalog
+
+if TYPE_CHECKING:
+    from fleetfix.knowledge.ib_counters import CounterInfo
 from fleetfix.knowledge.xid import (
     Recommendation,
     RecommendationSource,
@@ -47,6 +50,13 @@ def add_parsers(sub: Any) -> None:
         "--sxid", action="store_true", help="CODE is an NVSwitch SXid (Fabric Manager guide)"
     )
     xid.set_defaults(handler=xid_command)
+
+    counter = sub.add_parser(
+        "ib-counter",
+        help="explain an InfiniBand port counter (sysfs or perfquery name) and its threshold",
+    )
+    counter.add_argument("name", help="symbol_error, SymbolErrorCounter, link_downed, ...")
+    counter.set_defaults(handler=ib_counter_command)
 
     probes = sub.add_parser("probes", help="list the built-in probes")
     probes.set_defaults(handler=probes_command)
@@ -257,6 +267,40 @@ def sxid_lines(catalog: SxidCatalog, info: SxidInfo, xids: XidCatalog) -> list[s
     playbooks = ["recover.yml", info.fleetfix_playbook] if info.fleetfix_playbook else []
     lines += _playbook_lines(xids, playbooks, "SXid")
     lines += _field("table", f"fleetfix SXid table {catalog.version} ({catalog.source})")
+    return lines
+
+
+def ib_counter_command(args: argparse.Namespace) -> int:
+    from fleetfix.knowledge.ib_counters import ib_counter_catalog  # noqa: PLC0415
+
+    catalog = ib_counter_catalog()
+    info = catalog.get(args.name)
+    if info is None:
+        known = ", ".join(sorted(catalog.entries))
+        return _unknown(f"{args.name!r} is not a counter fleetfix knows (sysfs names: {known})")
+    print("\n".join(ib_counter_lines(info, f"{catalog.version}: {catalog.source}")))
+    return Outcome.OK
+
+
+def ib_counter_lines(info: CounterInfo, table: str) -> list[str]:
+    """`fleetfix ib-counter NAME`, in operator words."""
+    limit = info.threshold
+    rules = [
+        f"a rise of {limit.per_read} between two reads" if limit.per_read is not None else "",
+        f"more than {limit.per_hour:g} an hour" if limit.per_hour is not None else "",
+    ]
+    threshold = " or ".join(rule for rule in rules if rule) or "none: not an error on its own"
+    lines = [f"{info.name} ({info.perfquery}): {info.title}"]
+    lines += _field("means", info.meaning)
+    lines += _field("do", info.action)
+    lines += _field("severity", str(info.severity))
+    lines += _field("threshold", threshold)
+    lines += _field(
+        "fleetfix does",
+        "reads it with the ib_counters probe (sysfs, else perfquery); fleetfix triage reads it"
+        " twice and names the link when it rises past the threshold while it looks",
+    )
+    lines += _field("sources", f"{info.source} (fleetfix counter table {table})")
     return lines
 
 

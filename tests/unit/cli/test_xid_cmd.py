@@ -236,3 +236,27 @@ def test_unknown_code_from_the_shell_exits_1_without_a_traceback() -> None:
     assert done.stdout == ""
     assert "Xid 999 is not in NVIDIA's Xid catalog" in done.stderr
     assert "Traceback" not in done.stderr
+
+
+@pytest.mark.parametrize("name", ["symbol_error", "SymbolErrorCounter"])
+def test_an_infiniband_counter_is_explained_by_either_name(
+    capsys: pytest.CaptureFixture[str], name: str
+) -> None:
+    code = run_cli(["ib-counter", name])
+    out, _ = capsys.readouterr()
+    assert code == 0
+    assert out.startswith("symbol_error (SymbolErrorCounter): Symbol errors\n")
+    assert "reseat, clean or replace the cable" in field(out, "do")
+    assert field(out, "threshold") == "a rise of 10 between two reads or more than 120 an hour"
+    assert "IBTA Volume 1 16.1.3.5 PortCounters" in field(out, "sources")
+
+
+def test_a_traffic_counter_has_no_threshold_and_an_unknown_one_is_refused(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    assert run_cli(["ib-counter", "port_xmit_data"]) == 0
+    out, _ = capsys.readouterr()
+    assert field(out, "threshold") == "none: not an error on its own"
+    assert run_cli(["ib-counter", "symbol_errors"]) == 1
+    _, err = capsys.readouterr()
+    assert "'symbol_errors' is not a counter fleetfix knows" in err and "symbol_error," in err
