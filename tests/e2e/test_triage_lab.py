@@ -101,3 +101,9 @@ def test_a_job_slurm_does_not_know_is_a_clear_error(lab: LabHandle, tmp_path: Pa
     assert bad.returncode == 1 and "job must be a Slurm job id" in bad.stderr
     missing = _fleetfix("triage", "48213", "-i", str(inventory), "--log", "nope.out", cwd=tmp_path)
     assert missing.returncode == 1 and "--log nope.out" in missing.stderr
+    (tmp_path / "fabric.yml").write_text("switches: [{name: leaf-01, kind: leaf}]\nlinks: [oops]\n")
+    chart = _fleetfix(
+        "triage", "48213", "-i", str(inventory), "--topology-file", "fabric.yml", cwd=tmp_path
+    )
+    assert chart.returncode == 1 and "fabric.yml" in chart.stderr, chart.stderr
+    assert "Traceback" not in chart.stderr and lab.audit() == {n: [] for n in lab.audit()}

@@ -59,6 +59,12 @@ def add_parser(sub: Any) -> None:
         " else the inventory's first host)",
     )
     parser.add_argument(
+        "--topology-file",
+        metavar="PATH",
+        help="switches and links (YAML, or an ibnetdiscover dump): the domains a switch suspect"
+        " is looked for in, beside the inventory's leaf/rack vars",
+    )
+    parser.add_argument(
         "--counter-wait",
         type=float,
         default=2.0,

@@ -182,6 +182,10 @@ async def triage(
     if not everyone:
         raise InputError("the inventory has no hosts")
     where = slurm_host(inventory, everyone, args.slurm_host)
+    # The whole fleet's topology (a topology file names every host), read before anything
+    # connects: a bad file is an input error, not a failure after the probes ran.
+    chart = Path(args.topology_file) if args.topology_file else None
+    topology = Topology.from_hosts({h: inventory.host_vars(h) for h in everyone}, chart)
     bus = EventBus()
     async with open_runtime(args, inventory, bus) as runtime:
         session = _Session(runtime, bus, args, inventory)
@@ -204,7 +208,6 @@ async def triage(
                 again = await session.probe(hosts, [("ib_counters", {})], "counters again")
                 readings = {host: _second_read(readings[host], again, host) for host in hosts}
     suspects = rank(readings, logs)
-    topology = Topology.from_hosts({h: inventory.host_vars(h) for h in hosts})
     domains = [
         (f"{f.kind} {f.domain}", f.failed, f.message)
         for f in correlated_failures(topology, fabric_suspects(suspects), set(hosts))
