@@ -24,6 +24,7 @@ from fleetfix.modules.remote_files import (
     Write,
     backup,
     ensure_attributes,
+    expand_home,
     stat_path,
     write_file,
 )
@@ -137,7 +138,7 @@ async def deliver(call: ModuleCall, data: bytes, *, name: str | None, shown: str
     """Put `data` at dest like Ansible's copy action: a directory dest gets `name` in it; an
     existing file is left alone without force; same sha1 -> only the attributes."""
     params = call.params
-    dest = str(params["dest"])
+    dest = await expand_home(call, str(params["dest"]))
     attrs = _mode_of(call, Path(shown) if shown else None)
     dest_file = posixpath.join(dest, name) if dest.endswith("/") and name else dest
     found = await stat_path(call, dest_file, follow=params["follow"])

@@ -16,6 +16,7 @@ from fleetfix.modules.remote_files import (
     attributes_diff,
     backup,
     ensure_attributes,
+    expand_home,
     read_bytes,
     stat_path,
     write_file,
@@ -43,7 +44,7 @@ def wanted_of(params: dict[str, object]) -> Wanted:
 
 async def lineinfile(call: ModuleCall) -> Outcome:
     params = call.params
-    path = str(params["path"])
+    path = await expand_home(call, str(params["path"]))
     wanted = wanted_of(params)
     found = await stat_path(call, path, checksum=None)
     if found is not None and found.is_link and found.lnk_source:

@@ -277,6 +277,20 @@ def _lsattr(line: str) -> tuple[str, str] | None:
     return words[0], words[1].replace("-", "")
 
 
+_TILDE = re.compile(r"~[A-Za-z0-9._-]*")
+"""A leading `~` or `~USER` (a user name the shell expands, nothing it would run)."""
+
+
+async def expand_home(call: ModuleCall, path: str) -> str:
+    """`path` with a leading `~` or `~USER` expanded by the node's shell, as Ansible expands
+    a module's path arguments and the copy action its dest; any other path as it is."""
+    head, sep, rest = path.partition("/")
+    if _TILDE.fullmatch(head) is None:
+        return path
+    home = (await call.checked(f"printf '%s\\n' {head}", f"expand {head}")).rstrip("\n")
+    return f"{home}{sep}{rest}" if home and not home.startswith("~") else path
+
+
 async def stat_path(
     call: ModuleCall,
     path: str,
