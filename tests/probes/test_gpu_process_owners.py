@@ -48,6 +48,8 @@ def _jobs(*ids: int, rc: int = 0, said: str = "") -> str:
     ("cgroup", "job"),
     [
         ("0::/system.slice/slurmstepd.scope/job_840392/step_0/user/task_0", 840392),
+        ("0::/system.slice/gpu017_slurmstepd.scope/job_18/step_0/user/task_0", 18),
+        ("0::/system.slice/slurmstepd_scope/job_18/step_0", None),
         ("0::/system.slice/slurmstepd.scope/job_17/step_batch/user/task_0", 17),
         ("10:devices:/slurm/uid_2101171/job_280678/step_interactive/task_0", 280678),
         ("4:memory:/slurm/uid_1000/job_195428/step_batch,11:cpuset:/slurm", 195428),

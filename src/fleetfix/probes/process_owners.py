@@ -47,7 +47,9 @@ _ENTRY_START = re.compile(r",(?=\d+:)")
 """procps joins a process's cgroup entries with commas; each entry starts `ID:`."""
 _SLURM_JOB = re.compile(
     r"(?:^|:)/slurm(?:_[^/]+)?/uid_\d+/job_(?P<v1>\d+)(?:/|$)"
-    r"|/slurmstepd\.scope/job_(?P<v2>\d+)(?:/|$)"
+    # v2; `<node>_slurmstepd.scope` where Slurm is built for several daemons per node
+    # (Debian and Ubuntu's packages: plazonic/cgroup_exporter#8, treydock/cgroup_exporter#30)
+    r"|/(?:[^/]+_)?slurmstepd\.scope/job_(?P<v2>\d+)(?:/|$)"
 )
 _JOB_ID = re.compile(r"^\s*(\d+)\s*$")
 OWNERS_OK_RC = (0, 1)
