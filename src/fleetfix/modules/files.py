@@ -15,6 +15,7 @@ from fleetfix.modules.remote_files import (
     PathStat,
     attribute_words,
     ensure_attributes,
+    expand_home,
     stat_path,
     wanted_mode,
 )
@@ -25,7 +26,7 @@ _BATCH = 48 * 1024
 
 async def stat(call: ModuleCall) -> Outcome:
     params = call.params
-    path = str(params["path"])
+    path = await expand_home(call, str(params["path"]))
     found = await stat_path(
         call,
         path,
@@ -65,6 +66,7 @@ async def slurp(call: ModuleCall) -> Outcome:
 async def file(call: ModuleCall) -> Outcome:
     params = call.params
     path, src, state = str(params["path"]), params["src"], params["state"]
+    path = await expand_home(call, path)
     found = await stat_path(call, path, checksum=None)
     if state not in ("link", "absent") and found is not None and found.is_dir and src:
         path = posixpath.join(path, posixpath.basename(str(src)))
