@@ -24,19 +24,7 @@ import pytest
 from fleetfix.probes import gpu_processes
 from fleetfix.probes.gpu_processes import parse
 from fleetfix.probes.process_owners import job_of
-
-QUERY = """### fleetfix query-compute-apps timeout=15
-5120, python3, GPU-a1b2c3d4-0000-0000-0000-000000000001, 00000000:18:00.0, 40960 MiB
-6230, python3, GPU-a1b2c3d4-0000-0000-0000-000000000002, 00000000:2A:00.0, 61234 MiB
-### fleetfix end rc=0
-"""
-OWNERS = """### fleetfix owners
-pid 5120 bob                              Mon Dec  7 09:01:12 2026 python3 train.py --resume
-pid 6230 alice                            Mon Dec  7 15:31:58 2026 python3 /home/alice/llm.py
-cgroup 5120 0::/system.slice/slurmstepd.scope/job_48100/step_0/user/task_0
-cgroup 6230 0::/system.slice/slurmstepd.scope/job_48213/step_0/user/task_0
-### fleetfix end rc=0
-"""
+from tests.support.gpu_processes_output import OWNERS, QUERY
 
 
 def _jobs(*ids: int, rc: int = 0, said: str = "") -> str:
@@ -181,7 +169,8 @@ def test_the_owners_section_reads_real_procps_output_of_a_process_this_test_star
 ) -> None:
     """The probe's own shell code, run with the machine's real ps on a child of this test:
     what procps prints (widths, lstart, the cgroup column) is what the parser reads."""
-    child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)", "orphan-arg"])
+    # it lives until this test kills it: pause() waits for a signal, not for a time
+    child = subprocess.Popen([sys.executable, "-c", "import signal; signal.pause()", "orphan-arg"])
     try:
         (tmp_path / "q").write_text(f"{child.pid}, python3, GPU-x, 00000000:18:00.0, 40 MiB\n")
         (tmp_path / "f").write_text("")
@@ -197,7 +186,7 @@ def test_the_owners_section_reads_real_procps_output_of_a_process_this_test_star
     (process,) = facts.processes
     assert process.user == pwd.getpwuid(os.getuid()).pw_name
     assert process.command_line is not None and process.command_line.endswith(
-        "time.sleep(60) orphan-arg"
+        "signal.pause() orphan-arg"
     )
     assert process.started is not None and process.started.endswith(time.strftime("%Y"))
     assert facts.owners_ok is True

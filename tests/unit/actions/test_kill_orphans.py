@@ -17,21 +17,10 @@ from fleetfix.actions.orphans import kill_script
 from fleetfix.probes import slurm_node
 from fleetfix.probes.gpu_processes import parse
 from tests.support import wait_until
+from tests.support.gpu_processes_output import OWNERS, QUERY
 from tests.unit.actions.node_facts import SAMPLES
 
 ACTION = action_registry().get("kill_orphans")
-QUERY = """### fleetfix query-compute-apps timeout=15
-5120, python3, GPU-a1b2c3d4-0000-0000-0000-000000000001, 00000000:18:00.0, 40960 MiB
-6230, python3, GPU-a1b2c3d4-0000-0000-0000-000000000002, 00000000:2A:00.0, 61234 MiB
-### fleetfix end rc=0
-"""
-OWNERS = """### fleetfix owners
-pid 5120 bob Mon Dec  7 09:01:12 2026 python3 train.py --resume
-pid 6230 alice Mon Dec  7 15:31:58 2026 python3 /home/alice/llm.py
-cgroup 5120 0::/system.slice/slurmstepd.scope/job_48100/step_0/user/task_0
-cgroup 6230 0::/system.slice/slurmstepd.scope/job_48213/step_0/user/task_0
-### fleetfix end rc=0
-"""
 RUNNING_48213 = "### fleetfix slurm-jobs timeout=15\n48213\n### fleetfix end rc=0\n"
 
 
@@ -128,7 +117,12 @@ def test_a_bad_wait_is_refused_before_anything_runs() -> None:
 
 # -- the command, in a real shell, on this test's own processes ----------------------------
 
-IGNORES_TERM = "import signal, time; signal.signal(signal.SIGTERM, signal.SIG_IGN); time.sleep(300)"
+IGNORES_TERM = (
+    "import signal\nsignal.signal(signal.SIGTERM, signal.SIG_IGN)\nwhile True: signal.pause()"
+)
+"""A process that only SIGKILL ends (it waits for signals, never for a time)."""
+LIVES = "import signal; signal.pause()"
+"""A process that lives until a signal ends it."""
 
 
 @pytest.fixture
@@ -167,9 +161,9 @@ def _lstart(pid: int) -> str:
 def test_term_then_kill_and_a_reused_pid_is_left_alone(
     children: list[subprocess.Popen[bytes]],
 ) -> None:
-    polite = _start(children, "import time; time.sleep(300)")
+    polite = _start(children, LIVES)
     stubborn = _start(children, IGNORES_TERM)
-    stranger = _start(children, "import time; time.sleep(300)")
+    stranger = _start(children, LIVES)
     # the ignore must be in place before the TERM comes: wait until python has started
     for child in (polite, stubborn, stranger):
         assert _lstart(child.pid)
